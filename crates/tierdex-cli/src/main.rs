@@ -1,0 +1,3 @@
+//! The `tierdex` command (stub).
+
+fn main() {}

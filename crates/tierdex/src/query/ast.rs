@@ -1,0 +1,64 @@
+//! The parsed form of a query, before analysis and planning.
+//!
+//! Semantics (shared by the planner and the test oracle; Lucene's classic
+//! query parser with `MultiFieldQueryParser` over `title` and `body`):
+//!
+//! * A [`Query::Term`]'s text is analysed like document text. Each resulting
+//!   token becomes a term query; several tokens become a SHOULD disjunction
+//!   of them; no tokens (punctuation, a stop word) drops the clause.
+//! * A [`Query::Phrase`]'s text is analysed; the tokens must appear at the
+//!   same relative positions (gaps left by removed stop words kept). One
+//!   token is a plain term query; none drops the clause. Phrase frequency is
+//!   the number of start positions that match; its BM25 weight uses the sum
+//!   of the tokens' IDFs.
+//! * `field: None` means both fields: `t` becomes `title:t OR body:t`, scored
+//!   as the sum; a phrase matches within one field.
+//! * [`Query::Boolean`]: with at least one MUST clause a document must match
+//!   all MUST clauses and SHOULD clauses only add to the score; without MUST
+//!   clauses at least one SHOULD clause must match. MUST_NOT clauses exclude.
+//!   A boolean query with only MUST_NOT clauses (or no clauses) matches
+//!   nothing. The score is the sum of the scores of the matching MUST and
+//!   SHOULD clauses.
+
+use crate::schema::Field;
+
+/// How a clause takes part in its boolean query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Occur {
+    /// Optional: adds to the score; at least one must match when there is no MUST.
+    Should,
+    /// Required (`+a`).
+    Must,
+    /// Excluded (`-a`).
+    MustNot,
+}
+
+/// A parsed query.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Query {
+    /// One word as typed (analysed at planning time).
+    Term {
+        /// `Some` when prefixed with `title:` or `body:`.
+        field: Option<Field>,
+        /// The raw word.
+        text: String,
+    },
+    /// A quoted phrase as typed (analysed at planning time).
+    Phrase {
+        /// `Some` when prefixed with `title:` or `body:`.
+        field: Option<Field>,
+        /// The raw text between the quotes.
+        text: String,
+    },
+    /// A list of clauses (the top level, or a parenthesised group).
+    Boolean(Vec<Clause>),
+}
+
+/// One clause of a boolean query.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Clause {
+    /// SHOULD, MUST or MUST_NOT.
+    pub occur: Occur,
+    /// The clause's query.
+    pub query: Query,
+}

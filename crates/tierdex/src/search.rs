@@ -1,0 +1,1 @@
+//! The public search entry point (stub).

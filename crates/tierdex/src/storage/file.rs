@@ -1,0 +1,435 @@
+//! One checksummed file: its writer and its reader.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+
+use crate::error::{Error, Result};
+
+/// Checksum granularity: one checksum per page of content.
+pub const PAGE_SIZE: usize = 4096;
+/// Size of the trailing footer.
+pub const FOOTER_LEN: usize = 32;
+const MAGIC: &[u8; 8] = b"TDXFOOT1";
+const VERSION: u32 = 1;
+
+/// What the manifest records about a finished file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileInfo {
+    /// Bytes of content (without the checksum table and footer).
+    pub content_len: u64,
+    /// Hash of the page checksum table: a fingerprint of the whole content.
+    pub checksum: u64,
+}
+
+/// Streams content into a new file, checksumming each page as it goes.
+pub struct FileWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    written: u64,
+    page: Xxh3,
+    page_fill: usize,
+    page_sums: Vec<u32>,
+}
+
+impl FileWriter {
+    /// Creates (truncates) `path`.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(FileWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            path,
+            written: 0,
+            page: Xxh3::new(),
+            page_fill: 0,
+            page_sums: Vec::new(),
+        })
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Content bytes written so far (the offset the next write lands at).
+    pub fn position(&self) -> u64 {
+        self.written
+    }
+
+    /// Appends `bytes` to the content.
+    pub fn write_all(&mut self, mut bytes: &[u8]) -> Result<()> {
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.written += bytes.len() as u64;
+        while !bytes.is_empty() {
+            let take = (PAGE_SIZE - self.page_fill).min(bytes.len());
+            self.page.update(&bytes[..take]);
+            self.page_fill += take;
+            bytes = &bytes[take..];
+            if self.page_fill == PAGE_SIZE {
+                self.close_page();
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `n` zero bytes.
+    pub fn write_zeros(&mut self, mut n: usize) -> Result<()> {
+        const ZEROS: [u8; 512] = [0; 512];
+        while n > 0 {
+            let take = n.min(ZEROS.len());
+            self.write_all(&ZEROS[..take])?;
+            n -= take;
+        }
+        Ok(())
+    }
+
+    /// Pads with zeros so that a region of `len` bytes written next does not
+    /// straddle a page boundary, when padding saves a page read. Returns the
+    /// number of padding bytes written.
+    pub fn align_for(&mut self, len: usize) -> Result<usize> {
+        let pad = pad_saving_a_page(self.written, len);
+        self.write_zeros(pad)?;
+        Ok(pad)
+    }
+
+    fn close_page(&mut self) {
+        self.page_sums.push(self.page.digest() as u32);
+        self.page.reset();
+        self.page_fill = 0;
+    }
+
+    /// Writes the checksum table and the footer, syncs, and closes the file.
+    pub fn finish(mut self) -> Result<FileInfo> {
+        if self.page_fill > 0 {
+            self.close_page();
+        }
+        let mut table = Vec::with_capacity(self.page_sums.len() * 4);
+        for s in &self.page_sums {
+            table.extend_from_slice(&s.to_le_bytes());
+        }
+        let table_hash = xxh3_64(&table);
+        let mut footer = [0u8; FOOTER_LEN];
+        footer[..8].copy_from_slice(MAGIC);
+        footer[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        footer[16..24].copy_from_slice(&self.written.to_le_bytes());
+        footer[24..32].copy_from_slice(&table_hash.to_le_bytes());
+        let path = self.path.clone();
+        let io = |e| Error::io(&path, e);
+        self.out.write_all(&table).map_err(io)?;
+        self.out.write_all(&footer).map_err(io)?;
+        let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        Ok(FileInfo {
+            content_len: self.written,
+            checksum: table_hash,
+        })
+    }
+}
+
+/// Zero bytes to insert at `offset` so that `len` bytes placed after them
+/// touch fewer 4 KiB pages than placed at `offset` (0 when it would not help).
+pub(crate) fn pad_saving_a_page(offset: u64, len: usize) -> usize {
+    if len == 0 || len > PAGE_SIZE {
+        return 0;
+    }
+    let in_page = (offset % PAGE_SIZE as u64) as usize;
+    if in_page + len > PAGE_SIZE {
+        PAGE_SIZE - in_page
+    } else {
+        0
+    }
+}
+
+/// Where an opened file's bytes live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Read the whole file into anonymous memory (the DRAM tier).
+    Ram,
+    /// Map the file; the page cache holds what was read (also the DAX path).
+    #[default]
+    Mmap,
+}
+
+enum Bytes {
+    Ram(Box<[u8]>),
+    Mmap(memmap2::Mmap),
+}
+
+impl Bytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Ram(b) => b,
+            Bytes::Mmap(m) => m,
+        }
+    }
+}
+
+/// A checksummed file opened for reading; pages are verified on first use.
+pub struct IndexFile {
+    path: PathBuf,
+    bytes: Bytes,
+    content_len: usize,
+    page_sums: Box<[u32]>,
+    verified: Box<[AtomicU64]>,
+    checksum: u64,
+}
+
+impl std::fmt::Debug for IndexFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexFile")
+            .field("path", &self.path)
+            .field("content_len", &self.content_len)
+            .finish()
+    }
+}
+
+impl IndexFile {
+    /// Opens `path` on `tier`, checking its footer and checksum table.
+    pub fn open(path: impl AsRef<Path>, tier: Tier) -> Result<IndexFile> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let file_len = file.metadata().map_err(|e| Error::io(&path, e))?.len() as usize;
+        if file_len < FOOTER_LEN {
+            return Err(Error::corrupt(
+                &path,
+                format!("file is {file_len} bytes, shorter than its {FOOTER_LEN}-byte footer (truncated?)"),
+            ));
+        }
+        let bytes = match tier {
+            Tier::Ram => {
+                let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                Bytes::Ram(data.into_boxed_slice())
+            }
+            Tier::Mmap => {
+                // SAFETY: index files are written once, synced, and never
+                // modified while an index is open (new data goes to new
+                // files); the map is read-only, so the slice stays valid for
+                // the map's lifetime. Exercised by every test that opens an
+                // index with the default tier.
+                let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+                Bytes::Mmap(map)
+            }
+        };
+        let all = bytes.as_slice();
+        if all.len() != file_len {
+            return Err(Error::corrupt(&path, "file changed size while being opened"));
+        }
+        let footer = &all[file_len - FOOTER_LEN..];
+        if &footer[..8] != MAGIC {
+            return Err(Error::corrupt(
+                &path,
+                "missing footer magic (file truncated or not a tierdex file)",
+            ));
+        }
+        let version = u32::from_le_bytes(footer[8..12].try_into().unwrap());
+        if version != VERSION {
+            return Err(Error::corrupt(&path, format!("unsupported file version {version}")));
+        }
+        let content_len = u64::from_le_bytes(footer[16..24].try_into().unwrap());
+        let checksum = u64::from_le_bytes(footer[24..32].try_into().unwrap());
+        let pages = content_len.div_ceil(PAGE_SIZE as u64);
+        let expected = content_len
+            .checked_add(pages * 4)
+            .and_then(|n| n.checked_add(FOOTER_LEN as u64));
+        if expected != Some(file_len as u64) {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "file is {file_len} bytes but its footer describes {} bytes of content (truncated or damaged)",
+                    content_len
+                ),
+            ));
+        }
+        let content_len = content_len as usize;
+        let table = &all[content_len..file_len - FOOTER_LEN];
+        if xxh3_64(table) != checksum {
+            return Err(Error::corrupt(&path, "page checksum table does not match its hash"));
+        }
+        let page_sums: Box<[u32]> = table
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let verified = (0..page_sums.len().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        Ok(IndexFile {
+            path,
+            bytes,
+            content_len,
+            page_sums,
+            verified,
+            checksum,
+        })
+    }
+
+    /// Path of the file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Length of the content in bytes.
+    pub fn len(&self) -> usize {
+        self.content_len
+    }
+
+    /// True when the file has no content.
+    pub fn is_empty(&self) -> bool {
+        self.content_len == 0
+    }
+
+    /// Fingerprint of the content (the hash of the page checksum table).
+    pub fn checksum(&self) -> u64 {
+        self.checksum
+    }
+
+    /// The content bytes in `range`, verifying every page they touch that was
+    /// not verified before.
+    #[inline]
+    pub fn bytes(&self, range: Range<usize>) -> Result<&[u8]> {
+        if range.start > range.end || range.end > self.content_len {
+            return Err(Error::corrupt(
+                &self.path,
+                format!(
+                    "read of bytes {}..{} beyond the content length {}",
+                    range.start, range.end, self.content_len
+                ),
+            ));
+        }
+        if range.start < range.end {
+            let first = range.start / PAGE_SIZE;
+            let last = (range.end - 1) / PAGE_SIZE;
+            for page in first..=last {
+                if !self.is_verified(page) {
+                    self.verify_page(page)?;
+                }
+            }
+        }
+        Ok(&self.bytes.as_slice()[range])
+    }
+
+    /// All content bytes (verifying every page).
+    pub fn all(&self) -> Result<&[u8]> {
+        self.bytes(0..self.content_len)
+    }
+
+    #[inline]
+    fn is_verified(&self, page: usize) -> bool {
+        self.verified[page / 64].load(Ordering::Relaxed) & (1 << (page % 64)) != 0
+    }
+
+    #[cold]
+    fn verify_page(&self, page: usize) -> Result<()> {
+        let start = page * PAGE_SIZE;
+        let end = (start + PAGE_SIZE).min(self.content_len);
+        let data = &self.bytes.as_slice()[start..end];
+        if xxh3_64(data) as u32 != self.page_sums[page] {
+            return Err(Error::corrupt(
+                &self.path,
+                format!("checksum mismatch in bytes {start}..{end} (page {page})"),
+            ));
+        }
+        self.verified[page / 64].fetch_or(1 << (page % 64), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Verifies every page of the file.
+    pub fn verify_all(&self) -> Result<()> {
+        self.all().map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, content: &[u8]) -> FileInfo {
+        let mut w = FileWriter::create(path).unwrap();
+        for chunk in content.chunks(1000) {
+            w.write_all(chunk).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn roundtrip_on_both_tiers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let info = write(&path, &content);
+        assert_eq!(info.content_len, 10_000);
+        for tier in [Tier::Ram, Tier::Mmap] {
+            let f = IndexFile::open(&path, tier).unwrap();
+            assert_eq!(f.checksum(), info.checksum);
+            assert_eq!(f.bytes(4000..4200).unwrap(), &content[4000..4200]);
+            assert_eq!(f.all().unwrap(), &content[..]);
+            assert!(f.bytes(9_999..10_001).is_err());
+        }
+    }
+
+    #[test]
+    fn empty_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write(&path, b"");
+        let f = IndexFile::open(&path, Tier::Mmap).unwrap();
+        assert!(f.is_empty());
+        assert_eq!(f.all().unwrap(), b"");
+    }
+
+    #[test]
+    fn truncation_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write(&path, &[1u8; 9000]);
+        let full = std::fs::read(&path).unwrap();
+        for cut in [1, 17, 40, full.len() - 1] {
+            std::fs::write(&path, &full[..full.len() - cut]).unwrap();
+            let err = IndexFile::open(&path, Tier::Mmap).unwrap_err().to_string();
+            assert!(err.contains("corrupt index file"), "{err}");
+        }
+    }
+
+    #[test]
+    fn bit_flips_are_reported_where_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let content: Vec<u8> = (0..3 * PAGE_SIZE as u32).map(|i| i as u8).collect();
+        write(&path, &content);
+        let clean = std::fs::read(&path).unwrap();
+        for pos in [0usize, 5000, clean.len() - 3, clean.len() - 30] {
+            let mut bad = clean.clone();
+            bad[pos] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            match IndexFile::open(&path, Tier::Ram) {
+                Err(e) => assert!(e.to_string().contains("corrupt"), "{e}"),
+                Ok(f) => {
+                    // The flip is in the content: the page holding it fails.
+                    let page = pos / PAGE_SIZE;
+                    let other = (page + 1) % 3;
+                    assert!(f.bytes(other * PAGE_SIZE..other * PAGE_SIZE + 10).is_ok());
+                    let err = f.bytes(pos..pos + 1).unwrap_err().to_string();
+                    assert!(err.contains("checksum mismatch"), "{err}");
+                    assert!(f.verify_all().is_err());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn alignment_pads_only_when_it_saves_a_page() {
+        assert_eq!(pad_saving_a_page(0, 100), 0);
+        assert_eq!(pad_saving_a_page(4000, 96), 0);
+        assert_eq!(pad_saving_a_page(4000, 97), 96);
+        assert_eq!(pad_saving_a_page(4000, 5000), 0);
+        assert_eq!(pad_saving_a_page(4096, 4096), 0);
+    }
+}

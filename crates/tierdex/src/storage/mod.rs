@@ -1,0 +1,19 @@
+//! Checksummed index files and the tiers they are read from.
+//!
+//! Every file tierdex writes has the same shape:
+//!
+//! ```text
+//! [content ...][page checksums: u32 LE per 4 KiB page of content][footer: 32 bytes]
+//! footer = magic "TDXFOOT1" | version u32 | reserved u32 | content_len u64 | table_hash u64
+//! ```
+//!
+//! The footer is checked when a file is opened (truncation and a damaged
+//! checksum table are caught at once). Content pages are verified lazily the
+//! first time any byte of them is read through [`IndexFile::bytes`], and
+//! remembered as verified, so a query never pays twice for a page and never
+//! reads more than it needs; [`IndexFile::verify_all`] checks everything (used
+//! by `tierdex inspect --verify` and after writing).
+
+mod file;
+
+pub use file::{FileInfo, FileWriter, IndexFile, Tier, FOOTER_LEN, PAGE_SIZE};

@@ -1,0 +1,1 @@
+//! termdict (stub).
