@@ -1,7 +1,43 @@
 //! Text analysis: documents and queries become streams of terms with
-//! positions and byte offsets (stub implementation; the API is fixed).
+//! positions and byte offsets.
+//!
+//! The pipeline matches Lucene's `StandardAnalyzer` (`StandardTokenizer` +
+//! `LowerCaseFilter`), optionally followed by Lucene's classic English stop
+//! words and Snowball English stemming:
+//!
+//! 1. **Tokenise** on Unicode UAX#29 word boundaries; a word segment is a
+//!    token when it contains an alphanumeric character (`network's`, `u.s`,
+//!    `1,000`, `foo_bar`, `a:b` are one token each; every CJK ideograph is a
+//!    token of its own). Segments longer than [`MAX_TOKEN_CHARS`] characters
+//!    are cut into pieces of at most that many characters, and segmentation
+//!    restarts after each piece (as Lucene's scanner does). ASCII text takes
+//!    a byte-level fast path; stretches with non-ASCII characters go through
+//!    `unicode-segmentation` (see `tokenizer.rs` for why both agree).
+//! 2. **Lowercase** every character (`char::to_lowercase`, so a term may be
+//!    longer or shorter in bytes than its source; there is no context-
+//!    sensitive final-sigma rule, as in Lucene).
+//! 3. **Stop words** ([`ENGLISH_STOP_WORDS`]) are removed when enabled; they
+//!    still take a position, so phrases keep their gaps.
+//! 4. **Stemming** (Snowball English) when enabled.
+//!
+//! Positions count tokens from 0 in each [`Analyzer::analyze`] call; offsets
+//! are byte offsets into the original text.
 
+mod stopwords;
+mod tokenizer;
+
+#[cfg(test)]
+mod tests;
+
+pub use stopwords::{is_stop_word, ENGLISH_STOP_WORDS};
+
+use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
+use tokenizer::Case;
+
+/// Longest token, in characters (Lucene's default `maxTokenLength`); longer
+/// word segments are cut into several tokens.
+pub const MAX_TOKEN_CHARS: usize = 255;
 
 /// Options of the analyzer, stored in the index manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -27,16 +63,31 @@ pub struct Token<'a> {
     pub end: u32,
 }
 
-/// Turns text into tokens. Cheap to share between threads.
+/// Turns text into tokens. Cheap to clone and to share between threads.
 #[derive(Debug, Clone)]
 pub struct Analyzer {
     config: AnalyzerConfig,
+    /// [`MAX_TOKEN_CHARS`], smaller in tests to exercise the cutting.
+    max_token_chars: usize,
 }
 
 impl Analyzer {
     /// An analyzer with the given options.
     pub fn new(config: AnalyzerConfig) -> Self {
-        Analyzer { config }
+        Analyzer {
+            config,
+            max_token_chars: MAX_TOKEN_CHARS,
+        }
+    }
+
+    /// An analyzer cutting tokens at `max_token_chars` characters (tests).
+    #[cfg(test)]
+    pub(crate) fn with_max_token_chars(config: AnalyzerConfig, max_token_chars: usize) -> Self {
+        assert!(max_token_chars > 0);
+        Analyzer {
+            config,
+            max_token_chars,
+        }
     }
 
     /// The options this analyzer was built with.
@@ -45,20 +96,75 @@ impl Analyzer {
     }
 
     /// Calls `sink` for every token of `text`, in order.
+    ///
+    /// Texts must be shorter than 4 GiB (offsets are `u32`). The term passed
+    /// to `sink` borrows either `text` (already-lowercase ASCII tokens) or a
+    /// buffer reused for the whole call: no allocation per token, except
+    /// inside the stemmer when stemming changes a word.
     pub fn analyze(&self, text: &str, mut sink: impl FnMut(Token<'_>)) {
-        let mut position = 0;
-        let mut offset = 0;
-        for word in text.split_whitespace() {
-            let start = text[offset..].find(word).unwrap() + offset;
-            offset = start + word.len();
-            let lower = word.to_lowercase();
-            sink(Token {
-                term: &lower,
-                position,
-                start: start as u32,
-                end: offset as u32,
-            });
-            position += 1;
+        debug_assert!(u32::try_from(text.len()).is_ok(), "text too long");
+        let stemmer = self
+            .config
+            .stemming
+            .then(|| Stemmer::create(Algorithm::English));
+        let stop_words = self.config.stop_words;
+        let mut buf = String::new();
+        let mut position: u32 = 0;
+        tokenizer::tokenize(text, self.max_token_chars, &mut |start, end, case| {
+            let raw = &text[start..end];
+            let term: &str = match case {
+                Case::Lower => raw,
+                Case::AsciiUpper => {
+                    buf.clear();
+                    buf.push_str(raw);
+                    buf.make_ascii_lowercase();
+                    &buf
+                }
+                Case::Unicode => {
+                    lowercase_into(raw, &mut buf);
+                    &buf
+                }
+            };
+            let token_position = position;
+            position = position.wrapping_add(1);
+            if stop_words && is_stop_word(term) {
+                return;
+            }
+            let (start, end) = (start as u32, end as u32);
+            match &stemmer {
+                Some(stemmer) => sink(Token {
+                    term: &stemmer.stem(term),
+                    position: token_position,
+                    start,
+                    end,
+                }),
+                None => sink(Token {
+                    term,
+                    position: token_position,
+                    start,
+                    end,
+                }),
+            }
+        });
+    }
+}
+
+impl Default for Analyzer {
+    /// The default analyzer: no stop words, no stemming.
+    fn default() -> Self {
+        Analyzer::new(AnalyzerConfig::default())
+    }
+}
+
+/// Lowercases `s` character by character into `buf` (cleared first).
+#[inline]
+fn lowercase_into(s: &str, buf: &mut String) {
+    buf.clear();
+    for c in s.chars() {
+        if c.is_ascii() {
+            buf.push(c.to_ascii_lowercase());
+        } else {
+            buf.extend(c.to_lowercase());
         }
     }
 }

@@ -1,6 +1,53 @@
-//! The query-language parser (stub; see the analysis+parser helper task).
+//! The query-language parser: a subset of Lucene's classic query syntax,
+//! compatible with the search-benchmark-game command files.
+//!
+//! # Syntax
+//!
+//! * `a b` — clauses separated by whitespace are SHOULD clauses of the
+//!   enclosing boolean query; `+a` is MUST, `-a` is MUST_NOT. An operator
+//!   applies only at the start of a clause and may be followed by whitespace
+//!   (`- a` is `-a`, as in Lucene); inside a word `+`/`-` are ordinary
+//!   characters (`foo-bar`, `c++` are single terms).
+//! * A **term** is a maximal run of characters other than whitespace
+//!   (Unicode), `(`, `)` and `"`.
+//! * `"a b c"` is a **phrase**; its text is everything up to the next
+//!   unescaped `"` (whitespace and parentheses included). `""` is an empty
+//!   phrase (the planner drops it).
+//! * `(a b)` is a **group**, a nested boolean query; `()` is accepted as an
+//!   empty group (which matches nothing). Groups nest at most
+//!   [`MAX_DEPTH`] levels deep.
+//! * `field:x` where `x` is a term, phrase or group restricts `x` to the
+//!   field `title` or `body`. For a group the field applies to every term
+//!   and phrase inside it that has no field of its own (explicit inner fields
+//!   win). Only the first unescaped `:` of a word can start a field: in
+//!   `title:a:b` the term is `a:b`. Field names are case-sensitive. A word
+//!   with a non-empty name before its first `:` and a term, phrase or group
+//!   right after it (no whitespace) is a field prefix: a name other than
+//!   `title`/`body` is [`QueryError::UnknownField`]. `title:` or `body:` with
+//!   nothing right after it is a syntax error; any other word ending in `:`
+//!   (`foo:`) or starting with `:` is an ordinary term.
+//! * `AND`, `OR`, `NOT` (upper case, as whole words) are Lucene's boolean
+//!   keywords with its classic semantics (default operator OR): `a AND b`
+//!   makes both `a` and `b` MUST (a MUST_NOT clause on either side stays
+//!   MUST_NOT); `OR` changes nothing (`a OR b` is `a b`); `NOT a` is `-a`.
+//!   So `a AND b OR c` is `+a +b c` and `a AND NOT b` is `+a -b`. `AND`/`OR`
+//!   need a clause on both sides; `NOT` is a prefix like `-`. After an
+//!   operator or keyword a clause must follow, and a clause cannot carry two
+//!   operators (`+-a`, `-NOT a` are errors). `title:AND` is the term `AND`.
+//! * `\` escapes the next character, whatever it is, in terms, field names
+//!   and phrases (`\"`, `\:`, `\(`, `\)`, `\+`, `\-`, `\\`, `\ `, `\AND`): it
+//!   loses any special meaning and is part of the text. A `\` at the very end
+//!   of the query is an error.
+//!
+//! The result is always a [`Query::Boolean`] (empty for a blank query).
+//! Parsing is a single left-to-right pass (linear time); errors carry the
+//! byte offset of the offending character, and parsing never panics.
 
-use super::ast::Query;
+use super::ast::{Clause, Occur, Query};
+use crate::schema::Field;
+
+/// Deepest nesting of parenthesised groups that [`parse`] accepts.
+pub const MAX_DEPTH: usize = 64;
 
 /// A query that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,8 +70,886 @@ pub enum QueryError {
     },
 }
 
-/// Parses `text` into a [`Query`].
+impl QueryError {
+    /// Byte offset in the query text where the error was found.
+    pub fn position(&self) -> usize {
+        match self {
+            QueryError::Syntax { position, .. } | QueryError::UnknownField { position, .. } => {
+                *position
+            }
+        }
+    }
+
+    /// What is wrong, without the position.
+    pub fn message(&self) -> String {
+        match self {
+            QueryError::Syntax { message, .. } => message.clone(),
+            QueryError::UnknownField { field, .. } => {
+                format!("unknown field `{field}` (known fields: title, body)")
+            }
+        }
+    }
+}
+
+/// Parses `text` into a [`Query`] (always a [`Query::Boolean`]; see the
+/// module documentation for the syntax).
 pub fn parse(text: &str) -> Result<Query, QueryError> {
-    let _ = text;
-    Ok(Query::Boolean(Vec::new()))
+    let mut parser = Parser { src: text, pos: 0 };
+    let clauses = parser.clauses(0, None, None)?;
+    Ok(Query::Boolean(clauses))
+}
+
+/// Formats a parse error for people: the query on one line and, under it, a
+/// caret `^` at the error position followed by the message.
+///
+/// Control characters of the query (newlines, tabs) are shown as spaces so
+/// that the caret lines up (columns are counted in characters).
+pub fn render_error(query: &str, err: &QueryError) -> String {
+    let position = err.position().min(query.len());
+    let shown: String = query
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let column = query
+        .char_indices()
+        .take_while(|&(i, _)| i < position)
+        .count();
+    format!("{shown}\n{}^ {}", " ".repeat(column), err.message())
+}
+
+/// Prints `query` in the query syntax, so that [`parse`] gives back the same
+/// query: `parse(&to_query_string(q)) == Ok(q)` for every `Query::Boolean`
+/// whose terms have non-empty text. A query that is not a `Boolean` is printed
+/// as the single clause of the top-level query that parsing it gives.
+///
+/// Fields are printed on each term and phrase (`(title:a title:b)`, never
+/// `title:(a b)`); special characters are escaped with `\`.
+pub fn to_query_string(query: &Query) -> String {
+    let mut out = String::new();
+    match query {
+        Query::Boolean(clauses) => print_clauses(clauses, &mut out),
+        other => print_query(other, &mut out),
+    }
+    out
+}
+
+fn print_clauses(clauses: &[Clause], out: &mut String) {
+    for (i, clause) in clauses.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        match clause.occur {
+            Occur::Should => {}
+            Occur::Must => out.push('+'),
+            Occur::MustNot => out.push('-'),
+        }
+        print_query(&clause.query, out);
+    }
+}
+
+fn print_query(query: &Query, out: &mut String) {
+    match query {
+        Query::Term { field, text } => {
+            print_field(*field, out);
+            let keyword = matches!(text.as_str(), "AND" | "OR" | "NOT");
+            for (i, c) in text.chars().enumerate() {
+                let special = c.is_whitespace()
+                    || matches!(c, '(' | ')' | '"' | '\\' | ':')
+                    || (i == 0 && (keyword || matches!(c, '+' | '-')));
+                if special {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+        }
+        Query::Phrase { field, text } => {
+            print_field(*field, out);
+            out.push('"');
+            for c in text.chars() {
+                if matches!(c, '"' | '\\') {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            out.push('"');
+        }
+        Query::Boolean(clauses) => {
+            out.push('(');
+            print_clauses(clauses, out);
+            out.push(')');
+        }
+    }
+}
+
+fn print_field(field: Option<Field>, out: &mut String) {
+    if let Some(field) = field {
+        out.push_str(field.name());
+        out.push(':');
+    }
+}
+
+/// A boolean keyword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keyword {
+    And,
+    Or,
+    Not,
+}
+
+impl Keyword {
+    fn name(self) -> &'static str {
+        match self {
+            Keyword::And => "AND",
+            Keyword::Or => "OR",
+            Keyword::Not => "NOT",
+        }
+    }
+}
+
+/// A clause prefix: `+`, `-` or `NOT`.
+#[derive(Debug, Clone, Copy)]
+struct Modifier {
+    occur: Occur,
+    position: usize,
+    name: &'static str,
+}
+
+/// Whether `c` ends a word.
+fn ends_word(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '(' | ')' | '"')
+}
+
+fn syntax(position: usize, message: impl Into<String>) -> QueryError {
+    QueryError::Syntax {
+        position,
+        message: message.into(),
+    }
+}
+
+/// Recursive-descent parser over the query text; `pos` only moves forward.
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<char> {
+        self.src[self.pos..].chars().next()
+    }
+
+    fn skip_whitespace(&mut self) {
+        let rest = &self.src[self.pos..];
+        let trimmed = rest.trim_start();
+        self.pos += rest.len() - trimmed.len();
+    }
+
+    /// The keyword starting at the current position, if the word there is
+    /// exactly `AND`, `OR` or `NOT`.
+    fn peek_keyword(&self) -> Option<Keyword> {
+        let rest = &self.src[self.pos..];
+        [Keyword::And, Keyword::Or, Keyword::Not]
+            .into_iter()
+            .find(|k| {
+                rest.strip_prefix(k.name())
+                    .is_some_and(|after| after.chars().next().is_none_or(ends_word))
+            })
+    }
+
+    /// Clauses up to the end of the text (`open == None`) or up to the `)`
+    /// closing the `(` at byte `open` (consumed). `field` is the default
+    /// field of the enclosing `field:( ... )` group.
+    fn clauses(
+        &mut self,
+        depth: usize,
+        field: Option<Field>,
+        open: Option<usize>,
+    ) -> Result<Vec<Clause>, QueryError> {
+        let mut clauses: Vec<Clause> = Vec::new();
+        // A pending `AND`/`OR` and its position.
+        let mut conjunction: Option<(Keyword, usize)> = None;
+        loop {
+            self.skip_whitespace();
+            let at = self.pos;
+            let end_of_group = match self.peek() {
+                None => {
+                    if let Some(open) = open {
+                        return Err(syntax(open, "unclosed `(`: missing `)`"));
+                    }
+                    true
+                }
+                Some(')') => {
+                    if open.is_none() {
+                        return Err(syntax(at, "unmatched `)`"));
+                    }
+                    self.pos += 1;
+                    true
+                }
+                _ => false,
+            };
+            if end_of_group {
+                if let Some((keyword, position)) = conjunction {
+                    return Err(syntax(
+                        position,
+                        format!("`{}` must be followed by a clause", keyword.name()),
+                    ));
+                }
+                return Ok(clauses);
+            }
+            let keyword = self.peek_keyword();
+            if let Some(k @ (Keyword::And | Keyword::Or)) = keyword {
+                if clauses.is_empty() || conjunction.is_some() {
+                    return Err(syntax(
+                        at,
+                        format!("`{}` must come between two clauses", k.name()),
+                    ));
+                }
+                conjunction = Some((k, at));
+                self.pos += k.name().len();
+                continue;
+            }
+            let modifier = match (self.peek(), keyword) {
+                (Some('+'), _) => Some(Modifier {
+                    occur: Occur::Must,
+                    position: at,
+                    name: "+",
+                }),
+                (Some('-'), _) => Some(Modifier {
+                    occur: Occur::MustNot,
+                    position: at,
+                    name: "-",
+                }),
+                (_, Some(Keyword::Not)) => Some(Modifier {
+                    occur: Occur::MustNot,
+                    position: at,
+                    name: "NOT",
+                }),
+                _ => None,
+            };
+            if let Some(m) = modifier {
+                self.pos += m.name.len();
+                self.skip_whitespace();
+                let nothing = match self.peek() {
+                    None | Some(')') | Some('+') | Some('-') => true,
+                    Some(_) => self.peek_keyword().is_some(),
+                };
+                if nothing {
+                    return Err(syntax(
+                        m.position,
+                        format!("`{}` must be followed by a term, phrase or group", m.name),
+                    ));
+                }
+            }
+            let query = self.atom(depth, field)?;
+            let and = matches!(conjunction, Some((Keyword::And, _)));
+            if and {
+                if let Some(previous) = clauses.last_mut() {
+                    if previous.occur != Occur::MustNot {
+                        previous.occur = Occur::Must;
+                    }
+                }
+            }
+            let occur = match modifier {
+                Some(m) => m.occur,
+                None if and => Occur::Must,
+                None => Occur::Should,
+            };
+            clauses.push(Clause { occur, query });
+            conjunction = None;
+        }
+    }
+
+    /// A term, phrase or group (possibly with a field prefix) at the current
+    /// position, which is not whitespace, `)` or the end.
+    fn atom(&mut self, depth: usize, field: Option<Field>) -> Result<Query, QueryError> {
+        let start = self.pos;
+        match self.peek() {
+            Some('"') => return self.phrase(field),
+            Some('(') => return self.group(depth, field),
+            _ => {}
+        }
+        let mut text = String::new();
+        let mut name_checked = false;
+        while let Some(c) = self.peek() {
+            if ends_word(c) {
+                break;
+            }
+            if c == '\\' {
+                text.push(self.escaped()?);
+                continue;
+            }
+            self.pos += c.len_utf8();
+            if c == ':' && !name_checked && !text.is_empty() {
+                name_checked = true;
+                let next = self.peek();
+                let known = Field::from_name(&text);
+                match next {
+                    Some('"') | Some('(') => {}
+                    Some(n) if !ends_word(n) => {}
+                    _ => {
+                        // Nothing right after the colon.
+                        if known.is_some() {
+                            return Err(syntax(
+                                start,
+                                format!(
+                                    "`{text}:` must be followed by a term, phrase or group \
+                                     (without a space)"
+                                ),
+                            ));
+                        }
+                        text.push(':');
+                        continue;
+                    }
+                }
+                let Some(known) = known else {
+                    return Err(QueryError::UnknownField {
+                        field: text,
+                        position: start,
+                    });
+                };
+                return match next {
+                    Some('"') => self.phrase(Some(known)),
+                    Some('(') => self.group(depth, Some(known)),
+                    _ => self.word(known),
+                };
+            }
+            name_checked |= c == ':';
+            text.push(c);
+        }
+        Ok(Query::Term { field, text })
+    }
+
+    /// The rest of a word after `field:`: the term text (colons included).
+    fn word(&mut self, field: Field) -> Result<Query, QueryError> {
+        let mut text = String::new();
+        while let Some(c) = self.peek() {
+            if ends_word(c) {
+                break;
+            }
+            if c == '\\' {
+                text.push(self.escaped()?);
+                continue;
+            }
+            self.pos += c.len_utf8();
+            text.push(c);
+        }
+        Ok(Query::Term {
+            field: Some(field),
+            text,
+        })
+    }
+
+    /// The character escaped by the `\` at the current position (both consumed).
+    fn escaped(&mut self) -> Result<char, QueryError> {
+        let backslash = self.pos;
+        self.pos += 1;
+        match self.peek() {
+            Some(c) => {
+                self.pos += c.len_utf8();
+                Ok(c)
+            }
+            None => Err(syntax(
+                backslash,
+                "`\\` at the end of the query escapes nothing",
+            )),
+        }
+    }
+
+    /// A phrase starting at the `"` at the current position.
+    fn phrase(&mut self, field: Option<Field>) -> Result<Query, QueryError> {
+        let open = self.pos;
+        self.pos += 1;
+        let mut text = String::new();
+        loop {
+            let rest = &self.src[self.pos..];
+            let Some(i) = rest.find(['"', '\\']) else {
+                return Err(syntax(open, "unterminated phrase: missing closing `\"`"));
+            };
+            text.push_str(&rest[..i]);
+            self.pos += i;
+            if rest.as_bytes()[i] == b'"' {
+                self.pos += 1;
+                return Ok(Query::Phrase { field, text });
+            }
+            match self.escaped() {
+                Ok(c) => text.push(c),
+                Err(_) => {
+                    return Err(syntax(open, "unterminated phrase: missing closing `\"`"));
+                }
+            }
+        }
+    }
+
+    /// A group starting at the `(` at the current position.
+    fn group(&mut self, depth: usize, field: Option<Field>) -> Result<Query, QueryError> {
+        let open = self.pos;
+        if depth >= MAX_DEPTH {
+            return Err(syntax(
+                open,
+                format!("groups nested more than {MAX_DEPTH} levels deep"),
+            ));
+        }
+        self.pos += 1;
+        let clauses = self.clauses(depth + 1, field, Some(open))?;
+        Ok(Query::Boolean(clauses))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn term(text: &str) -> Query {
+        Query::Term {
+            field: None,
+            text: text.to_string(),
+        }
+    }
+
+    fn fterm(field: Field, text: &str) -> Query {
+        Query::Term {
+            field: Some(field),
+            text: text.to_string(),
+        }
+    }
+
+    fn phrase(field: Option<Field>, text: &str) -> Query {
+        Query::Phrase {
+            field,
+            text: text.to_string(),
+        }
+    }
+
+    fn should(query: Query) -> Clause {
+        Clause {
+            occur: Occur::Should,
+            query,
+        }
+    }
+
+    fn must(query: Query) -> Clause {
+        Clause {
+            occur: Occur::Must,
+            query,
+        }
+    }
+
+    fn must_not(query: Query) -> Clause {
+        Clause {
+            occur: Occur::MustNot,
+            query,
+        }
+    }
+
+    fn ok(text: &str) -> Vec<Clause> {
+        match parse(text) {
+            Ok(Query::Boolean(clauses)) => clauses,
+            other => panic!("{text:?} parsed as {other:?}"),
+        }
+    }
+
+    /// The position and message of a syntax error.
+    fn syntax_err(text: &str) -> (usize, String) {
+        match parse(text) {
+            Err(QueryError::Syntax { position, message }) => (position, message),
+            other => panic!("{text:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn terms_and_operators() {
+        assert_eq!(ok("a b"), [should(term("a")), should(term("b"))]);
+        assert_eq!(ok("+a +b"), [must(term("a")), must(term("b"))]);
+        assert_eq!(ok("  -a\tb\n"), [must_not(term("a")), should(term("b"))]);
+        assert_eq!(ok("- a + b"), [must_not(term("a")), must(term("b"))]);
+        assert_eq!(
+            ok("foo-bar c++ a+b"),
+            [
+                should(term("foo-bar")),
+                should(term("c++")),
+                should(term("a+b"))
+            ]
+        );
+        assert_eq!(
+            ok("Ünïcode 東京"),
+            [should(term("Ünïcode")), should(term("東京"))]
+        );
+        assert_eq!(ok("a\u{3000}b"), [should(term("a")), should(term("b"))]);
+    }
+
+    #[test]
+    fn empty_queries() {
+        assert_eq!(parse(""), Ok(Query::Boolean(vec![])));
+        assert_eq!(parse(" \t\n "), Ok(Query::Boolean(vec![])));
+        assert_eq!(ok("()"), [should(Query::Boolean(vec![]))]);
+        assert_eq!(ok("+( )"), [must(Query::Boolean(vec![]))]);
+    }
+
+    #[test]
+    fn phrases() {
+        assert_eq!(ok(r#""a b c""#), [should(phrase(None, "a b c"))]);
+        assert_eq!(
+            ok(r#"+"a (b)" -"c:d""#),
+            [must(phrase(None, "a (b)")), must_not(phrase(None, "c:d"))]
+        );
+        assert_eq!(ok(r#""""#), [should(phrase(None, ""))]);
+        assert_eq!(
+            ok(r#"x"a b"y"#),
+            [
+                should(term("x")),
+                should(phrase(None, "a b")),
+                should(term("y"))
+            ]
+        );
+        assert_eq!(
+            ok(r#""say \"hi\" \\ \x""#),
+            [should(phrase(None, r#"say "hi" \ x"#))]
+        );
+    }
+
+    #[test]
+    fn fields() {
+        assert_eq!(ok("title:a"), [should(fterm(Field::Title, "a"))]);
+        assert_eq!(
+            ok(r#"+body:"a b""#),
+            [must(phrase(Some(Field::Body), "a b"))]
+        );
+        assert_eq!(ok("title:a:b"), [should(fterm(Field::Title, "a:b"))]);
+        assert_eq!(ok("title:-a"), [should(fterm(Field::Title, "-a"))]);
+        assert_eq!(ok("title:AND"), [should(fterm(Field::Title, "AND"))]);
+        assert_eq!(
+            ok(r#"title:(a "b c" body:d (e body:(f)))"#),
+            [should(Query::Boolean(vec![
+                should(fterm(Field::Title, "a")),
+                should(phrase(Some(Field::Title), "b c")),
+                should(fterm(Field::Body, "d")),
+                should(Query::Boolean(vec![
+                    should(fterm(Field::Title, "e")),
+                    should(Query::Boolean(vec![should(fterm(Field::Body, "f"))])),
+                ])),
+            ]))]
+        );
+        // Not field prefixes: nothing after the colon, or no name before it.
+        assert_eq!(
+            ok("foo: :bar a:"),
+            [
+                should(term("foo:")),
+                should(term(":bar")),
+                should(term("a:"))
+            ]
+        );
+        assert_eq!(
+            ok("(x foo:)"),
+            [should(Query::Boolean(vec![
+                should(term("x")),
+                should(term("foo:"))
+            ]))]
+        );
+        // Escaped colons are not field separators.
+        assert_eq!(
+            ok(r"a\:b title\:x"),
+            [should(term("a:b")), should(term("title:x"))]
+        );
+    }
+
+    #[test]
+    fn unknown_fields() {
+        assert_eq!(
+            parse("a Title:x"),
+            Err(QueryError::UnknownField {
+                field: "Title".into(),
+                position: 2
+            })
+        );
+        assert_eq!(
+            parse("(x +foo:\"a\")"),
+            Err(QueryError::UnknownField {
+                field: "foo".into(),
+                position: 4
+            })
+        );
+        assert_eq!(
+            parse("http://x"),
+            Err(QueryError::UnknownField {
+                field: "http".into(),
+                position: 0
+            })
+        );
+        assert!(matches!(parse("a:b"), Err(QueryError::UnknownField { .. })));
+    }
+
+    #[test]
+    fn groups() {
+        assert_eq!(
+            ok("+(a b) -c"),
+            [
+                must(Query::Boolean(vec![should(term("a")), should(term("b"))])),
+                must_not(term("c"))
+            ]
+        );
+        assert_eq!(
+            ok("a(b)c"),
+            [
+                should(term("a")),
+                should(Query::Boolean(vec![should(term("b"))])),
+                should(term("c"))
+            ]
+        );
+        assert_eq!(
+            ok("((a))"),
+            [should(Query::Boolean(vec![should(Query::Boolean(vec![
+                should(term("a"))
+            ]))]))]
+        );
+        let deep = format!("{}a{}", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
+        assert!(parse(&deep).is_ok());
+    }
+
+    #[test]
+    fn keywords() {
+        assert_eq!(ok("a AND b"), [must(term("a")), must(term("b"))]);
+        assert_eq!(ok("a OR b"), [should(term("a")), should(term("b"))]);
+        assert_eq!(
+            ok("a AND b OR c"),
+            [must(term("a")), must(term("b")), should(term("c"))]
+        );
+        assert_eq!(ok("NOT a"), [must_not(term("a"))]);
+        assert_eq!(ok("a AND NOT b"), [must(term("a")), must_not(term("b"))]);
+        assert_eq!(ok("-a AND b"), [must_not(term("a")), must(term("b"))]);
+        assert_eq!(ok("a AND -b"), [must(term("a")), must_not(term("b"))]);
+        assert_eq!(ok("a NOT b"), [should(term("a")), must_not(term("b"))]);
+        assert_eq!(
+            ok("a AND (b OR c)"),
+            [
+                must(term("a")),
+                must(Query::Boolean(vec![should(term("b")), should(term("c"))]))
+            ]
+        );
+        assert_eq!(
+            ok("NOT(a)"),
+            [must_not(Query::Boolean(vec![should(term("a"))]))]
+        );
+        // Lower case or partial words are terms; escaped keywords too.
+        assert_eq!(
+            ok(r"and or not ANDROID \AND NOTE"),
+            [
+                should(term("and")),
+                should(term("or")),
+                should(term("not")),
+                should(term("ANDROID")),
+                should(term("AND")),
+                should(term("NOTE"))
+            ]
+        );
+    }
+
+    #[test]
+    fn escapes() {
+        assert_eq!(
+            ok(r#"\"a \(b\) \+c \-d e\\f g\ h"#),
+            [
+                should(term("\"a")),
+                should(term("(b)")),
+                should(term("+c")),
+                should(term("-d")),
+                should(term(r"e\f")),
+                should(term("g h"))
+            ]
+        );
+        assert_eq!(ok(r"title:a\ b\:c"), [should(fterm(Field::Title, "a b:c"))]);
+        assert_eq!(ok(r"ti\tle:x"), [should(fterm(Field::Title, "x"))]);
+        assert_eq!(ok("\\é"), [should(term("é"))]);
+    }
+
+    #[test]
+    fn syntax_errors() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("(a b", 0, "unclosed `(`"),
+            ("a (b (c)", 2, "unclosed `(`"),
+            ("a b)", 3, "unmatched `)`"),
+            ("a) (b", 1, "unmatched `)`"),
+            ("\"a b", 0, "unterminated phrase"),
+            ("x title:\"a b", 8, "unterminated phrase"),
+            ("\"a\\", 0, "unterminated phrase"),
+            ("a +", 2, "`+` must be followed"),
+            ("-", 0, "`-` must be followed"),
+            ("a - ", 2, "`-` must be followed"),
+            ("(a +)", 3, "`+` must be followed"),
+            ("+-a", 0, "`+` must be followed"),
+            ("- +a", 0, "`-` must be followed"),
+            ("-NOT a", 0, "`-` must be followed"),
+            ("NOT", 0, "`NOT` must be followed"),
+            ("title:", 0, "`title:` must be followed"),
+            ("a body: b", 2, "`body:` must be followed"),
+            ("(title:)", 1, "`title:` must be followed"),
+            ("AND a", 0, "`AND` must come between"),
+            ("a AND", 2, "`AND` must be followed"),
+            ("(a OR)", 3, "`OR` must be followed"),
+            ("a AND OR b", 6, "`OR` must come between"),
+            ("(AND a)", 1, "`AND` must come between"),
+            ("a\\", 1, "escapes nothing"),
+        ];
+        for &(text, position, message) in cases {
+            let (p, m) = syntax_err(text);
+            assert_eq!(p, position, "{text:?}: {m}");
+            assert!(m.contains(message), "{text:?}: {m}");
+        }
+    }
+
+    #[test]
+    fn too_deep() {
+        let text = "(".repeat(MAX_DEPTH + 1) + "a" + &")".repeat(MAX_DEPTH + 1);
+        let (position, message) = syntax_err(&text);
+        assert_eq!(position, MAX_DEPTH);
+        assert!(message.contains("nested"), "{message}");
+        // Very deep input: an error, no stack overflow.
+        let text = "(".repeat(1_000_000);
+        assert_eq!(syntax_err(&text).0, MAX_DEPTH);
+        let text = "-(".repeat(100_000);
+        assert_eq!(syntax_err(&text).0, 2 * MAX_DEPTH + 1);
+    }
+
+    #[test]
+    fn error_rendering() {
+        let query = "title:(a b";
+        let err = parse(query).unwrap_err();
+        assert_eq!(
+            render_error(query, &err),
+            "title:(a b\n      ^ unclosed `(`: missing `)`"
+        );
+        let query = "é\tfoo:x";
+        let err = parse(query).unwrap_err();
+        assert_eq!(
+            render_error(query, &err),
+            "é foo:x\n  ^ unknown field `foo` (known fields: title, body)"
+        );
+        assert_eq!(err.position(), 3);
+        assert_eq!(
+            err.to_string(),
+            "unknown field `foo` at position 3 (known fields: title, body)"
+        );
+    }
+
+    #[test]
+    fn printing() {
+        let q = Query::Boolean(vec![
+            must(fterm(Field::Title, "a b")),
+            must_not(phrase(Some(Field::Body), r#"say "hi" \"#)),
+            should(Query::Boolean(vec![
+                should(term("-x")),
+                should(term("AND")),
+                should(term("c:d(e)")),
+            ])),
+            should(Query::Boolean(vec![])),
+        ]);
+        let printed = to_query_string(&q);
+        assert_eq!(
+            printed,
+            r#"+title:a\ b -body:"say \"hi\" \\" (\-x \AND c\:d\(e\)) ()"#
+        );
+        assert_eq!(parse(&printed), Ok(q));
+        assert_eq!(to_query_string(&term("x")), "x");
+        assert_eq!(parse("x"), Ok(Query::Boolean(vec![should(term("x"))])));
+    }
+
+    fn word() -> impl Strategy<Value = String> {
+        "[a-z]{1,8}"
+    }
+
+    fn field() -> impl Strategy<Value = Option<Field>> {
+        prop_oneof![
+            2 => Just(None),
+            1 => Just(Some(Field::Title)),
+            1 => Just(Some(Field::Body)),
+        ]
+    }
+
+    fn occur() -> impl Strategy<Value = Occur> {
+        prop_oneof![Just(Occur::Should), Just(Occur::Must), Just(Occur::MustNot)]
+    }
+
+    /// Random query trees: terms, phrases of 1–4 words, nested booleans.
+    fn query() -> impl Strategy<Value = Query> {
+        let leaf = prop_oneof![
+            (field(), word()).prop_map(|(field, text)| Query::Term { field, text }),
+            (field(), prop::collection::vec(word(), 1..=4)).prop_map(|(field, words)| {
+                Query::Phrase {
+                    field,
+                    text: words.join(" "),
+                }
+            }),
+        ];
+        leaf.prop_recursive(5, 48, 5, |inner| {
+            prop::collection::vec((occur(), inner), 0..5).prop_map(|clauses| {
+                Query::Boolean(
+                    clauses
+                        .into_iter()
+                        .map(|(occur, query)| Clause { occur, query })
+                        .collect(),
+                )
+            })
+        })
+    }
+
+    fn top_level() -> impl Strategy<Value = Query> {
+        prop::collection::vec((occur(), query()), 0..6).prop_map(|clauses| {
+            Query::Boolean(
+                clauses
+                    .into_iter()
+                    .map(|(occur, query)| Clause { occur, query })
+                    .collect(),
+            )
+        })
+    }
+
+    /// Strings rich in the query syntax's special characters.
+    fn syntaxy() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            3 => "[a-z]{1,3}",
+            4 => prop::sample::select(vec![
+                " ", "(", ")", "\"", "+", "-", ":", "\\", "title:", "body:", "AND", "OR",
+                "NOT", "foo:", "\t", "é", "\u{3000}", "((((((((", "))))",
+            ])
+            .prop_map(str::to_string),
+        ];
+        prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn round_trip(q in top_level()) {
+            let printed = to_query_string(&q);
+            prop_assert_eq!(parse(&printed), Ok(q), "printed: {}", printed);
+        }
+
+        #[test]
+        fn never_panics(text in prop_oneof![any::<String>(), syntaxy(), "\\PC{0,40}"]) {
+            match parse(&text) {
+                Ok(q) => {
+                    prop_assert!(matches!(q, Query::Boolean(_)));
+                    // What parses prints to something that parses the same.
+                    let printed = to_query_string(&q);
+                    prop_assert_eq!(parse(&printed), Ok(q), "printed: {}", printed);
+                }
+                Err(e) => {
+                    let p = e.position();
+                    prop_assert!(p < text.len() && text.is_char_boundary(p), "{:?}", e);
+                    let rendered = render_error(&text, &e);
+                    prop_assert_eq!(rendered.lines().count(), 2);
+                }
+            }
+        }
+
+        #[test]
+        fn deep_parentheses_never_overflow(
+            depth in 0usize..300,
+            prefix in prop::sample::select(vec!["", "+", "-", "title:", "NOT ", "a AND "]),
+        ) {
+            let text = format!("{}x{}", format!("{prefix}(").repeat(depth), ")".repeat(depth));
+            let result = parse(&text);
+            prop_assert_eq!(result.is_ok(), depth <= MAX_DEPTH, "{:?}", result);
+        }
+    }
 }

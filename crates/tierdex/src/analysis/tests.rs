@@ -1,0 +1,550 @@
+//! Tests of the analyzer: Lucene-like expectations, equivalence of the ASCII
+//! fast path with `unicode-segmentation`, robustness, and a throughput
+//! micro-benchmark (`#[ignore]`d; run it in release mode, see [`bench`]).
+
+use super::tokenizer::{self, Case};
+use super::*;
+use proptest::prelude::*;
+use unicode_segmentation::UnicodeSegmentation;
+
+/// (term, position, start, end) of every token.
+fn analyze_all(analyzer: &Analyzer, text: &str) -> Vec<(String, u32, u32, u32)> {
+    let mut out = Vec::new();
+    analyzer.analyze(text, |t| {
+        out.push((t.term.to_string(), t.position, t.start, t.end))
+    });
+    out
+}
+
+fn terms(config: AnalyzerConfig, text: &str) -> Vec<String> {
+    analyze_all(&Analyzer::new(config), text)
+        .into_iter()
+        .map(|t| t.0)
+        .collect()
+}
+
+fn plain_terms(text: &str) -> Vec<String> {
+    terms(AnalyzerConfig::default(), text)
+}
+
+/// Token spans from the production tokenizer (hybrid fast path).
+fn hybrid_spans(text: &str, max: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    tokenizer::tokenize(text, max, &mut |s, e, _| out.push((s, e)));
+    out
+}
+
+/// Token spans from `unicode-segmentation`'s full UAX#29 implementation on
+/// the whole text.
+fn reference_spans(text: &str, max: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    tokenizer::unicode_region(text, 0, text.len(), max, &mut |s, e, _| out.push((s, e)));
+    out
+}
+
+/// Per-character full lowercasing (what the analyzer promises).
+fn lower(s: &str) -> String {
+    s.chars().flat_map(char::to_lowercase).collect()
+}
+
+#[test]
+fn lucene_standard_example() {
+    let got = analyze_all(
+        &Analyzer::new(AnalyzerConfig::default()),
+        "The U.S. network's 1,000 cars.",
+    );
+    let want = [
+        ("the", 0, 0, 3),
+        ("u.s", 1, 4, 7),
+        ("network's", 2, 9, 18),
+        ("1,000", 3, 19, 24),
+        ("cars", 4, 25, 29),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|&(t, p, s, e)| (t.to_string(), p, s, e))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn uax29_word_rules() {
+    assert_eq!(plain_terms("don't."), ["don't"]);
+    assert_eq!(
+        plain_terms("foo_bar a:b 3.14 1;2 a;b"),
+        ["foo_bar", "a:b", "3.14", "1;2", "a", "b"]
+    );
+    assert_eq!(
+        plain_terms("e.g. x1.5 1.a a.1 __init__ _ __"),
+        ["e.g", "x1.5", "1", "a", "a", "1", "__init__"]
+    );
+    assert_eq!(
+        plain_terms("foo-bar foo/bar foo@bar.com"),
+        ["foo", "bar", "foo", "bar", "foo", "bar.com"]
+    );
+    assert_eq!(
+        plain_terms("1:2 a'b' 'quoted' a..b 1,,2"),
+        ["1", "2", "a'b", "quoted", "a", "b", "1", "2"]
+    );
+    assert_eq!(
+        plain_terms("Hello\r\nWORLD\tMiXeD"),
+        ["hello", "world", "mixed"]
+    );
+}
+
+#[test]
+fn unicode_text() {
+    // CJK ideographs and hiragana are one token per character; katakana stays together.
+    assert_eq!(plain_terms("中文字"), ["中", "文", "字"]);
+    assert_eq!(
+        plain_terms("日本語のテキスト"),
+        ["日", "本", "語", "の", "テキスト"]
+    );
+    // Non-ASCII letters, digits and punctuation.
+    assert_eq!(
+        plain_terms("Café CRÈME brûlée’s «ÉTÉ»"),
+        ["café", "crème", "brûlée’s", "été"]
+    );
+    assert_eq!(
+        plain_terms("ΣΊΣΥΦΟΣ ٣٤ straße"),
+        ["σίσυφοσ", "٣٤", "straße"]
+    );
+    // Lowercasing may change the length in bytes; offsets stay in the source.
+    let got = analyze_all(&Analyzer::default(), "xx İx Ⱥ");
+    assert_eq!(got[1], ("i\u{307}x".to_string(), 1, 3, 6));
+    assert_eq!(got[2], ("ⱥ".to_string(), 2, 7, 9));
+    // A combining mark stays with its letter; emoji alone are not tokens.
+    assert_eq!(
+        plain_terms("cafe\u{301} 👍 a👍b"),
+        ["cafe\u{301}", "a", "b"]
+    );
+}
+
+#[test]
+fn empty_and_punctuation_only() {
+    for text in ["", " ", "...", " - , ; : \" ' ( ) \n\t", "«»—–…", "👍👍"] {
+        assert!(plain_terms(text).is_empty(), "{text:?}");
+    }
+}
+
+#[test]
+fn stop_words_leave_position_gaps() {
+    let config = AnalyzerConfig {
+        stop_words: true,
+        stemming: false,
+    };
+    let got = analyze_all(&Analyzer::new(config), "The cat is on THE mat and it sat");
+    let want = [("cat", 1, 4, 7), ("mat", 5, 18, 21), ("sat", 8, 29, 32)];
+    let want: Vec<_> = want
+        .iter()
+        .map(|&(t, p, s, e)| (t.to_string(), p, s, e))
+        .collect();
+    assert_eq!(got, want);
+    // Without stop words nothing is removed.
+    assert_eq!(plain_terms("the a an").len(), 3);
+}
+
+#[test]
+fn stemming() {
+    let config = AnalyzerConfig {
+        stemming: true,
+        stop_words: false,
+    };
+    assert_eq!(
+        terms(config, "Running runs ran easily THE"),
+        ["run", "run", "ran", "easili", "the"]
+    );
+    let both = AnalyzerConfig {
+        stemming: true,
+        stop_words: true,
+    };
+    // Stop words are removed before stemming ("this" would not stem to a stop word).
+    let got = analyze_all(&Analyzer::new(both), "this is running");
+    assert_eq!(got, [("run".to_string(), 2, 8, 15)]);
+}
+
+#[test]
+fn long_tokens_are_cut() {
+    let word = "a".repeat(600);
+    let got = analyze_all(&Analyzer::default(), &format!("x {word} y"));
+    let lens: Vec<_> = got.iter().map(|t| (t.0.len(), t.1, t.2, t.3)).collect();
+    assert_eq!(
+        lens,
+        [
+            (1, 0, 0, 1),
+            (255, 1, 2, 257),
+            (255, 2, 257, 512),
+            (90, 3, 512, 602),
+            (1, 4, 603, 604)
+        ]
+    );
+    // Characters, not bytes, are counted.
+    let word = "é".repeat(300);
+    let got = analyze_all(&Analyzer::default(), &word);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].0.chars().count(), 255);
+    assert_eq!((got[1].2, got[1].3), (510, 600));
+    // Segmentation restarts after a piece: the `.` at the cut no longer joins.
+    let analyzer = Analyzer::with_max_token_chars(AnalyzerConfig::default(), 3);
+    assert_eq!(
+        analyze_all(&analyzer, "abc.def ABCDEFG"),
+        [
+            ("abc".to_string(), 0, 0, 3),
+            ("def".to_string(), 1, 4, 7),
+            ("abc".to_string(), 2, 8, 11),
+            ("def".to_string(), 3, 11, 14),
+            ("g".to_string(), 4, 14, 15),
+        ]
+    );
+}
+
+#[test]
+fn borrowed_terms_for_lowercase_ascii() {
+    let text = "plain words Only";
+    let mut borrowed = Vec::new();
+    Analyzer::default().analyze(text, |t| {
+        let inside = text.as_bytes().as_ptr_range().contains(&t.term.as_ptr());
+        borrowed.push(inside);
+    });
+    assert_eq!(borrowed, [true, true, false]);
+}
+
+#[test]
+fn analyzer_is_send_sync_clone() {
+    fn check<T: Send + Sync + Clone + 'static>() {}
+    check::<Analyzer>();
+    let a = Analyzer::new(AnalyzerConfig {
+        stemming: true,
+        stop_words: true,
+    });
+    assert_eq!(a.clone().config(), a.config());
+}
+
+#[test]
+fn regions_split_at_spaces_only_where_safe() {
+    // Non-ASCII next to ASCII punctuation that joins words.
+    for text in [
+        "l'été",
+        "abc.é x",
+        "é.abc",
+        "1,٣",
+        "a\u{301}.b c",
+        "foo bar-\u{93E}x",
+        "  é",
+        "x \u{301}y",
+        "\r\n\u{301}a",
+        "a \u{200D}👍 b",
+        "🇫🇷🇫 🇷x",
+        "א\"ב \"x\"",
+        "x'\u{AD}y z",
+        "a\u{FF0E}b a.b",
+    ] {
+        assert_eq!(
+            hybrid_spans(text, 255),
+            reference_spans(text, 255),
+            "{text:?}"
+        );
+        let direct: Vec<_> = text
+            .unicode_word_indices()
+            .map(|(s, w)| (s, s + w.len()))
+            .collect();
+        assert_eq!(hybrid_spans(text, 255), direct, "{text:?}");
+    }
+}
+
+/// ASCII characters whose word-break classes matter, weighted towards
+/// letters and the joining punctuation.
+fn ascii_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        4 => prop::sample::select(vec!['a', 'b', 'Z', 'x', 'E']),
+        3 => prop::sample::select(vec!['0', '1', '9']),
+        4 => prop::sample::select(vec!['\'', '.', ':', ',', ';', '_']),
+        3 => prop::sample::select(vec![' ', ' ', '\n', '\r', '\t', '\u{b}', '\u{c}']),
+        2 => prop::sample::select(vec!['-', '"', '/', '@', '!', '(', ')', '#', '\u{0}', '\u{7f}']),
+    ]
+}
+
+/// Non-ASCII characters with interesting word-break classes.
+fn non_ascii_char() -> impl Strategy<Value = char> {
+    prop::sample::select(vec![
+        'é',
+        'É',
+        'ß',
+        'Σ',
+        'İ',
+        'ﬁ', // letters (some with multi-char lowercase)
+        '\u{301}',
+        '\u{93E}',
+        '\u{200D}',
+        '\u{AD}',
+        '\u{200B}', // Extend, ZWJ, Format
+        '👍',
+        '\u{1F1EB}',
+        '\u{1F1F7}', // pictographic, regional indicators
+        'א',
+        'ב', // Hebrew letters (with `"` and `'`: WB7a–c)
+        'カ',
+        'ー',
+        '中',
+        'あ',
+        'ก', // Katakana, Han, Hiragana, Thai
+        '٣',
+        '\u{FF10}', // non-ASCII digits
+        '\u{A0}',
+        '\u{3000}',
+        '\u{2028}',
+        '\u{85}', // spaces and newlines
+        '\u{2019}',
+        '\u{FF0E}',
+        '\u{2024}',
+        '\u{FE50}',
+        '\u{FF1A}', // Mid* classes
+        '\u{203F}', // ExtendNumLet (undertie)
+    ])
+}
+
+fn ascii_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(ascii_char(), 0..80).prop_map(|v| v.into_iter().collect())
+}
+
+fn mixed_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop_oneof![4 => ascii_char(), 1 => non_ascii_char()], 0..80)
+        .prop_map(|v| v.into_iter().collect())
+}
+
+/// Texts with long runs, to exercise the cutting of long segments.
+fn text_with_runs(chars: BoxedStrategy<char>) -> impl Strategy<Value = String> {
+    prop::collection::vec((chars, 1usize..12), 0..20).prop_map(|v| {
+        v.into_iter()
+            .map(|(c, n)| c.to_string().repeat(n))
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn ascii_fast_path_matches_uax29(text in ascii_text()) {
+        let fast = hybrid_spans(&text, MAX_TOKEN_CHARS);
+        // Independent reference: the full algorithm's bounds, filtered.
+        let reference: Vec<_> = text
+            .split_word_bound_indices()
+            .filter(|(_, w)| w.chars().any(char::is_alphanumeric))
+            .map(|(s, w)| (s, s + w.len()))
+            .collect();
+        prop_assert_eq!(&fast, &reference);
+        prop_assert_eq!(fast, reference_spans(&text, MAX_TOKEN_CHARS));
+    }
+
+    #[test]
+    fn mixed_regions_match_whole_text_uax29(text in mixed_text()) {
+        prop_assert_eq!(
+            hybrid_spans(&text, MAX_TOKEN_CHARS),
+            reference_spans(&text, MAX_TOKEN_CHARS)
+        );
+    }
+
+    #[test]
+    fn cutting_long_segments_matches_reference(
+        text in prop_oneof![
+            text_with_runs(ascii_char().boxed()),
+            text_with_runs(prop_oneof![3 => ascii_char(), 1 => non_ascii_char()].boxed()),
+        ],
+        max in 1usize..8,
+    ) {
+        prop_assert_eq!(hybrid_spans(&text, max), reference_spans(&text, max));
+    }
+
+    #[test]
+    fn ascii_case_flags_are_right(text in ascii_text()) {
+        tokenizer::tokenize(&text, MAX_TOKEN_CHARS, &mut |s, e, case| {
+            let upper = text[s..e].bytes().any(|b| b.is_ascii_uppercase());
+            assert_eq!(case, if upper { Case::AsciiUpper } else { Case::Lower });
+        });
+    }
+
+    #[test]
+    fn arbitrary_unicode_is_analysed_consistently(
+        text in prop_oneof![any::<String>(), mixed_text(), "\\PC{0,60}"],
+    ) {
+        let tokens = analyze_all(&Analyzer::default(), &text);
+        let mut last_end = 0;
+        for (i, (term, position, start, end)) in tokens.iter().enumerate() {
+            let (s, e) = (*start as usize, *end as usize);
+            prop_assert_eq!(*position as usize, i);
+            prop_assert!(last_end <= s && s < e && e <= text.len());
+            prop_assert!(text.is_char_boundary(s) && text.is_char_boundary(e));
+            prop_assert_eq!(term, &lower(&text[s..e]));
+            last_end = e;
+        }
+        // With every option on: no panic, valid offsets, increasing positions.
+        let all = Analyzer::new(AnalyzerConfig { stemming: true, stop_words: true });
+        let mut last = None;
+        all.analyze(&text, |t| {
+            assert!(text.is_char_boundary(t.start as usize));
+            assert!(text.is_char_boundary(t.end as usize));
+            assert!(last.is_none_or(|p| p < t.position));
+            last = Some(t.position);
+        });
+    }
+
+    #[test]
+    fn stop_words_only_remove_tokens(text in ascii_text()) {
+        let plain = analyze_all(&Analyzer::default(), &text);
+        let stop = analyze_all(
+            &Analyzer::new(AnalyzerConfig { stop_words: true, stemming: false }),
+            &text,
+        );
+        let kept: Vec<_> = plain.into_iter().filter(|t| !is_stop_word(&t.0)).collect();
+        prop_assert_eq!(stop, kept);
+    }
+}
+
+/// Throughput of the analyzer on generated text. Run with
+/// `cargo test --release -p tierdex --lib analysis::tests::bench -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench() {
+    use std::time::Instant;
+
+    const WORDS: [&str; 24] = [
+        "the",
+        "of",
+        "and",
+        "in",
+        "to",
+        "was",
+        "for",
+        "on",
+        "as",
+        "with",
+        "by",
+        "he",
+        "network",
+        "government",
+        "university",
+        "music",
+        "film",
+        "season",
+        "population",
+        "district",
+        "international",
+        "between",
+        "following",
+        "national",
+    ];
+    /// Wikipedia-like text of about `size` bytes; `accent` is a non-ASCII
+    /// word inserted every `every` words (0: never).
+    fn text(size: usize, every: u64, accent: &str) -> String {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut s = String::with_capacity(size + 64);
+        while s.len() < size {
+            let r = next();
+            match r % 23 {
+                0 => s.push_str("The"),
+                1 => s.push_str("U.S."),
+                2 => s.push_str("1,000"),
+                3 => s.push_str("network's"),
+                _ => s.push_str(WORDS[(r >> 8) as usize % WORDS.len()]),
+            }
+            if every != 0 && (r >> 20) % every == 0 {
+                s.push(' ');
+                s.push_str(accent);
+            }
+            s.push_str(match (r >> 32) % 12 {
+                0 => ", ",
+                1 => ". ",
+                2 => "\n",
+                3 => " (",
+                4 => ") ",
+                _ => " ",
+            });
+        }
+        s
+    }
+    fn measure(label: &str, text: &str, mut run: impl FnMut(&str) -> usize) {
+        let mut best = f64::MAX;
+        let mut count = 0;
+        for _ in 0..5 {
+            let t = Instant::now();
+            count = run(text);
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let mb = text.len() as f64 / 1e6;
+        println!(
+            "{label:<52} {:>8.1} MB/s  ({count} tokens, {mb:.0} MB)",
+            mb / best
+        );
+    }
+    let size = 64 << 20;
+    let ascii = text(size, 0, "");
+    let sparse = text(size, 40, "café");
+    let dense = text(size, 2, "Ünïcödé");
+    let analyzer = Analyzer::default();
+    let count_tokens = |a: &Analyzer| {
+        let a = a.clone();
+        move |t: &str| {
+            let mut n = 0usize;
+            a.analyze(t, |tok| n += tok.term.len() & 1 | 1);
+            n
+        }
+    };
+    let tokenizer_only = |t: &str| {
+        let mut n = 0usize;
+        tokenizer::tokenize(t, MAX_TOKEN_CHARS, &mut |s, _, _| n += s & 1 | 1);
+        n
+    };
+    let unicode_only = |t: &str| {
+        let mut n = 0usize;
+        tokenizer::unicode_region(t, 0, t.len(), MAX_TOKEN_CHARS, &mut |s, _, _| {
+            n += s & 1 | 1
+        });
+        n
+    };
+    measure(
+        "tokenizer, ASCII fast path, ASCII text",
+        &ascii,
+        tokenizer_only,
+    );
+    measure(
+        "tokenizer, unicode-segmentation, ASCII text",
+        &ascii,
+        unicode_only,
+    );
+    measure(
+        "analyze (default), ASCII text",
+        &ascii,
+        count_tokens(&analyzer),
+    );
+    measure(
+        "analyze (default), 1 non-ASCII word / 40",
+        &sparse,
+        count_tokens(&analyzer),
+    );
+    measure(
+        "analyze (default), 1 non-ASCII word / 2",
+        &dense,
+        count_tokens(&analyzer),
+    );
+    measure(
+        "tokenizer, unicode-segmentation, 1 non-ASCII / 2",
+        &dense,
+        unicode_only,
+    );
+    let all = Analyzer::new(AnalyzerConfig {
+        stemming: true,
+        stop_words: true,
+    });
+    measure(
+        "analyze (stop words + stemming), ASCII text",
+        &ascii,
+        count_tokens(&all),
+    );
+}

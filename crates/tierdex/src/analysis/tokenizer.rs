@@ -1,0 +1,244 @@
+//! Word segmentation on Unicode UAX#29 word boundaries, as Lucene's
+//! `StandardTokenizer` does.
+//!
+//! A *word segment* (a stretch between two UAX#29 word boundaries) becomes a
+//! token when it contains at least one alphanumeric character; this is the
+//! semantics of `unicode-segmentation`'s `unicode_word_indices`.
+//!
+//! Two implementations share that contract:
+//!
+//! * [`ascii_region`], the fast path, applies the word-boundary rules that
+//!   can fire on ASCII text (WB5–WB13b: letters, digits, `_` ExtendNumLet,
+//!   `'`/`.` MidNumLet, `:` MidLetter, `,`/`;` MidNum) directly to bytes;
+//! * [`unicode_region`] runs `unicode-segmentation` and handles everything.
+//!
+//! [`tokenize`] cuts the text into regions at *split points* and gives each
+//! region to one of them: pure-ASCII regions to the fast path, regions with
+//! non-ASCII bytes to `unicode-segmentation`. A split point is a position `p`
+//! where `text[p]` is an ASCII space, tab or line feed and `text[p - 1]` is an
+//! ASCII byte, except a space after a space (WB3d keeps spaces together) and a
+//! line feed after a carriage return (WB3). At such a point UAX#29 always has
+//! a boundary, and no rule decides a boundary on one side by looking at
+//! characters on the other side: the look-ahead/look-behind rules
+//! (WB6/7/7b/7c/11/12) need a letter, digit or quote next to the split,
+//! WB4 (Extend/Format/ZWJ are transparent) never skips over an ASCII
+//! character, and the regional-indicator parity count (WB15/16) stops at it.
+//! So segmenting each region on its own (with start and end of text at its
+//! ends) yields exactly the segments of the whole text; the proptests in
+//! `tests.rs` check this against `unicode-segmentation` on the whole text.
+//!
+//! Long segments: a segment of more than `max_chars` characters (Lucene's
+//! `maxTokenLength`, 255) yields its first `max_chars` characters as a token
+//! (when they contain an alphanumeric character), and segmentation restarts
+//! right after them as at the start of a text, like Lucene's scanner, whose
+//! buffer is capped at `maxTokenLength`.
+
+use unicode_segmentation::UnicodeSegmentation;
+
+/// How the term of a token must be lowercased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Case {
+    /// ASCII without upper-case letters: the source text is the term.
+    Lower,
+    /// ASCII with upper-case letters: ASCII lowercasing.
+    AsciiUpper,
+    /// May contain non-ASCII characters: full Unicode lowercasing.
+    Unicode,
+}
+
+const ALPHA: u8 = 1;
+const DIGIT: u8 = 2;
+const EXTEND_NUM_LET: u8 = 4;
+const UPPER: u8 = 8;
+/// `'`, `.` (MidNumLetQ) and `:` (MidLetter): join two letters (WB6/WB7).
+const MID_LETTER: u8 = 16;
+/// `'`, `.` (MidNumLetQ) and `,`, `;` (MidNum): join two digits (WB11/WB12).
+const MID_NUM: u8 = 32;
+/// Letters, digits and `_`: any two of them are joined (WB5, WB8–WB10, WB13a/b).
+const CORE: u8 = ALPHA | DIGIT | EXTEND_NUM_LET;
+
+/// Word-break classes of the bytes that matter in ASCII text; everything
+/// else (and every non-ASCII byte, which never reaches the fast path) is 0.
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_uppercase() {
+            ALPHA | UPPER
+        } else if c.is_ascii_lowercase() {
+            ALPHA
+        } else if c.is_ascii_digit() {
+            DIGIT
+        } else {
+            match c {
+                b'_' => EXTEND_NUM_LET,
+                b'\'' | b'.' => MID_LETTER | MID_NUM,
+                b':' => MID_LETTER,
+                b',' | b';' => MID_NUM,
+                _ => 0,
+            }
+        };
+        b += 1;
+    }
+    t
+};
+
+/// Calls `emit(start, end, case)` for every token of `text`, in order
+/// (byte offsets into `text`).
+#[inline]
+pub(crate) fn tokenize(text: &str, max_chars: usize, emit: &mut impl FnMut(usize, usize, Case)) {
+    let bytes = text.as_bytes();
+    let n = bytes.len();
+    let mut pos = 0;
+    while pos < n {
+        let Some(non_ascii) = first_non_ascii(bytes, pos) else {
+            ascii_region(text, pos, n, max_chars, emit);
+            return;
+        };
+        let start = (pos + 1..non_ascii)
+            .rev()
+            .find(|&p| is_split_point(bytes, p))
+            .unwrap_or(pos);
+        let end = (non_ascii + 1..n)
+            .find(|&p| is_split_point(bytes, p))
+            .unwrap_or(n);
+        ascii_region(text, pos, start, max_chars, emit);
+        unicode_region(text, start, end, max_chars, emit);
+        pos = end;
+    }
+}
+
+/// Whether `p` (with `0 < p < bytes.len()`) is a split point (module docs).
+#[inline]
+fn is_split_point(bytes: &[u8], p: usize) -> bool {
+    let (before, at) = (bytes[p - 1], bytes[p]);
+    before.is_ascii()
+        && match at {
+            b' ' => before != b' ',
+            b'\n' => before != b'\r',
+            b'\t' => true,
+            _ => false,
+        }
+}
+
+/// Index of the first non-ASCII byte at or after `from`.
+#[inline]
+fn first_non_ascii(bytes: &[u8], from: usize) -> Option<usize> {
+    const CHUNK: usize = 32;
+    let rest = &bytes[from..];
+    let mut offset = 0;
+    for chunk in rest.chunks(CHUNK) {
+        if !chunk.is_ascii() {
+            let i = chunk.iter().position(|b| !b.is_ascii())?;
+            return Some(from + offset + i);
+        }
+        offset += chunk.len();
+    }
+    None
+}
+
+/// The ASCII fast path: tokens of `text[from..to]`, which is pure ASCII and
+/// segmented as a text of its own.
+#[inline]
+pub(crate) fn ascii_region(
+    text: &str,
+    from: usize,
+    to: usize,
+    max_chars: usize,
+    emit: &mut impl FnMut(usize, usize, Case),
+) {
+    let b = text.as_bytes();
+    debug_assert!(b[from..to].is_ascii());
+    let mut i = from;
+    while i < to {
+        let first = CLASS[b[i] as usize];
+        if first & CORE == 0 {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        // Union of the classes of the segment's bytes (minus the infixes).
+        let mut seen = first;
+        i += 1;
+        while i < to {
+            let c = CLASS[b[i] as usize];
+            if c & CORE != 0 {
+                seen |= c;
+                i += 1;
+                continue;
+            }
+            if c & (MID_LETTER | MID_NUM) != 0 && i + 1 < to {
+                let prev = CLASS[b[i - 1] as usize];
+                let next = CLASS[b[i + 1] as usize];
+                if (c & MID_LETTER != 0 && prev & next & ALPHA != 0)
+                    || (c & MID_NUM != 0 && prev & next & DIGIT != 0)
+                {
+                    seen |= next;
+                    i += 2;
+                    continue;
+                }
+            }
+            break;
+        }
+        if i - start > max_chars {
+            // Too long: emit the first `max_chars` bytes and restart after them.
+            let end = start + max_chars;
+            let piece = &b[start..end];
+            if piece.iter().any(u8::is_ascii_alphanumeric) {
+                let case = if piece.iter().any(u8::is_ascii_uppercase) {
+                    Case::AsciiUpper
+                } else {
+                    Case::Lower
+                };
+                emit(start, end, case);
+            }
+            i = end;
+            continue;
+        }
+        if seen & (ALPHA | DIGIT) == 0 {
+            continue; // only underscores
+        }
+        let case = if seen & UPPER != 0 {
+            Case::AsciiUpper
+        } else {
+            Case::Lower
+        };
+        emit(start, i, case);
+    }
+}
+
+/// The general path: tokens of `text[from..to]`, segmented as a text of its
+/// own by `unicode-segmentation`'s full UAX#29 implementation (its word
+/// bounds filtered on alphanumerics, i.e. `unicode_word_indices` without
+/// that crate's own ASCII shortcut, so this is an independent reference for
+/// the fast path).
+pub(crate) fn unicode_region(
+    text: &str,
+    from: usize,
+    to: usize,
+    max_chars: usize,
+    emit: &mut impl FnMut(usize, usize, Case),
+) {
+    let mut base = from;
+    'restart: loop {
+        for (offset, word) in text[base..to].split_word_bound_indices() {
+            if !word.chars().any(char::is_alphanumeric) {
+                continue;
+            }
+            let start = base + offset;
+            if word.len() > max_chars {
+                if let Some((cut, _)) = word.char_indices().nth(max_chars) {
+                    let piece = &word[..cut];
+                    if piece.chars().any(char::is_alphanumeric) {
+                        emit(start, start + cut, Case::Unicode);
+                    }
+                    base = start + cut;
+                    continue 'restart;
+                }
+            }
+            emit(start, start + word.len(), Case::Unicode);
+        }
+        return;
+    }
+}
