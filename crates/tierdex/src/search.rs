@@ -1,12 +1,17 @@
-//! The public search entry point (stub; the API is fixed).
+//! The public search entry point: [`Searcher`].
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::index::{Index, OpenOptions};
 use crate::query::ast;
-use crate::schema::{DocId, Document};
+use crate::query::collector::{self, TopK};
+use crate::query::highlight::{make_snippet, Snippet};
+use crate::query::planner::{build_scorer, Plan, Planner, ScoringContext};
+use crate::query::scorer::Scorer;
+use crate::schema::{DocId, Document, Field, TERMINATED};
 
 /// What a search returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -19,6 +24,21 @@ pub enum Mode {
     TopKAndCount,
     /// Only the exact number of matches.
     Count,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Mode> {
+        match s.to_ascii_lowercase().as_str() {
+            "top_k" | "topk" | "top_10" | "top_100" | "top_1000" => Ok(Mode::TopK),
+            "top_k_and_count" | "top_10_count" | "top_k_count" => Ok(Mode::TopKAndCount),
+            "count" => Ok(Mode::Count),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown mode `{s}` (expected top_k, top_k_and_count or count)"
+            ))),
+        }
+    }
 }
 
 /// One result.
@@ -39,16 +59,37 @@ pub struct SearchResults {
     pub count: Option<u64>,
 }
 
+/// Highlighted excerpts of one hit.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Highlight {
+    /// The whole title with matches marked.
+    pub title: Snippet,
+    /// A window of the body around the matches.
+    pub body: Snippet,
+}
+
 /// An open index, ready to answer queries from any number of threads.
 pub struct Searcher {
-    _private: (),
+    index: Index,
+    scoring: ScoringContext,
 }
 
 impl Searcher {
-    /// Opens the index in `dir`.
+    /// Opens the index in `dir` with default options.
     pub fn open(dir: &Path) -> Result<Searcher> {
-        let _ = dir;
-        Err(Error::InvalidArgument("search not implemented yet".into()))
+        Self::open_with(dir, OpenOptions::default())
+    }
+
+    /// Opens the index in `dir`.
+    pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Searcher> {
+        let index = Index::open(dir, options)?;
+        let scoring = ScoringContext::new(&index);
+        Ok(Searcher { index, scoring })
+    }
+
+    /// The underlying index.
+    pub fn index(&self) -> &Index {
+        &self.index
     }
 
     /// Parses and runs `query`.
@@ -57,20 +98,100 @@ impl Searcher {
         self.search_parsed(&q, mode, k)
     }
 
+    /// Plans a parsed query against this index.
+    pub fn plan(&self, query: &ast::Query) -> Result<Plan> {
+        Planner::new(&self.index).plan(query)
+    }
+
     /// Runs an already parsed query.
     pub fn search_parsed(&self, query: &ast::Query, mode: Mode, k: usize) -> Result<SearchResults> {
-        let _ = (query, mode, k);
-        Err(Error::InvalidArgument("search not implemented yet".into()))
+        let plan = self.plan(query)?;
+        self.execute(&plan, mode, k)
+    }
+
+    /// Runs a plan.
+    pub fn execute(&self, plan: &Plan, mode: Mode, k: usize) -> Result<SearchResults> {
+        let k = if mode == Mode::Count { 0 } else { k };
+        let want_count = mode != Mode::TopK;
+        // A single term's count is its document frequency.
+        let known_count = match plan {
+            Plan::Term(t) if want_count => Some(self.index.term_stats(&t.key)?.0),
+            _ => None,
+        };
+        let mut top = TopK::new(k);
+        let mut count = 0u64;
+        for (seg, &base) in self.index.segments().iter().zip(self.index.bases()) {
+            if k == 0 && known_count.is_some() {
+                break;
+            }
+            let Some(mut s) = build_scorer(plan, seg, &self.scoring)? else {
+                continue;
+            };
+            if k == 0 {
+                count += collector::count(&mut s);
+            } else if want_count && known_count.is_none() {
+                collector::top_k(&mut s, base, &mut top, Some(&mut count));
+            } else {
+                collector::top_k(&mut s, base, &mut top, None);
+            }
+            if let Some(e) = s.take_error() {
+                return Err(e);
+            }
+        }
+        Ok(SearchResults {
+            hits: top.into_hits(),
+            count: want_count.then(|| known_count.unwrap_or(count)),
+        })
     }
 
     /// The stored document `doc` (a number from [`Hit::doc`]).
     pub fn doc(&self, doc: DocId) -> Result<Document> {
-        let _ = doc;
-        Err(Error::InvalidArgument("search not implemented yet".into()))
+        let (seg, local) = self.locate(doc)?;
+        self.index.segments()[seg].store().get(local)
+    }
+
+    fn locate(&self, doc: DocId) -> Result<(usize, DocId)> {
+        self.index.locate(doc).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "document {doc} does not exist (the index holds {})",
+                self.index.num_docs()
+            ))
+        })
+    }
+
+    /// Highlighted title and a body snippet of about `max_bytes` for `doc`,
+    /// marking the positive terms of `plan` from their stored offsets.
+    pub fn highlight(&self, plan: &Plan, doc: DocId, max_bytes: usize) -> Result<Highlight> {
+        let (si, local) = self.locate(doc)?;
+        let seg = &self.index.segments()[si];
+        let stored = seg.store().get(local)?;
+        let mut terms = Vec::new();
+        plan.positive_terms(&mut terms);
+        let mut marks: [Vec<(u32, u32)>; Field::COUNT] = Default::default();
+        let mut offsets = Vec::new();
+        for t in terms {
+            let Some(info) = seg.term_info(&t.key)? else {
+                continue;
+            };
+            let mut c = seg.cursor(&info)?;
+            if c.seek(local) == local {
+                c.offsets(&mut offsets);
+                marks[t.field.id() as usize].extend_from_slice(&offsets);
+            }
+            if let Some(e) = c.take_error() {
+                return Err(e);
+            }
+        }
+        Ok(Highlight {
+            title: make_snippet(&stored.title, &marks[0], usize::MAX),
+            body: make_snippet(&stored.body, &marks[1], max_bytes),
+        })
     }
 
     /// Number of documents in the index.
     pub fn num_docs(&self) -> u64 {
-        0
+        self.index.num_docs()
     }
 }
+
+const _: () = assert!(TERMINATED == u32::MAX);

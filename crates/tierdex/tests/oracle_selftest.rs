@@ -9,9 +9,7 @@ mod support;
 
 use support::compare::{assert_same, close, compare};
 use support::gen;
-use support::oracle::{
-    byte4_to_int, evaluate, int_to_byte4, quantised_length, OracleIndex, OracleResult,
-};
+use support::oracle::{byte4_to_int, evaluate, int_to_byte4, quantised_length, OracleIndex, OracleResult};
 use tierdex::analysis::{Analyzer, AnalyzerConfig};
 use tierdex::query::ast::{Clause, Occur, Query};
 use tierdex::search::{Hit, Mode, SearchResults};
@@ -77,10 +75,7 @@ fn docs_of(index: &OracleIndex, q: &Query) -> Vec<u32> {
 }
 
 fn assert_close(got: f64, want: f64) {
-    assert!(
-        (got - want).abs() <= 1e-9 * want.abs().max(1.0),
-        "{got} != {want}"
-    );
+    assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "{got} != {want}");
 }
 
 // ---------------------------------------------------------------------------
@@ -203,10 +198,7 @@ fn phrase_scores_by_hand() {
     assert_eq!(r.hits[0].0, 0);
     assert_close(r.hits[0].1, 0.406_489_630_597_723_25);
     // Unqualified: the title "apple banana" has no "apple cherry".
-    assert_eq!(
-        index.search(&phrase(None, "apple cherry"), Mode::TopK, 10),
-        r_topk(&r)
-    );
+    assert_eq!(index.search(&phrase(None, "apple cherry"), Mode::TopK, 10), r_topk(&r));
     // Order matters.
     assert!(docs_of(&index, &phrase(None, "cherry apple")).is_empty());
     // "title:cherry" + "body:apple" in doc 2 is not a phrase: one field only.
@@ -217,17 +209,10 @@ fn phrase_scores_by_hand() {
     let docs = vec![doc("apple banana", "apple banana"), doc("apple banana", "")];
     let index3 = OracleIndex::new(&docs, &analyzer());
     let both = index3.score_of(&phrase(None, "apple banana"), 0).unwrap();
-    let title = index3
-        .score_of(&phrase(Some(Field::Title), "apple banana"), 0)
-        .unwrap();
-    let body = index3
-        .score_of(&phrase(Some(Field::Body), "apple banana"), 0)
-        .unwrap();
+    let title = index3.score_of(&phrase(Some(Field::Title), "apple banana"), 0).unwrap();
+    let body = index3.score_of(&phrase(Some(Field::Body), "apple banana"), 0).unwrap();
     assert_close(both, title + body);
-    assert_eq!(
-        docs_of(&index3, &phrase(Some(Field::Body), "apple banana")),
-        [0]
-    );
+    assert_eq!(docs_of(&index3, &phrase(Some(Field::Body), "apple banana")), [0]);
 }
 
 fn r_topk(r: &OracleResult) -> OracleResult {
@@ -253,10 +238,7 @@ fn phrase_frequency_counts_overlapping_starts() {
     assert_eq!(docs_of(&index, &phrase(None, "x x")), [0]);
     // A one-token phrase is the term query.
     for d in 0..2 {
-        assert_eq!(
-            index.score_of(&phrase(None, "x"), d),
-            index.score_of(&term("x"), d)
-        );
+        assert_eq!(index.score_of(&phrase(None, "x"), d), index.score_of(&term("x"), d));
     }
     // A phrase with a token absent from the corpus matches nothing.
     assert!(docs_of(&index, &phrase(None, "x nothere")).is_empty());
@@ -309,10 +291,7 @@ fn boolean_semantics() {
     let p_only = index.score_of(&term("p"), 4).unwrap();
     let r_only = index.score_of(&term("r"), 4).unwrap();
     assert_close(index.score_of(&q, 4).unwrap(), p_only + r_only);
-    assert_close(
-        index.score_of(&q, 1).unwrap(),
-        index.score_of(&term("p"), 1).unwrap(),
-    );
+    assert_close(index.score_of(&q, 1).unwrap(), index.score_of(&term("p"), 1).unwrap());
     // Exclusion.
     assert_eq!(
         sorted(Query::Boolean(vec![should(term("p")), must_not(term("q"))])),
@@ -343,10 +322,7 @@ fn boolean_semantics() {
     ]);
     assert_eq!(sorted(q), [0, 4]);
     // A nested only-MUST_NOT group matches nothing, so requiring it does too.
-    let q = Query::Boolean(vec![
-        must(term("p")),
-        must(Query::Boolean(vec![must_not(term("q"))])),
-    ]);
+    let q = Query::Boolean(vec![must(term("p")), must(Query::Boolean(vec![must_not(term("q"))]))]);
     assert!(sorted(q).is_empty());
     // Nested empty group: dropped (SEMANTICS 1), as Lucene drops an empty group.
     let q = Query::Boolean(vec![must(term("r")), must(Query::Boolean(vec![]))]);
@@ -410,10 +386,7 @@ fn ranking_ties_modes_and_k() {
     let q = term("s");
     let all = index.search(&q, Mode::TopKAndCount, 1000);
     assert_eq!(all.count, Some(4));
-    assert_eq!(
-        all.hits.iter().map(|h| h.0).collect::<Vec<_>>(),
-        [1, 0, 2, 4]
-    );
+    assert_eq!(all.hits.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 0, 2, 4]);
     assert_eq!(all.hits[1].1, all.hits[2].1);
     let top = index.search(&q, Mode::TopK, 3);
     assert_eq!(top.count, None);
@@ -487,17 +460,11 @@ fn stop_words_drop_clauses_and_leave_phrase_gaps() {
     assert_eq!(docs_of(&index, &q).len(), 4);
     // A group left empty is dropped from its parent; one left with only
     // MUST_NOT clauses matches nothing.
-    let q = Query::Boolean(vec![
-        must(term("y")),
-        must(Query::Boolean(vec![should(term("the"))])),
-    ]);
+    let q = Query::Boolean(vec![must(term("y")), must(Query::Boolean(vec![should(term("the"))]))]);
     assert_eq!(docs_of(&index, &q).len(), 4);
     let q = Query::Boolean(vec![
         must(term("y")),
-        must(Query::Boolean(vec![
-            should(term("the")),
-            must_not(term("x")),
-        ])),
+        must(Query::Boolean(vec![should(term("the")), must_not(term("x"))])),
     ]);
     assert!(docs_of(&index, &q).is_empty());
 }
@@ -508,10 +475,7 @@ fn stop_words_drop_clauses_and_leave_phrase_gaps() {
 
 fn engine(hits: &[(u32, f32)], count: Option<u64>) -> SearchResults {
     SearchResults {
-        hits: hits
-            .iter()
-            .map(|&(doc, score)| Hit { doc, score })
-            .collect(),
+        hits: hits.iter().map(|&(doc, score)| Hit { doc, score }).collect(),
         count,
     }
 }
@@ -533,12 +497,7 @@ fn ranked() -> Vec<(u32, f64)> {
 fn compare_accepts_identical_and_rounded_answers() {
     let o = OracleResult::from_matches(Mode::TopKAndCount, 3, ranked());
     assert_eq!(o.hits, [(10, 5.0), (11, 4.0), (13, 3.000_003)]);
-    assert!(compare(
-        &engine(&[(10, 5.0), (11, 4.0), (13, 3.000_003)], Some(7)),
-        &o,
-        3
-    )
-    .is_ok());
+    assert!(compare(&engine(&[(10, 5.0), (11, 4.0), (13, 3.000_003)], Some(7)), &o, 3).is_ok());
     // f32 rounding of the scores is fine.
     let e = engine(&[(10, 5.000_1), (11, 3.999_9), (13, 3.0)], Some(7));
     assert!(compare(&e, &o, 3).is_ok());
@@ -550,27 +509,13 @@ fn compare_allows_reordering_inside_near_ties() {
     let o = OracleResult::from_matches(Mode::TopK, 6, ranked());
     // Whole tie group inside the list: any order, same set.
     let e = engine(
-        &[
-            (10, 5.0),
-            (11, 4.0),
-            (12, 3.0),
-            (14, 3.0),
-            (13, 3.0),
-            (15, 2.0),
-        ],
+        &[(10, 5.0), (11, 4.0), (12, 3.0), (14, 3.0), (13, 3.0), (15, 2.0)],
         None,
     );
     assert!(compare(&e, &o, 6).is_ok());
     // Not the same set: a member replaced by an outsider.
     let e = engine(
-        &[
-            (10, 5.0),
-            (11, 4.0),
-            (12, 3.0),
-            (14, 3.0),
-            (15, 3.0),
-            (16, 2.0),
-        ],
+        &[(10, 5.0), (11, 4.0), (12, 3.0), (14, 3.0), (15, 3.0), (16, 2.0)],
         None,
     );
     assert!(compare(&e, &o, 6).is_err());
@@ -646,10 +591,7 @@ fn oracle_invariants_on_random_corpora() {
         }
         for qn in 0..32u64 {
             let c = gen::query_case(gen::mix(seed, qn), &corpus.lexicon);
-            let ctx = format!(
-                "corpus {case} ({}), query {:?}",
-                corpus.description, c.query
-            );
+            let ctx = format!("corpus {case} ({}), query {:?}", corpus.description, c.query);
             let full = index.search(&c.query, Mode::TopKAndCount, usize::MAX);
             queries += 1;
             nonempty += u32::from(!full.ranked.is_empty());
@@ -670,12 +612,7 @@ fn oracle_invariants_on_random_corpora() {
             // Disjunction, conjunction and exclusion with another query.
             let other = gen::query_case(gen::mix(seed, 1000 + qn), &corpus.lexicon).query;
             let set = |q: &Query| {
-                let mut d: Vec<u32> = index
-                    .search(q, Mode::Count, 0)
-                    .ranked
-                    .iter()
-                    .map(|h| h.0)
-                    .collect();
+                let mut d: Vec<u32> = index.search(q, Mode::Count, 0).ranked.iter().map(|h| h.0).collect();
                 d.sort_unstable();
                 d
             };
@@ -694,8 +631,7 @@ fn oracle_invariants_on_random_corpora() {
             if !index.is_dropped(&c.query) && !index.is_dropped(&other) {
                 assert_eq!(set(&and), both, "{ctx} AND {other:?}");
                 for d in both.iter().step_by(5) {
-                    let sum =
-                        index.score_of(&c.query, *d).unwrap() + index.score_of(&other, *d).unwrap();
+                    let sum = index.score_of(&c.query, *d).unwrap() + index.score_of(&other, *d).unwrap();
                     assert!(close(index.score_of(&or, *d).unwrap(), sum), "{ctx}");
                 }
             }
@@ -723,10 +659,7 @@ fn oracle_invariants_on_random_corpora() {
         nonempty * 10 >= queries * 6,
         "only {nonempty} of {queries} random queries match anything"
     );
-    assert!(
-        phrases_matching > 10,
-        "only {phrases_matching} phrases match"
-    );
+    assert!(phrases_matching > 10, "only {phrases_matching} phrases match");
 }
 
 /// The oracle's own answers, rounded to `f32` with a relative jitter of up
@@ -762,10 +695,7 @@ fn compare_accepts_f32_engines_and_rejects_broken_ones() {
     for case in 0..16u64 {
         let seed = gen::mix(0xc0_ffee, case);
         let corpus = gen::corpus(seed, case);
-        let index = OracleIndex::new(
-            &corpus.docs,
-            &Analyzer::new(gen::index_options(seed).analyzer),
-        );
+        let index = OracleIndex::new(&corpus.docs, &Analyzer::new(gen::index_options(seed).analyzer));
         for qn in 0..32u64 {
             let c = gen::query_case(gen::mix(seed, qn), &corpus.lexicon);
             let r = index.search(&c.query, c.mode, c.k);
@@ -801,19 +731,14 @@ fn compare_accepts_f32_engines_and_rejects_broken_ones() {
             }
         }
     }
-    assert!(
-        cases > 500 && rejected > 200,
-        "{cases} cases, {rejected} rejected"
-    );
+    assert!(cases > 500 && rejected > 200, "{cases} cases, {rejected} rejected");
 }
 
 #[test]
 fn shrinking_finds_the_failing_core() {
     use support::shrink::shrink;
     // "Fails" whenever a required phrase containing w7 is present.
-    let fails = |q: &Query| {
-        format!("{q:?}").contains("occur: Must, query: Phrase { field: None, text: \"w7")
-    };
+    let fails = |q: &Query| format!("{q:?}").contains("occur: Must, query: Phrase { field: None, text: \"w7");
     let big = Query::Boolean(vec![
         should(term("w1")),
         must(Query::Boolean(vec![

@@ -103,10 +103,7 @@ impl Analyzer {
     /// inside the stemmer when stemming changes a word.
     pub fn analyze(&self, text: &str, mut sink: impl FnMut(Token<'_>)) {
         debug_assert!(u32::try_from(text.len()).is_ok(), "text too long");
-        let stemmer = self
-            .config
-            .stemming
-            .then(|| Stemmer::create(Algorithm::English));
+        let stemmer = self.config.stemming.then(|| Stemmer::create(Algorithm::English));
         let stop_words = self.config.stop_words;
         let mut buf = String::new();
         let mut position: u32 = 0;

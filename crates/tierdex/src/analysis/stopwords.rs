@@ -3,9 +3,8 @@
 /// Lucene's classic English stop words (`EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`),
 /// removed when [`super::AnalyzerConfig::stop_words`] is on.
 pub const ENGLISH_STOP_WORDS: [&str; 33] = [
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of",
+    "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
 ];
 
 /// Whether `term` (already lowercased) is one of [`ENGLISH_STOP_WORDS`].
@@ -65,9 +64,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), 33);
-        for w in [
-            "", "the2", "thee", "The", "an.", "within", "i", "s", "thing", "another",
-        ] {
+        for w in ["", "the2", "thee", "The", "an.", "within", "i", "s", "thing", "another"] {
             assert!(!is_stop_word(w), "{w}");
         }
     }

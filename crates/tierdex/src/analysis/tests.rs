@@ -10,9 +10,7 @@ use unicode_segmentation::UnicodeSegmentation;
 /// (term, position, start, end) of every token.
 fn analyze_all(analyzer: &Analyzer, text: &str) -> Vec<(String, u32, u32, u32)> {
     let mut out = Vec::new();
-    analyzer.analyze(text, |t| {
-        out.push((t.term.to_string(), t.position, t.start, t.end))
-    });
+    analyzer.analyze(text, |t| out.push((t.term.to_string(), t.position, t.start, t.end)));
     out
 }
 
@@ -60,10 +58,7 @@ fn lucene_standard_example() {
         ("1,000", 3, 19, 24),
         ("cars", 4, 25, 29),
     ];
-    let want: Vec<_> = want
-        .iter()
-        .map(|&(t, p, s, e)| (t.to_string(), p, s, e))
-        .collect();
+    let want: Vec<_> = want.iter().map(|&(t, p, s, e)| (t.to_string(), p, s, e)).collect();
     assert_eq!(got, want);
 }
 
@@ -86,38 +81,26 @@ fn uax29_word_rules() {
         plain_terms("1:2 a'b' 'quoted' a..b 1,,2"),
         ["1", "2", "a'b", "quoted", "a", "b", "1", "2"]
     );
-    assert_eq!(
-        plain_terms("Hello\r\nWORLD\tMiXeD"),
-        ["hello", "world", "mixed"]
-    );
+    assert_eq!(plain_terms("Hello\r\nWORLD\tMiXeD"), ["hello", "world", "mixed"]);
 }
 
 #[test]
 fn unicode_text() {
     // CJK ideographs and hiragana are one token per character; katakana stays together.
     assert_eq!(plain_terms("中文字"), ["中", "文", "字"]);
-    assert_eq!(
-        plain_terms("日本語のテキスト"),
-        ["日", "本", "語", "の", "テキスト"]
-    );
+    assert_eq!(plain_terms("日本語のテキスト"), ["日", "本", "語", "の", "テキスト"]);
     // Non-ASCII letters, digits and punctuation.
     assert_eq!(
         plain_terms("Café CRÈME brûlée’s «ÉTÉ»"),
         ["café", "crème", "brûlée’s", "été"]
     );
-    assert_eq!(
-        plain_terms("ΣΊΣΥΦΟΣ ٣٤ straße"),
-        ["σίσυφοσ", "٣٤", "straße"]
-    );
+    assert_eq!(plain_terms("ΣΊΣΥΦΟΣ ٣٤ straße"), ["σίσυφοσ", "٣٤", "straße"]);
     // Lowercasing may change the length in bytes; offsets stay in the source.
     let got = analyze_all(&Analyzer::default(), "xx İx Ⱥ");
     assert_eq!(got[1], ("i\u{307}x".to_string(), 1, 3, 6));
     assert_eq!(got[2], ("ⱥ".to_string(), 2, 7, 9));
     // A combining mark stays with its letter; emoji alone are not tokens.
-    assert_eq!(
-        plain_terms("cafe\u{301} 👍 a👍b"),
-        ["cafe\u{301}", "a", "b"]
-    );
+    assert_eq!(plain_terms("cafe\u{301} 👍 a👍b"), ["cafe\u{301}", "a", "b"]);
 }
 
 #[test]
@@ -135,10 +118,7 @@ fn stop_words_leave_position_gaps() {
     };
     let got = analyze_all(&Analyzer::new(config), "The cat is on THE mat and it sat");
     let want = [("cat", 1, 4, 7), ("mat", 5, 18, 21), ("sat", 8, 29, 32)];
-    let want: Vec<_> = want
-        .iter()
-        .map(|&(t, p, s, e)| (t.to_string(), p, s, e))
-        .collect();
+    let want: Vec<_> = want.iter().map(|&(t, p, s, e)| (t.to_string(), p, s, e)).collect();
     assert_eq!(got, want);
     // Without stop words nothing is removed.
     assert_eq!(plain_terms("the a an").len(), 3);
@@ -239,15 +219,8 @@ fn regions_split_at_spaces_only_where_safe() {
         "x'\u{AD}y z",
         "a\u{FF0E}b a.b",
     ] {
-        assert_eq!(
-            hybrid_spans(text, 255),
-            reference_spans(text, 255),
-            "{text:?}"
-        );
-        let direct: Vec<_> = text
-            .unicode_word_indices()
-            .map(|(s, w)| (s, s + w.len()))
-            .collect();
+        assert_eq!(hybrid_spans(text, 255), reference_spans(text, 255), "{text:?}");
+        let direct: Vec<_> = text.unicode_word_indices().map(|(s, w)| (s, s + w.len())).collect();
         assert_eq!(hybrid_spans(text, 255), direct, "{text:?}");
     }
 }
@@ -314,11 +287,8 @@ fn mixed_text() -> impl Strategy<Value = String> {
 
 /// Texts with long runs, to exercise the cutting of long segments.
 fn text_with_runs(chars: BoxedStrategy<char>) -> impl Strategy<Value = String> {
-    prop::collection::vec((chars, 1usize..12), 0..20).prop_map(|v| {
-        v.into_iter()
-            .map(|(c, n)| c.to_string().repeat(n))
-            .collect()
-    })
+    prop::collection::vec((chars, 1usize..12), 0..20)
+        .prop_map(|v| v.into_iter().map(|(c, n)| c.to_string().repeat(n)).collect())
 }
 
 proptest! {
@@ -478,10 +448,7 @@ fn bench() {
             best = best.min(t.elapsed().as_secs_f64());
         }
         let mb = text.len() as f64 / 1e6;
-        println!(
-            "{label:<52} {:>8.1} MB/s  ({count} tokens, {mb:.0} MB)",
-            mb / best
-        );
+        println!("{label:<52} {:>8.1} MB/s  ({count} tokens, {mb:.0} MB)", mb / best);
     }
     let size = 64 << 20;
     let ascii = text(size, 0, "");
@@ -503,26 +470,12 @@ fn bench() {
     };
     let unicode_only = |t: &str| {
         let mut n = 0usize;
-        tokenizer::unicode_region(t, 0, t.len(), MAX_TOKEN_CHARS, &mut |s, _, _| {
-            n += s & 1 | 1
-        });
+        tokenizer::unicode_region(t, 0, t.len(), MAX_TOKEN_CHARS, &mut |s, _, _| n += s & 1 | 1);
         n
     };
-    measure(
-        "tokenizer, ASCII fast path, ASCII text",
-        &ascii,
-        tokenizer_only,
-    );
-    measure(
-        "tokenizer, unicode-segmentation, ASCII text",
-        &ascii,
-        unicode_only,
-    );
-    measure(
-        "analyze (default), ASCII text",
-        &ascii,
-        count_tokens(&analyzer),
-    );
+    measure("tokenizer, ASCII fast path, ASCII text", &ascii, tokenizer_only);
+    measure("tokenizer, unicode-segmentation, ASCII text", &ascii, unicode_only);
+    measure("analyze (default), ASCII text", &ascii, count_tokens(&analyzer));
     measure(
         "analyze (default), 1 non-ASCII word / 40",
         &sparse,
@@ -533,11 +486,7 @@ fn bench() {
         &dense,
         count_tokens(&analyzer),
     );
-    measure(
-        "tokenizer, unicode-segmentation, 1 non-ASCII / 2",
-        &dense,
-        unicode_only,
-    );
+    measure("tokenizer, unicode-segmentation, 1 non-ASCII / 2", &dense, unicode_only);
     let all = Analyzer::new(AnalyzerConfig {
         stemming: true,
         stop_words: true,

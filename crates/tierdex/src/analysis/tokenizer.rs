@@ -100,9 +100,7 @@ pub(crate) fn tokenize(text: &str, max_chars: usize, emit: &mut impl FnMut(usize
             .rev()
             .find(|&p| is_split_point(bytes, p))
             .unwrap_or(pos);
-        let end = (non_ascii + 1..n)
-            .find(|&p| is_split_point(bytes, p))
-            .unwrap_or(n);
+        let end = (non_ascii + 1..n).find(|&p| is_split_point(bytes, p)).unwrap_or(n);
         ascii_region(text, pos, start, max_chars, emit);
         unicode_region(text, start, end, max_chars, emit);
         pos = end;
@@ -171,9 +169,7 @@ pub(crate) fn ascii_region(
             if c & (MID_LETTER | MID_NUM) != 0 && i + 1 < to {
                 let prev = CLASS[b[i - 1] as usize];
                 let next = CLASS[b[i + 1] as usize];
-                if (c & MID_LETTER != 0 && prev & next & ALPHA != 0)
-                    || (c & MID_NUM != 0 && prev & next & DIGIT != 0)
-                {
+                if (c & MID_LETTER != 0 && prev & next & ALPHA != 0) || (c & MID_NUM != 0 && prev & next & DIGIT != 0) {
                     seen |= next;
                     i += 2;
                     continue;

@@ -1,34 +1,59 @@
-//! Indexing: documents to immutable segments (stub; the API is fixed).
+//! Indexing: documents to immutable segments.
+//!
+//! The calling thread reads the corpus and cuts it into segments of at most
+//! `segment_docs` documents or `segment_bytes` of text; segment `s` is built
+//! by worker `s % threads`, so document numbers always follow input order
+//! whatever the thread timing. Each worker inverts its documents in memory
+//! ([`segment_writer`]) and flushes them to files; at the end the segments
+//! can be force-merged into one ([`merge`]) and the manifest is written
+//! atomically.
+
+pub mod merge;
+pub mod segment_writer;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
+use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::AnalyzerConfig;
+use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::corpus::CorpusError;
 use crate::error::{Error, Result};
+use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
+use crate::index::segment::ext;
 use crate::schema::Document;
+pub use segment_writer::SegmentWriter;
 
 /// How to build an index.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct IndexOptions {
     /// Analyzer options (stored in the manifest; queries use the same).
     pub analyzer: AnalyzerConfig,
     /// Maximum documents per segment written by the builder.
     pub segment_docs: usize,
+    /// Maximum text bytes per segment (bounds the builder's memory).
+    pub segment_bytes: usize,
     /// Indexing threads (0 = all cores).
     pub threads: usize,
     /// Force-merge into a single segment at the end.
     pub merge: bool,
+    /// Replace an index already in the output directory.
+    pub overwrite: bool,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
         IndexOptions {
             analyzer: AnalyzerConfig::default(),
-            segment_docs: 100_000,
+            segment_docs: 1_000_000,
+            segment_bytes: 128 << 20,
             threads: 0,
             merge: false,
+            overwrite: false,
         }
     }
 }
@@ -38,12 +63,38 @@ impl Default for IndexOptions {
 pub struct BuildStats {
     /// Documents indexed.
     pub docs: u64,
-    /// Bad records skipped (with `skip_bad`).
-    pub skipped: u64,
+    /// Bytes of title and body text indexed.
+    pub text_bytes: u64,
     /// Segments in the finished index.
     pub segments: usize,
-    /// Total bytes of index files.
+    /// Total bytes of index files (content).
     pub index_bytes: u64,
+    /// Seconds spent reading and inverting.
+    pub index_secs: f64,
+    /// Seconds spent merging.
+    pub merge_secs: f64,
+}
+
+/// Progress reports during a build.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress {
+    /// Documents (and text bytes) handed to the indexing workers so far.
+    Indexed {
+        /// Documents.
+        docs: u64,
+        /// Text bytes.
+        bytes: u64,
+    },
+    /// A force-merge started.
+    MergeStarted {
+        /// Segments being merged.
+        segments: usize,
+    },
+    /// Terms merged so far.
+    Merging {
+        /// Terms.
+        terms: u64,
+    },
 }
 
 /// Builds a new index in `dir` from `docs`.
@@ -51,6 +102,242 @@ pub fn build_index<I>(docs: I, dir: &Path, opts: &IndexOptions) -> Result<BuildS
 where
     I: IntoIterator<Item = std::result::Result<Document, CorpusError>>,
 {
-    let _ = (docs.into_iter(), dir, opts);
-    Err(Error::InvalidArgument("indexing not implemented yet".into()))
+    build_index_with_progress(docs, dir, opts, &|_| {})
+}
+
+enum Msg {
+    Docs(u64, Vec<Document>),
+    End(u64),
+}
+
+/// Name of segment number `n`.
+pub fn segment_name(n: u64) -> String {
+    format!("seg{n:06}")
+}
+
+/// [`build_index`], reporting progress to `progress`.
+pub fn build_index_with_progress<I>(
+    docs: I,
+    dir: &Path,
+    opts: &IndexOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<BuildStats>
+where
+    I: IntoIterator<Item = std::result::Result<Document, CorpusError>>,
+{
+    if opts.segment_docs == 0 || opts.segment_bytes == 0 {
+        return Err(Error::InvalidArgument("segment size limits must be positive".into()));
+    }
+    prepare_dir(dir, opts.overwrite)?;
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let analyzer = Analyzer::new(opts.analyzer);
+    let started = Instant::now();
+    let results: Mutex<Vec<(u64, SegmentMeta)>> = Mutex::new(Vec::new());
+    let worker_error: Mutex<Option<Error>> = Mutex::new(None);
+    let failed = AtomicBool::new(false);
+    let mut read_error = None;
+    let (mut total_docs, mut total_bytes) = (0u64, 0u64);
+    let mut segments = 0u64;
+
+    std::thread::scope(|scope| {
+        let mut senders: Vec<Sender<Msg>> = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let (tx, rx) = bounded::<Msg>(4);
+            senders.push(tx);
+            let (analyzer, results, worker_error, failed) = (&analyzer, &results, &worker_error, &failed);
+            scope.spawn(move || {
+                if let Err(e) = worker(rx.clone(), dir, analyzer, results) {
+                    failed.store(true, Ordering::Relaxed);
+                    worker_error.lock().unwrap().get_or_insert(e);
+                    // Keep draining so the reader never blocks on us.
+                    for _ in rx {}
+                }
+            });
+        }
+        let (mut seg, mut seg_docs, mut seg_bytes) = (0u64, 0usize, 0usize);
+        let mut batch = Vec::with_capacity(256);
+        let mut batch_bytes = 0usize;
+        let send = |msg: Msg, seg: u64| {
+            // A closed channel means the worker failed; its error is reported.
+            let _ = senders[(seg % threads as u64) as usize].send(msg);
+        };
+        for item in docs {
+            if failed.load(Ordering::Relaxed) {
+                break;
+            }
+            let doc = match item {
+                Ok(d) => d,
+                Err(e) => {
+                    read_error = Some(Error::from(e));
+                    break;
+                }
+            };
+            let bytes = doc.title.len() + doc.body.len() + doc.id.len();
+            seg_docs += 1;
+            seg_bytes += bytes;
+            batch_bytes += bytes;
+            total_docs += 1;
+            total_bytes += bytes as u64;
+            batch.push(doc);
+            let cut = seg_docs >= opts.segment_docs || seg_bytes >= opts.segment_bytes;
+            if cut || batch.len() >= 256 || batch_bytes >= 4 << 20 {
+                send(Msg::Docs(seg, std::mem::take(&mut batch)), seg);
+                batch_bytes = 0;
+                progress(Progress::Indexed {
+                    docs: total_docs,
+                    bytes: total_bytes,
+                });
+            }
+            if cut {
+                send(Msg::End(seg), seg);
+                seg += 1;
+                seg_docs = 0;
+                seg_bytes = 0;
+            }
+        }
+        if !batch.is_empty() {
+            send(Msg::Docs(seg, batch), seg);
+        }
+        if seg_docs > 0 {
+            send(Msg::End(seg), seg);
+            seg += 1;
+        }
+        progress(Progress::Indexed {
+            docs: total_docs,
+            bytes: total_bytes,
+        });
+        segments = seg;
+        drop(senders);
+    });
+    let index_secs = started.elapsed().as_secs_f64();
+
+    let fail = |e: Error| {
+        remove_segments(dir, segments + 1);
+        Err(e)
+    };
+    if let Some(e) = read_error {
+        return fail(e);
+    }
+    if let Some(e) = worker_error.into_inner().unwrap() {
+        return fail(e);
+    }
+    if total_docs == 0 {
+        let _ = std::fs::remove_dir(dir);
+        return Err(Error::InvalidArgument(
+            "the corpus is empty: no documents to index".into(),
+        ));
+    }
+    let mut metas = results.into_inner().unwrap();
+    metas.sort_by_key(|(s, _)| *s);
+    let mut metas: Vec<SegmentMeta> = metas.into_iter().map(|(_, m)| m).collect();
+    let mut next_segment = segments;
+
+    let merge_started = Instant::now();
+    if opts.merge && metas.len() > 1 {
+        progress(Progress::MergeStarted { segments: metas.len() });
+        let name = segment_name(next_segment);
+        next_segment += 1;
+        let merged = match merge::merge_segments(dir, &metas, &name, &|terms| progress(Progress::Merging { terms })) {
+            Ok(m) => m,
+            Err(e) => return fail(e),
+        };
+        for m in &metas {
+            remove_segment_files(dir, &m.name);
+        }
+        metas = vec![merged];
+    }
+    let merge_secs = merge_started.elapsed().as_secs_f64();
+
+    let mut manifest = Manifest::new(opts.analyzer);
+    manifest.segments = metas;
+    manifest.next_segment = next_segment;
+    manifest.store(dir)?;
+    Ok(BuildStats {
+        docs: total_docs,
+        text_bytes: total_bytes,
+        segments: manifest.segments.len(),
+        index_bytes: manifest.segments.iter().map(|s| s.bytes()).sum(),
+        index_secs,
+        merge_secs,
+    })
+}
+
+fn worker(rx: Receiver<Msg>, dir: &Path, analyzer: &Analyzer, results: &Mutex<Vec<(u64, SegmentMeta)>>) -> Result<()> {
+    let mut current: Option<(u64, SegmentWriter)> = None;
+    for msg in rx {
+        match msg {
+            Msg::Docs(seg, docs) => {
+                if current.as_ref().is_none_or(|(s, _)| *s != seg) {
+                    current = Some((seg, SegmentWriter::new(dir, &segment_name(seg), analyzer.clone())?));
+                }
+                let (_, w) = current.as_mut().unwrap();
+                for d in &docs {
+                    w.add(d)?;
+                }
+            }
+            Msg::End(seg) => {
+                if let Some((s, w)) = current.take() {
+                    debug_assert_eq!(s, seg);
+                    let meta = w.finish()?;
+                    results.lock().unwrap().push((seg, meta));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure `dir` can receive a new index.
+fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {
+    if !dir.exists() {
+        return std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e));
+    }
+    if !dir.is_dir() {
+        return Err(Error::InvalidArgument(format!(
+            "{} exists and is not a directory",
+            dir.display()
+        )));
+    }
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok())
+        .collect();
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if !dir.join(MANIFEST).exists() {
+        return Err(Error::InvalidArgument(format!(
+            "{} is not empty and holds no tierdex index; refusing to write into it",
+            dir.display()
+        )));
+    }
+    if !overwrite {
+        return Err(Error::InvalidArgument(format!(
+            "{} already holds an index (pass --force to replace it)",
+            dir.display()
+        )));
+    }
+    for e in entries {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("seg") || name.starts_with(MANIFEST) {
+            std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_segment_files(dir: &Path, name: &str) {
+    for e in ext::ALL {
+        let _ = std::fs::remove_file(dir.join(format!("{name}.{e}")));
+    }
+}
+
+fn remove_segments(dir: &Path, count: u64) {
+    for n in 0..=count {
+        remove_segment_files(dir, &segment_name(n));
+    }
 }

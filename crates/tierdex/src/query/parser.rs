@@ -74,9 +74,7 @@ impl QueryError {
     /// Byte offset in the query text where the error was found.
     pub fn position(&self) -> usize {
         match self {
-            QueryError::Syntax { position, .. } | QueryError::UnknownField { position, .. } => {
-                *position
-            }
+            QueryError::Syntax { position, .. } | QueryError::UnknownField { position, .. } => *position,
         }
     }
 
@@ -106,14 +104,8 @@ pub fn parse(text: &str) -> Result<Query, QueryError> {
 /// that the caret lines up (columns are counted in characters).
 pub fn render_error(query: &str, err: &QueryError) -> String {
     let position = err.position().min(query.len());
-    let shown: String = query
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let column = query
-        .char_indices()
-        .take_while(|&(i, _)| i < position)
-        .count();
+    let shown: String = query.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let column = query.char_indices().take_while(|&(i, _)| i < position).count();
     format!("{shown}\n{}^ {}", " ".repeat(column), err.message())
 }
 
@@ -247,23 +239,16 @@ impl Parser<'_> {
     /// exactly `AND`, `OR` or `NOT`.
     fn peek_keyword(&self) -> Option<Keyword> {
         let rest = &self.src[self.pos..];
-        [Keyword::And, Keyword::Or, Keyword::Not]
-            .into_iter()
-            .find(|k| {
-                rest.strip_prefix(k.name())
-                    .is_some_and(|after| after.chars().next().is_none_or(ends_word))
-            })
+        [Keyword::And, Keyword::Or, Keyword::Not].into_iter().find(|k| {
+            rest.strip_prefix(k.name())
+                .is_some_and(|after| after.chars().next().is_none_or(ends_word))
+        })
     }
 
     /// Clauses up to the end of the text (`open == None`) or up to the `)`
     /// closing the `(` at byte `open` (consumed). `field` is the default
     /// field of the enclosing `field:( ... )` group.
-    fn clauses(
-        &mut self,
-        depth: usize,
-        field: Option<Field>,
-        open: Option<usize>,
-    ) -> Result<Vec<Clause>, QueryError> {
+    fn clauses(&mut self, depth: usize, field: Option<Field>, open: Option<usize>) -> Result<Vec<Clause>, QueryError> {
         let mut clauses: Vec<Clause> = Vec::new();
         // A pending `AND`/`OR` and its position.
         let mut conjunction: Option<(Keyword, usize)> = None;
@@ -298,10 +283,7 @@ impl Parser<'_> {
             let keyword = self.peek_keyword();
             if let Some(k @ (Keyword::And | Keyword::Or)) = keyword {
                 if clauses.is_empty() || conjunction.is_some() {
-                    return Err(syntax(
-                        at,
-                        format!("`{}` must come between two clauses", k.name()),
-                    ));
+                    return Err(syntax(at, format!("`{}` must come between two clauses", k.name())));
                 }
                 conjunction = Some((k, at));
                 self.pos += k.name().len();
@@ -447,10 +429,7 @@ impl Parser<'_> {
                 self.pos += c.len_utf8();
                 Ok(c)
             }
-            None => Err(syntax(
-                backslash,
-                "`\\` at the end of the query escapes nothing",
-            )),
+            None => Err(syntax(backslash, "`\\` at the end of the query escapes nothing")),
         }
     }
 
@@ -483,10 +462,7 @@ impl Parser<'_> {
     fn group(&mut self, depth: usize, field: Option<Field>) -> Result<Query, QueryError> {
         let open = self.pos;
         if depth >= MAX_DEPTH {
-            return Err(syntax(
-                open,
-                format!("groups nested more than {MAX_DEPTH} levels deep"),
-            ));
+            return Err(syntax(open, format!("groups nested more than {MAX_DEPTH} levels deep")));
         }
         self.pos += 1;
         let clauses = self.clauses(depth + 1, field, Some(open))?;
@@ -564,16 +540,9 @@ mod tests {
         assert_eq!(ok("- a + b"), [must_not(term("a")), must(term("b"))]);
         assert_eq!(
             ok("foo-bar c++ a+b"),
-            [
-                should(term("foo-bar")),
-                should(term("c++")),
-                should(term("a+b"))
-            ]
+            [should(term("foo-bar")), should(term("c++")), should(term("a+b"))]
         );
-        assert_eq!(
-            ok("Ünïcode 東京"),
-            [should(term("Ünïcode")), should(term("東京"))]
-        );
+        assert_eq!(ok("Ünïcode 東京"), [should(term("Ünïcode")), should(term("東京"))]);
         assert_eq!(ok("a\u{3000}b"), [should(term("a")), should(term("b"))]);
     }
 
@@ -595,25 +564,15 @@ mod tests {
         assert_eq!(ok(r#""""#), [should(phrase(None, ""))]);
         assert_eq!(
             ok(r#"x"a b"y"#),
-            [
-                should(term("x")),
-                should(phrase(None, "a b")),
-                should(term("y"))
-            ]
+            [should(term("x")), should(phrase(None, "a b")), should(term("y"))]
         );
-        assert_eq!(
-            ok(r#""say \"hi\" \\ \x""#),
-            [should(phrase(None, r#"say "hi" \ x"#))]
-        );
+        assert_eq!(ok(r#""say \"hi\" \\ \x""#), [should(phrase(None, r#"say "hi" \ x"#))]);
     }
 
     #[test]
     fn fields() {
         assert_eq!(ok("title:a"), [should(fterm(Field::Title, "a"))]);
-        assert_eq!(
-            ok(r#"+body:"a b""#),
-            [must(phrase(Some(Field::Body), "a b"))]
-        );
+        assert_eq!(ok(r#"+body:"a b""#), [must(phrase(Some(Field::Body), "a b"))]);
         assert_eq!(ok("title:a:b"), [should(fterm(Field::Title, "a:b"))]);
         assert_eq!(ok("title:-a"), [should(fterm(Field::Title, "-a"))]);
         assert_eq!(ok("title:AND"), [should(fterm(Field::Title, "AND"))]);
@@ -632,24 +591,14 @@ mod tests {
         // Not field prefixes: nothing after the colon, or no name before it.
         assert_eq!(
             ok("foo: :bar a:"),
-            [
-                should(term("foo:")),
-                should(term(":bar")),
-                should(term("a:"))
-            ]
+            [should(term("foo:")), should(term(":bar")), should(term("a:"))]
         );
         assert_eq!(
             ok("(x foo:)"),
-            [should(Query::Boolean(vec![
-                should(term("x")),
-                should(term("foo:"))
-            ]))]
+            [should(Query::Boolean(vec![should(term("x")), should(term("foo:"))]))]
         );
         // Escaped colons are not field separators.
-        assert_eq!(
-            ok(r"a\:b title\:x"),
-            [should(term("a:b")), should(term("title:x"))]
-        );
+        assert_eq!(ok(r"a\:b title\:x"), [should(term("a:b")), should(term("title:x"))]);
     }
 
     #[test]
@@ -697,9 +646,9 @@ mod tests {
         );
         assert_eq!(
             ok("((a))"),
-            [should(Query::Boolean(vec![should(Query::Boolean(vec![
-                should(term("a"))
-            ]))]))]
+            [should(Query::Boolean(vec![should(Query::Boolean(vec![should(
+                term("a")
+            )]))]))]
         );
         let deep = format!("{}a{}", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
         assert!(parse(&deep).is_ok());
@@ -725,10 +674,7 @@ mod tests {
                 must(Query::Boolean(vec![should(term("b")), should(term("c"))]))
             ]
         );
-        assert_eq!(
-            ok("NOT(a)"),
-            [must_not(Query::Boolean(vec![should(term("a"))]))]
-        );
+        assert_eq!(ok("NOT(a)"), [must_not(Query::Boolean(vec![should(term("a"))]))]);
         // Lower case or partial words are terms; escaped keywords too.
         assert_eq!(
             ok(r"and or not ANDROID \AND NOTE"),
@@ -843,10 +789,7 @@ mod tests {
             should(Query::Boolean(vec![])),
         ]);
         let printed = to_query_string(&q);
-        assert_eq!(
-            printed,
-            r#"+title:a\ b -body:"say \"hi\" \\" (\-x \AND c\:d\(e\)) ()"#
-        );
+        assert_eq!(printed, r#"+title:a\ b -body:"say \"hi\" \\" (\-x \AND c\:d\(e\)) ()"#);
         assert_eq!(parse(&printed), Ok(q));
         assert_eq!(to_query_string(&term("x")), "x");
         assert_eq!(parse("x"), Ok(Query::Boolean(vec![should(term("x"))])));

@@ -64,9 +64,7 @@ impl FileWriter {
 
     /// Appends `bytes` to the content.
     pub fn write_all(&mut self, mut bytes: &[u8]) -> Result<()> {
-        self.out
-            .write_all(bytes)
-            .map_err(|e| Error::io(&self.path, e))?;
+        self.out.write_all(bytes).map_err(|e| Error::io(&self.path, e))?;
         self.written += bytes.len() as u64;
         while !bytes.is_empty() {
             let take = (PAGE_SIZE - self.page_fill).min(bytes.len());
@@ -258,9 +256,7 @@ impl IndexFile {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
             .collect();
-        let verified = (0..page_sums.len().div_ceil(64))
-            .map(|_| AtomicU64::new(0))
-            .collect();
+        let verified = (0..page_sums.len().div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         Ok(IndexFile {
             path,
             bytes,

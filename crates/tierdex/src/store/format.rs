@@ -93,9 +93,7 @@ impl DataHeader {
         let dict_len = le_u32(&h[16..20]);
         let dict_hash = le_u64(&h[24..32]);
         if (flags & FLAG_DICTIONARY != 0) != (dict_len != 0) {
-            return Err(format!(
-                "dictionary flag and dictionary length {dict_len} disagree"
-            ));
+            return Err(format!("dictionary flag and dictionary length {dict_len} disagree"));
         }
         Ok(DataHeader {
             flags,
@@ -132,9 +130,7 @@ impl IndexTrailer {
         }
         let version = le_u32(&t[8..12]);
         if version != FORMAT_VERSION {
-            return Err(format!(
-                "unsupported document store index version {version}"
-            ));
+            return Err(format!("unsupported document store index version {version}"));
         }
         let trailer = IndexTrailer {
             num_docs: le_u32(&t[12..16]),
@@ -237,24 +233,17 @@ pub(super) fn parse(raw: &[u8]) -> Result<[&str; 3], String> {
     let mut fields = [""; 3];
     for (name, slot) in ["id", "title", "body"].into_iter().zip(fields.iter_mut()) {
         let len = get_len(raw, &mut pos)?;
-        let end = pos
-            .checked_add(len)
-            .filter(|&end| end <= raw.len())
-            .ok_or_else(|| {
-                format!(
-                    "{name} length {len} runs past the end of the {}-byte document",
-                    raw.len()
-                )
-            })?;
-        *slot = std::str::from_utf8(&raw[pos..end])
-            .map_err(|e| format!("{name} is not valid UTF-8: {e}"))?;
+        let end = pos.checked_add(len).filter(|&end| end <= raw.len()).ok_or_else(|| {
+            format!(
+                "{name} length {len} runs past the end of the {}-byte document",
+                raw.len()
+            )
+        })?;
+        *slot = std::str::from_utf8(&raw[pos..end]).map_err(|e| format!("{name} is not valid UTF-8: {e}"))?;
         pos = end;
     }
     if pos != raw.len() {
-        return Err(format!(
-            "{} trailing bytes after the document body",
-            raw.len() - pos
-        ));
+        return Err(format!("{} trailing bytes after the document body", raw.len() - pos));
     }
     Ok(fields)
 }

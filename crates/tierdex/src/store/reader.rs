@@ -7,9 +7,7 @@ use std::sync::Mutex;
 use xxhash_rust::xxh3::xxh3_64;
 use zstd::zstd_safe::{DCtx, DDict};
 
-use super::format::{
-    self, DataHeader, IndexTrailer, DATA_HEADER_LEN, INDEX_ENTRY_LEN, INDEX_TRAILER_LEN,
-};
+use super::format::{self, DataHeader, IndexTrailer, DATA_HEADER_LEN, INDEX_ENTRY_LEN, INDEX_TRAILER_LEN};
 use super::zstd_codec;
 use crate::error::{Error, Result};
 use crate::schema::{DocId, Document};
@@ -82,8 +80,7 @@ impl StoreReader {
             if hash != header.dict_hash {
                 return Err(data_corrupt("dictionary does not match its hash".into()));
             }
-            let ddict = DDict::try_create(bytes)
-                .ok_or_else(|| data_corrupt("zstd rejects the dictionary".into()))?;
+            let ddict = DDict::try_create(bytes).ok_or_else(|| data_corrupt("zstd rejects the dictionary".into()))?;
             Some(ReaderDictionary { ddict, range, hash })
         } else {
             None
@@ -96,8 +93,8 @@ impl StoreReader {
             )));
         }
         let entries_len = index.len() - INDEX_TRAILER_LEN;
-        let trailer = IndexTrailer::decode(index.len(), index.bytes(entries_len..index.len())?)
-            .map_err(index_corrupt)?;
+        let trailer =
+            IndexTrailer::decode(index.len(), index.bytes(entries_len..index.len())?).map_err(index_corrupt)?;
         if trailer.data_len != data.len() as u64 || trailer.data_checksum != data.checksum() {
             return Err(index_corrupt(format!(
                 "index was written for another data file ({} bytes, fingerprint {:016x}) than {} ({} bytes, fingerprint {:016x})",
@@ -109,11 +106,7 @@ impl StoreReader {
             )));
         }
         let mut end = records_start as u64;
-        for (doc, e) in index
-            .bytes(0..entries_len)?
-            .chunks_exact(INDEX_ENTRY_LEN)
-            .enumerate()
-        {
+        for (doc, e) in index.bytes(0..entries_len)?.chunks_exact(INDEX_ENTRY_LEN).enumerate() {
             let (offset, len) = format::decode_entry(e);
             if len == 0 {
                 return Err(index_corrupt(format!("document {doc}: empty record")));
@@ -146,6 +139,12 @@ impl StoreReader {
             dict,
             pool: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Verifies every page of both store files.
+    pub fn verify_all(&self) -> Result<()> {
+        self.data.verify_all()?;
+        self.index.verify_all()
     }
 
     /// Documents in the store (numbers `0..num_docs`).
@@ -239,8 +238,7 @@ impl StoreReader {
     fn decode(&self, scratch: &mut Scratch, record: &[u8], doc: DocId) -> Result<Document> {
         zstd_codec::decompress(&mut scratch.dctx, self.ddict(), record, &mut scratch.buf)
             .map_err(|e| self.record_corrupt(doc, e))?;
-        let [id, title, body] =
-            format::parse(&scratch.buf).map_err(|e| self.record_corrupt(doc, e))?;
+        let [id, title, body] = format::parse(&scratch.buf).map_err(|e| self.record_corrupt(doc, e))?;
         Ok(Document {
             id: id.to_owned(),
             title: title.to_owned(),

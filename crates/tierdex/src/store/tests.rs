@@ -183,9 +183,7 @@ fn huge_docs() -> Vec<Document> {
     while !compressible.is_char_boundary(compressible.len()) {
         compressible.pop();
     }
-    let noisy: String = (0..(1 << 20))
-        .map(|_| char::from(b'!' + rng.below(94) as u8))
-        .collect();
+    let noisy: String = (0..(1 << 20)).map(|_| char::from(b'!' + rng.below(94) as u8)).collect();
     vec![
         Document {
             id: "huge-text".into(),
@@ -258,11 +256,7 @@ fn all_options() -> Vec<StoreOptions> {
 
 /// The content of a checksummed file.
 fn content(path: &Path) -> Vec<u8> {
-    IndexFile::open(path, Tier::Ram)
-        .unwrap()
-        .all()
-        .unwrap()
-        .to_vec()
+    IndexFile::open(path, Tier::Ram).unwrap().all().unwrap().to_vec()
 }
 
 /// Rewrites a checksummed file with new content (valid checksums).
@@ -330,11 +324,7 @@ fn roundtrip_many_documents() {
         let (p, files) = write(&docs, options);
         assert_eq!(files.docs as usize, docs.len());
         assert_eq!(files.raw_bytes, serialised_total(&docs));
-        assert_eq!(
-            files.dictionary_bytes > 0,
-            options.dictionary,
-            "{options:?}"
-        );
+        assert_eq!(files.dictionary_bytes > 0, options.dictionary, "{options:?}");
         for tier in [Tier::Ram, Tier::Mmap] {
             let reader = StoreReader::open(&p.data, &p.index, tier).unwrap();
             assert_eq!(reader.num_docs() as usize, docs.len());
@@ -400,11 +390,8 @@ fn dictionary_shrinks_short_documents() {
 fn records_that_fit_a_page_never_straddle_one() {
     // Sizes chosen so many records would cross page boundaries unaligned.
     let mut rng = Rng(5);
-    let noisy = |rng: &mut Rng, n: usize| -> String {
-        (0..n)
-            .map(|_| char::from(b'a' + rng.below(26) as u8))
-            .collect()
-    };
+    let noisy =
+        |rng: &mut Rng, n: usize| -> String { (0..n).map(|_| char::from(b'a' + rng.below(26) as u8)).collect() };
     let docs: Vec<Document> = (0..400)
         .map(|i| Document {
             id: i.to_string(),
@@ -438,10 +425,7 @@ fn records_that_fit_a_page_never_straddle_one() {
         })
         .count();
     assert!(straddling > 10, "{straddling}");
-    assert_eq!(
-        unaligned.data.content_len + files.padding_bytes,
-        files.data.content_len
-    );
+    assert_eq!(unaligned.data.content_len + files.padding_bytes, files.data.content_len);
 }
 
 #[test]
@@ -464,8 +448,7 @@ fn copy_between_stores() {
     // A merge: a's records move untouched, b's and c's are recompressed.
     for options in [small_sample(), no_dict] {
         let p = paths();
-        let mut w =
-            StoreWriter::create_for_merge(&p.data, &p.index, options, &[&b, &a, &c]).unwrap();
+        let mut w = StoreWriter::create_for_merge(&p.data, &p.index, options, &[&b, &a, &c]).unwrap();
         let mut expected = Vec::new();
         for (source, docs) in [(&b, &docs_b), (&a, &docs_a), (&c, &docs_b)] {
             for i in 0..source.num_docs() {
@@ -543,10 +526,7 @@ fn add_raw_roundtrip_and_misuse() {
         assert_eq!(w.add_raw(source.raw(i).unwrap()).unwrap(), i);
     }
     // Not a record.
-    assert!(matches!(
-        w.add_raw(b"garbage"),
-        Err(Error::InvalidArgument(_))
-    ));
+    assert!(matches!(w.add_raw(b"garbage"), Err(Error::InvalidArgument(_))));
     assert!(matches!(w.add_raw(&[]), Err(Error::InvalidArgument(_))));
     let mut two = source.raw(0).unwrap().to_vec();
     two.extend_from_slice(source.raw(1).unwrap());
@@ -611,10 +591,7 @@ fn out_of_range_documents() {
         ));
         let p2 = paths();
         let mut w = StoreWriter::create(&p2.data, &p2.index, StoreOptions::default()).unwrap();
-        assert!(matches!(
-            w.copy_from(&reader, doc),
-            Err(Error::InvalidArgument(_))
-        ));
+        assert!(matches!(w.copy_from(&reader, doc), Err(Error::InvalidArgument(_))));
     }
 }
 
@@ -691,10 +668,7 @@ fn bit_flip_in_a_record_is_reported_with_file_and_document() {
             rewrite_data(&p, &bad);
             let reader = open(&p).unwrap();
             match reader.get(target) {
-                Ok(d) => assert_eq!(
-                    d, docs[target as usize],
-                    "flip at {pos} changed the document"
-                ),
+                Ok(d) => assert_eq!(d, docs[target as usize], "flip at {pos} changed the document"),
                 Err(e) => {
                     expect_corrupt(Err::<(), _>(e), &p.data, &format!("document {target}:"));
                     errors += 1;
@@ -713,10 +687,7 @@ fn bit_flip_in_a_record_is_reported_with_file_and_document() {
         }
         assert!(errors >= 5, "{errors}");
         rewrite_data(&p, &data);
-        assert_eq!(
-            open(&p).unwrap().get(target).unwrap(),
-            docs[target as usize]
-        );
+        assert_eq!(open(&p).unwrap().get(target).unwrap(), docs[target as usize]);
     }
 }
 
@@ -1005,8 +976,7 @@ fn measure() {
                 std::hint::black_box(reader.get(d).unwrap());
             }
             let read_time = started.elapsed();
-            let records =
-                files.data.content_len - files.padding_bytes - files.dictionary_bytes - 32;
+            let records = files.data.content_len - files.padding_bytes - files.dictionary_bytes - 32;
             println!(
                 "dictionary {dictionary:5} align {align:5}: data {:>10} B, ratio {:.3} (records {:.3}), dict {:>6} B, padding {:>8} B ({:.1}% of data), pages/doc {:.3}, index {} B, write {:?}, read all {:?}",
                 files.data.content_len,

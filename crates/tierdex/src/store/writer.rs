@@ -71,11 +71,7 @@ enum State {
 
 impl StoreWriter {
     /// Creates (truncates) the two files of a new store.
-    pub fn create(
-        data_path: &Path,
-        index_path: &Path,
-        options: StoreOptions,
-    ) -> Result<StoreWriter> {
+    pub fn create(data_path: &Path, index_path: &Path, options: StoreOptions) -> Result<StoreWriter> {
         let range = zstd::compression_level_range();
         if !range.contains(&options.level) {
             return Err(Error::InvalidArgument(format!(
@@ -165,8 +161,7 @@ impl StoreWriter {
                 "add_raw before the store's dictionary is chosen; use copy_from".into(),
             ));
         }
-        let raw_len = format::record_content_size(raw)
-            .map_err(|e| Error::InvalidArgument(format!("add_raw: {e}")))?;
+        let raw_len = format::record_content_size(raw).map_err(|e| Error::InvalidArgument(format!("add_raw: {e}")))?;
         match zstd::zstd_safe::find_frame_compressed_size(raw) {
             Ok(n) if n == raw.len() => {}
             _ => {
@@ -193,15 +188,12 @@ impl StoreWriter {
             }
         }
         let same_dictionary = match &self.state {
-            State::Writing { dict } => {
-                dict.as_ref().map(|d| (d.bytes.len(), d.hash)) == source.dictionary_id()
-            }
+            State::Writing { dict } => dict.as_ref().map(|d| (d.bytes.len(), d.hash)) == source.dictionary_id(),
             State::Sampling(_) => false,
         };
         if same_dictionary {
             let record = source.raw(doc)?;
-            let raw_len =
-                format::record_content_size(record).map_err(|e| source.record_corrupt(doc, e))?;
+            let raw_len = format::record_content_size(record).map_err(|e| source.record_corrupt(doc, e))?;
             self.write_record(record, raw_len)
         } else {
             source.read_serialised(doc, &mut self.serial)?;
@@ -279,9 +271,8 @@ impl StoreWriter {
 
     /// Appends one compressed record to the data file and its index entry.
     fn write_record(&mut self, record: &[u8], raw_len: usize) -> Result<DocId> {
-        let len = u32::try_from(record.len()).map_err(|_| {
-            Error::InvalidArgument(format!("record of {} bytes is too large", record.len()))
-        })?;
+        let len = u32::try_from(record.len())
+            .map_err(|_| Error::InvalidArgument(format!("record of {} bytes is too large", record.len())))?;
         if self.options.align {
             self.padding_bytes += self.data.align_for(record.len())? as u64;
         }
@@ -381,9 +372,7 @@ impl StoreWriter {
         };
         let plain = compress_all(&mut self.compressor)?;
         let plain_len: usize = plain.iter().map(Vec::len).sum();
-        self.compressor
-            .set_dictionary(&dict)
-            .map_err(|e| internal(&path, e))?;
+        self.compressor.set_dictionary(&dict).map_err(|e| internal(&path, e))?;
         let with_dict = compress_all(&mut self.compressor)?;
         let with_len: usize = with_dict.iter().map(Vec::len).sum();
         let saved = plain_len.saturating_sub(with_len);
@@ -399,11 +388,7 @@ impl StoreWriter {
             total_ms = started.elapsed().as_millis() as u64,
             "document store dictionary"
         );
-        Ok(Some(if keep {
-            (Some(dict), with_dict)
-        } else {
-            (None, plain)
-        }))
+        Ok(Some(if keep { (Some(dict), with_dict) } else { (None, plain) }))
     }
 }
 

@@ -64,9 +64,7 @@ pub(super) fn decompress(
     }
     .map_err(zstd_error)?;
     if written != size {
-        return Err(format!(
-            "record decompressed to {written} bytes but states {size}"
-        ));
+        return Err(format!("record decompressed to {written} bytes but states {size}"));
     }
     Ok(())
 }

@@ -31,13 +31,7 @@ pub fn assert_same(engine: &SearchResults, oracle: &OracleResult, k: usize, cont
 }
 
 /// The full failure message for a disagreement `why`.
-pub fn report(
-    engine: &SearchResults,
-    oracle: &OracleResult,
-    k: usize,
-    context: &str,
-    why: &str,
-) -> String {
+pub fn report(engine: &SearchResults, oracle: &OracleResult, k: usize, context: &str, why: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "engine and oracle disagree: {why}");
     let _ = writeln!(out, "{context}");
@@ -126,16 +120,10 @@ pub fn compare(engine: &SearchResults, oracle: &OracleResult, k: usize) -> Resul
             return Err(format!("doc {} returned twice (rank {i})", hit.doc));
         }
         let Some(&want) = oracle_score.get(&hit.doc) else {
-            return Err(format!(
-                "rank {i}: doc {} does not match the query",
-                hit.doc
-            ));
+            return Err(format!("rank {i}: doc {} does not match the query", hit.doc));
         };
         if !close(f64::from(hit.score), want) {
-            return Err(format!(
-                "rank {i}: doc {} scored {}, oracle {want}",
-                hit.doc, hit.score
-            ));
+            return Err(format!("rank {i}: doc {} scored {}, oracle {want}", hit.doc, hit.score));
         }
     }
     // Ranks: scores rank by rank, then documents group by group.
@@ -177,9 +165,9 @@ pub fn compare(engine: &SearchResults, oracle: &OracleResult, k: usize) -> Resul
             }
         } else {
             // Straddles the cut-off: any members will do.
-            let (lo, hi) = group.iter().fold((f64::MAX, f64::MIN), |(lo, hi), h| {
-                (lo.min(h.1), hi.max(h.1))
-            });
+            let (lo, hi) = group
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(lo, hi), h| (lo.min(h.1), hi.max(h.1)));
             for (rank, doc) in shown.clone().zip(&engine_docs) {
                 let s = oracle_score[doc];
                 if !(close(s, lo) || close(s, hi) || (lo..=hi).contains(&s)) {

@@ -152,10 +152,7 @@ impl Lexicon {
     /// A Zipf-distributed vocabulary word.
     pub fn word(&self, rng: &mut Rng) -> &str {
         let x = rng.unit() * self.cdf.last().unwrap();
-        let i = self
-            .cdf
-            .partition_point(|&c| c <= x)
-            .min(self.vocab.len() - 1);
+        let i = self.cdf.partition_point(|&c| c <= x).min(self.vocab.len() - 1);
         &self.vocab[i]
     }
 
@@ -189,12 +186,7 @@ pub fn corpus(seed: u64, case: u64) -> Corpus {
             let n = *rng.pick(&[127, 128, 129, 255, 256, 257, 300]);
             (n, usize::from(rng.chance(0.3)), true, "block-boundary")
         }
-        1 => (
-            rng.range(20, 200),
-            rng.range(1, 3),
-            rng.chance(0.5),
-            "huge-docs",
-        ),
+        1 => (rng.range(20, 200), rng.range(1, 3), rng.chance(0.5), "huge-docs"),
         2 => {
             let n = if case == 2 { 0 } else { rng.range(0, 5) };
             (n, 0, false, "tiny")
@@ -341,6 +333,7 @@ pub fn index_options(seed: u64) -> IndexOptions {
         segment_docs: *rng.pick(&[7, 50, 1000]),
         threads: rng.range(1, 2),
         merge: rng.chance(0.4),
+        ..IndexOptions::default()
     }
 }
 
@@ -478,10 +471,7 @@ fn term_text(rng: &mut Rng, lex: &Lexicon) -> String {
         1 => lex.any_word(rng).to_string(),
         2 => rng.pick(EXTRA_WORDS).to_string(),
         3 => format!("zz{}", rng.range(0, 9)),
-        4 => lex
-            .universal
-            .clone()
-            .unwrap_or_else(|| lex.word(rng).to_string()),
+        4 => lex.universal.clone().unwrap_or_else(|| lex.word(rng).to_string()),
         5 => rng.pick(PUNCT_ONLY).to_string(),
         _ => {
             let (a, b) = (lex.word(rng).to_string(), lex.any_word(rng).to_string());
@@ -517,9 +507,7 @@ fn phrase(rng: &mut Rng, lex: &Lexicon, field: Option<Field>) -> Query {
             }
             p
         }
-        1 => (0..rng.range(2, 4))
-            .map(|_| lex.word(rng).to_string())
-            .collect(),
+        1 => (0..rng.range(2, 4)).map(|_| lex.word(rng).to_string()).collect(),
         2 => {
             let w = lex.word(rng).to_string();
             vec![w; rng.range(2, 3)]
@@ -586,12 +574,6 @@ pub fn to_query_string(query: &Query) -> Option<String> {
             plain.then(|| leaf_text(*field, format!("\"{text}\"")))
         }
         Query::Boolean(clauses) if clauses.is_empty() => None,
-        Query::Boolean(clauses) => Some(
-            clauses
-                .iter()
-                .map(clause)
-                .collect::<Option<Vec<_>>>()?
-                .join(" "),
-        ),
+        Query::Boolean(clauses) => Some(clauses.iter().map(clause).collect::<Option<Vec<_>>>()?.join(" ")),
     }
 }

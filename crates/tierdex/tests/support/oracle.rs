@@ -334,10 +334,7 @@ impl OracleIndex {
     fn leaf(&self, field: Field, tokens: &[(String, u32)]) -> Node {
         let data = &self.fields[field.id() as usize];
         let first = tokens[0].1;
-        let terms: Vec<Option<u32>> = tokens
-            .iter()
-            .map(|(t, _)| self.terms.get(t).copied())
-            .collect();
+        let terms: Vec<Option<u32>> = tokens.iter().map(|(t, _)| self.terms.get(t).copied()).collect();
         let offsets = tokens.iter().map(|&(_, p)| p - first).collect();
         let idf_sum = terms
             .iter()
@@ -410,11 +407,7 @@ impl OracleIndex {
                 if must.is_empty() && should.is_empty() && must_not.is_empty() {
                     None
                 } else {
-                    Some(Node::Bool {
-                        must,
-                        should,
-                        must_not,
-                    })
+                    Some(Node::Bool { must, should, must_not })
                 }
             }
         }
@@ -434,11 +427,7 @@ impl OracleIndex {
                 let freq = phrase_freq(toks, terms, offsets);
                 (freq > 0).then(|| bm25(*idf, freq, toks.len() as u32, data.avgdl))
             }
-            Node::Bool {
-                must,
-                should,
-                must_not,
-            } => {
+            Node::Bool { must, should, must_not } => {
                 if must.is_empty() && should.is_empty() {
                     return None;
                 }
@@ -496,12 +485,6 @@ fn phrase_freq(toks: &[Tok], terms: &[Option<u32>], offsets: &[u32]) -> u32 {
 }
 
 /// One-shot evaluation: analyses `docs` and answers `query`.
-pub fn evaluate(
-    docs: &[Document],
-    analyzer: &Analyzer,
-    query: &Query,
-    mode: Mode,
-    k: usize,
-) -> OracleResult {
+pub fn evaluate(docs: &[Document], analyzer: &Analyzer, query: &Query, mode: Mode, k: usize) -> OracleResult {
     OracleIndex::new(docs, analyzer).search(query, mode, k)
 }

@@ -1,0 +1,164 @@
+//! The manifest: which segments make up the index, their statistics and
+//! file checksums, and the options every reader must use.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::analysis::AnalyzerConfig;
+use crate::error::{Error, Result};
+use crate::schema::Field;
+use crate::storage::FileInfo;
+
+/// File name of the manifest inside an index directory.
+pub const MANIFEST: &str = "manifest.json";
+/// Current on-disk format version.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Per-field statistics of a segment (or, summed, of the index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FieldStats {
+    /// Documents with at least one token in the field.
+    pub doc_count: u64,
+    /// Tokens in the field over all documents.
+    pub sum_total_term_freq: u64,
+}
+
+impl FieldStats {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &FieldStats) {
+        self.doc_count += other.doc_count;
+        self.sum_total_term_freq += other.sum_total_term_freq;
+    }
+}
+
+/// What the manifest records about one segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentMeta {
+    /// File-name prefix of the segment's files.
+    pub name: String,
+    /// Number of documents.
+    pub max_doc: u32,
+    /// Statistics per field, in [`Field`] id order.
+    pub fields: [FieldStats; Field::COUNT],
+    /// Number of distinct terms (all fields).
+    pub num_terms: u64,
+    /// The segment's files by extension, with their sizes and checksums.
+    pub files: BTreeMap<String, FileInfo>,
+}
+
+impl SegmentMeta {
+    /// Path of the segment's file with extension `ext`.
+    pub fn file_name(&self, ext: &str) -> String {
+        format!("{}.{ext}", self.name)
+    }
+
+    /// Total bytes of the segment's files (content only).
+    pub fn bytes(&self) -> u64 {
+        self.files.values().map(|f| f.content_len).sum()
+    }
+}
+
+/// The index manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// On-disk format version.
+    pub format: u32,
+    /// Analyzer options (queries are analysed the same way).
+    pub analyzer: AnalyzerConfig,
+    /// Posting codec.
+    pub codec: String,
+    /// Posting layout.
+    pub layout: String,
+    /// Segments in document order.
+    pub segments: Vec<SegmentMeta>,
+    /// Next unused segment number.
+    pub next_segment: u64,
+    /// Hash of everything above, checked on load.
+    #[serde(default)]
+    pub checksum: String,
+}
+
+impl Manifest {
+    /// An empty manifest for a new index.
+    pub fn new(analyzer: AnalyzerConfig) -> Manifest {
+        Manifest {
+            format: FORMAT_VERSION,
+            analyzer,
+            codec: "compressed".into(),
+            layout: "grouped".into(),
+            segments: Vec::new(),
+            next_segment: 0,
+            checksum: String::new(),
+        }
+    }
+
+    fn compute_checksum(&self) -> String {
+        let mut unsummed = self.clone();
+        unsummed.checksum.clear();
+        let bytes = serde_json::to_vec(&unsummed).expect("manifest serialises");
+        format!("{:016x}", xxh3_64(&bytes))
+    }
+
+    /// Reads and checks `dir/manifest.json`.
+    pub fn load(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST);
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is not a tierdex index (no {MANIFEST}); build one with `tierdex index`",
+                    dir.display()
+                )))
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let m: Manifest =
+            serde_json::from_slice(&text).map_err(|e| Error::corrupt(&path, format!("invalid manifest: {e}")))?;
+        if m.checksum != m.compute_checksum() {
+            return Err(Error::corrupt(&path, "manifest checksum mismatch (edited or damaged)"));
+        }
+        if m.format != FORMAT_VERSION {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "index format {} is not supported (this build reads {FORMAT_VERSION})",
+                    m.format
+                ),
+            ));
+        }
+        if m.codec != "compressed" || m.layout != "grouped" {
+            return Err(Error::corrupt(
+                &path,
+                format!("unknown codec/layout {}/{}", m.codec, m.layout),
+            ));
+        }
+        Ok(m)
+    }
+
+    /// Writes `dir/manifest.json` atomically (temporary file, fsync, rename).
+    pub fn store(&mut self, dir: &Path) -> Result<()> {
+        self.checksum = self.compute_checksum();
+        let path = dir.join(MANIFEST);
+        let tmp = dir.join(format!("{MANIFEST}.tmp"));
+        let text = serde_json::to_vec_pretty(self).expect("manifest serialises");
+        let io = |e| Error::io(&tmp, e);
+        let mut f = std::fs::File::create(&tmp).map_err(io)?;
+        f.write_all(&text).map_err(io)?;
+        f.write_all(b"\n").map_err(io)?;
+        f.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Total documents.
+    pub fn num_docs(&self) -> u64 {
+        self.segments.iter().map(|s| s.max_doc as u64).sum()
+    }
+}

@@ -1,0 +1,134 @@
+//! One immutable segment opened for reading.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::index::manifest::SegmentMeta;
+use crate::layout::TermCursor;
+use crate::schema::Field;
+use crate::storage::{IndexFile, Tier};
+use crate::store::StoreReader;
+use crate::termdict::{TermDict, TermInfo};
+
+/// Extensions of a segment's files.
+pub mod ext {
+    /// FST of term keys.
+    pub const TERMS: &str = "fst";
+    /// Term info table.
+    pub const TERM_INFOS: &str = "tin";
+    /// Postings (grouped term regions).
+    pub const POSTINGS: &str = "pst";
+    /// Field-length norms.
+    pub const NORMS: &str = "nrm";
+    /// Document store data.
+    pub const STORE: &str = "sto";
+    /// Document store index.
+    pub const STORE_INDEX: &str = "sti";
+    /// All of them.
+    pub const ALL: [&str; 6] = [TERMS, TERM_INFOS, POSTINGS, NORMS, STORE, STORE_INDEX];
+}
+
+/// A segment's readers.
+pub struct SegmentReader {
+    meta: SegmentMeta,
+    terms: TermDict,
+    postings: IndexFile,
+    norms: IndexFile,
+    store: StoreReader,
+}
+
+impl SegmentReader {
+    /// Opens the files of `meta` in `dir`, checking them against the manifest.
+    pub fn open(dir: &Path, meta: &SegmentMeta, tier: Tier) -> Result<SegmentReader> {
+        let open = |e: &str| -> Result<IndexFile> {
+            let path = dir.join(meta.file_name(e));
+            let f = IndexFile::open(&path, tier)?;
+            let expected = meta.files.get(e).ok_or_else(|| {
+                Error::corrupt(
+                    dir.join("manifest.json"),
+                    format!("segment {} lists no .{e} file", meta.name),
+                )
+            })?;
+            if f.len() as u64 != expected.content_len || f.checksum() != expected.checksum {
+                return Err(Error::corrupt(
+                    &path,
+                    "file does not match the manifest (size or checksum differs): replaced or damaged",
+                ));
+            }
+            Ok(f)
+        };
+        let terms = TermDict::open(open(ext::TERMS)?, open(ext::TERM_INFOS)?)?;
+        let postings = open(ext::POSTINGS)?;
+        let norms = open(ext::NORMS)?;
+        norms.verify_all()?;
+        if norms.len() != meta.max_doc as usize * Field::COUNT {
+            return Err(Error::corrupt(
+                norms.path(),
+                "norms size does not match the document count",
+            ));
+        }
+        open(ext::STORE)?;
+        open(ext::STORE_INDEX)?;
+        let store = StoreReader::open(
+            &dir.join(meta.file_name(ext::STORE)),
+            &dir.join(meta.file_name(ext::STORE_INDEX)),
+            tier,
+        )?;
+        if store.num_docs() != meta.max_doc {
+            return Err(Error::corrupt(
+                dir.join(meta.file_name(ext::STORE_INDEX)),
+                "stored document count does not match the manifest",
+            ));
+        }
+        Ok(SegmentReader {
+            meta: meta.clone(),
+            terms,
+            postings,
+            norms,
+            store,
+        })
+    }
+
+    /// The segment's manifest entry.
+    pub fn meta(&self) -> &SegmentMeta {
+        &self.meta
+    }
+
+    /// Number of documents.
+    pub fn max_doc(&self) -> u32 {
+        self.meta.max_doc
+    }
+
+    /// The term dictionary.
+    pub fn terms(&self) -> &TermDict {
+        &self.terms
+    }
+
+    /// Looks up a term key (see [`crate::termdict::term_key`]).
+    pub fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
+        self.terms.get(key)
+    }
+
+    /// A cursor over a term of this segment.
+    pub fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'_>> {
+        TermCursor::open(&self.postings, info)
+    }
+
+    /// Norm bytes of `field`, one per document.
+    pub fn norms(&self, field: Field) -> &[u8] {
+        let n = self.meta.max_doc as usize;
+        let start = field.id() as usize * n;
+        // Verified in full at open.
+        self.norms.bytes(start..start + n).unwrap_or(&[])
+    }
+
+    /// The document store.
+    pub fn store(&self) -> &StoreReader {
+        &self.store
+    }
+
+    /// The postings file (for inspection).
+    pub fn postings_file(&self) -> &IndexFile {
+        &self.postings
+    }
+}

@@ -1,0 +1,153 @@
+//! Merging segments into one: term by term over the union of their
+//! dictionaries, documents renumbered by concatenation in segment order,
+//! stored documents copied without recompression when possible.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use fst::{IntoStreamer, Streamer};
+
+use crate::error::{Error, Result};
+use crate::index::manifest::{FieldStats, SegmentMeta};
+use crate::index::segment::{ext, SegmentReader};
+use crate::layout::writer::{TermPostings, TermWriter};
+use crate::schema::{DocId, Field, TERMINATED};
+use crate::storage::{FileWriter, Tier};
+use crate::store::{StoreOptions, StoreWriter};
+use crate::termdict::{TermDictWriter, TermInfo};
+
+/// Merges `metas` (segments of the index in `dir`, in document order) into a
+/// new segment `name`; calls `progress(terms_done)` now and then. The input
+/// segments' files are left in place.
+pub fn merge_segments(
+    dir: &Path,
+    metas: &[SegmentMeta],
+    name: &str,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<SegmentMeta> {
+    let readers = metas
+        .iter()
+        .map(|m| SegmentReader::open(dir, m, Tier::Mmap))
+        .collect::<Result<Vec<_>>>()?;
+    let mut bases = Vec::with_capacity(readers.len());
+    let mut max_doc: u64 = 0;
+    for r in &readers {
+        bases.push(max_doc as DocId);
+        max_doc += r.max_doc() as u64;
+    }
+    if max_doc >= TERMINATED as u64 {
+        return Err(Error::InvalidArgument(
+            "merged segment would exceed 2^32-1 documents".into(),
+        ));
+    }
+    let path = |e: &str| dir.join(format!("{name}.{e}"));
+
+    // Norms and statistics: concatenation and sums.
+    let mut norms: Vec<Vec<u8>> = (0..Field::COUNT)
+        .map(|_| Vec::with_capacity(max_doc as usize))
+        .collect();
+    let mut stats = [FieldStats::default(); Field::COUNT];
+    for r in &readers {
+        for f in Field::ALL {
+            norms[f.id() as usize].extend_from_slice(r.norms(f));
+            stats[f.id() as usize].add(&r.meta().fields[f.id() as usize]);
+        }
+    }
+
+    let mut postings = FileWriter::create(path(ext::POSTINGS))?;
+    let mut dict = TermDictWriter::create(&path(ext::TERM_INFOS))?;
+    let mut writer = TermWriter::new();
+    let mut tp = TermPostings::default();
+    let (mut pos, mut off) = (Vec::new(), Vec::new());
+    let mut op = fst::map::OpBuilder::new();
+    for r in &readers {
+        op = op.add(r.terms().fst().into_stream());
+    }
+    let mut union = op.union();
+    let mut done = 0u64;
+    while let Some((key, hits)) = union.next() {
+        let mut hits = hits.to_vec();
+        hits.sort_by_key(|h| h.index);
+        tp.clear();
+        for h in hits {
+            let r = &readers[h.index];
+            let info = r.terms().info(h.value)?;
+            let mut c = r.cursor(&info)?;
+            let base = bases[h.index];
+            while c.doc() != TERMINATED {
+                tp.docs.push(base + c.doc());
+                tp.freqs.push(c.freq());
+                c.positions(&mut pos);
+                c.offsets(&mut off);
+                tp.positions.extend_from_slice(&pos);
+                tp.starts.extend(off.iter().map(|o| o.0));
+                tp.ends.extend(off.iter().map(|o| o.1));
+                c.advance();
+            }
+            if let Some(e) = c.take_error() {
+                return Err(e);
+            }
+        }
+        let field = *key
+            .first()
+            .ok_or_else(|| Error::corrupt(path(ext::TERMS), "empty term key"))? as usize;
+        let field_norms = norms.get(field).ok_or_else(|| {
+            Error::corrupt(
+                dir.join(metas[0].file_name(ext::TERMS)),
+                "term key with an unknown field",
+            )
+        })?;
+        let region = writer.write(&tp, field_norms).map_err(|e| {
+            Error::corrupt(
+                dir.join(metas[0].file_name(ext::POSTINGS)),
+                format!("cannot merge a term: {e}"),
+            )
+        })?;
+        postings.align_for(region.len() as usize)?;
+        let info = TermInfo {
+            offset: postings.position(),
+            region,
+        };
+        postings.write_all(writer.region())?;
+        dict.insert(key, &info)?;
+        done += 1;
+        if done % 65_536 == 0 {
+            progress(done);
+        }
+    }
+    progress(done);
+    let num_terms = dict.len();
+    let mut files = BTreeMap::new();
+    files.insert(ext::POSTINGS.to_string(), postings.finish()?);
+    let (fst_info, tin_info) = dict.finish(&path(ext::TERMS))?;
+    files.insert(ext::TERMS.to_string(), fst_info);
+    files.insert(ext::TERM_INFOS.to_string(), tin_info);
+    let mut norms_file = FileWriter::create(path(ext::NORMS))?;
+    for n in &norms {
+        norms_file.write_all(n)?;
+    }
+    files.insert(ext::NORMS.to_string(), norms_file.finish()?);
+
+    let sources: Vec<_> = readers.iter().map(|r| r.store()).collect();
+    let mut store = StoreWriter::create_for_merge(
+        &path(ext::STORE),
+        &path(ext::STORE_INDEX),
+        StoreOptions::default(),
+        &sources,
+    )?;
+    for r in &readers {
+        for d in 0..r.max_doc() {
+            store.copy_from(r.store(), d)?;
+        }
+    }
+    let store = store.finish()?;
+    files.insert(ext::STORE.to_string(), store.data);
+    files.insert(ext::STORE_INDEX.to_string(), store.index);
+    Ok(SegmentMeta {
+        name: name.to_string(),
+        max_doc: max_doc as u32,
+        fields: stats,
+        num_terms,
+        files,
+    })
+}

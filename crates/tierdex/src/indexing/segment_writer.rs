@@ -1,0 +1,259 @@
+//! In-memory inversion of documents into one segment, and its flush to
+//! immutable files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap;
+
+use crate::analysis::Analyzer;
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::index::manifest::{FieldStats, SegmentMeta};
+use crate::index::segment::ext;
+use crate::layout::norms;
+use crate::layout::writer::{TermPostings, TermWriter};
+use crate::schema::{DocId, Document, Field};
+use crate::storage::FileWriter;
+use crate::store::{StoreOptions, StoreWriter};
+use crate::termdict::{TermDictWriter, TermInfo};
+
+/// One term's postings while a segment is being built, VByte-coded.
+#[derive(Default)]
+struct TermBuf {
+    df: u32,
+    last_doc: DocId,
+    /// Per doc: doc delta, frequency.
+    docs: Vec<u8>,
+    /// Per occurrence: position delta within the doc.
+    positions: Vec<u8>,
+    /// Per occurrence: start - previous end, length.
+    offsets: Vec<u8>,
+}
+
+impl TermBuf {
+    fn bytes(&self) -> usize {
+        self.docs.capacity() + self.positions.capacity() + self.offsets.capacity() + 64
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Occurrence {
+    term: u32,
+    position: u32,
+    start: u32,
+    end: u32,
+}
+
+/// Builds one segment in memory.
+pub struct SegmentWriter {
+    analyzer: Analyzer,
+    dir: PathBuf,
+    name: String,
+    terms: FxHashMap<Box<[u8]>, u32>,
+    bufs: Vec<TermBuf>,
+    norms: [Vec<u8>; Field::COUNT],
+    stats: [FieldStats; Field::COUNT],
+    store: StoreWriter,
+    max_doc: u32,
+    scratch: Vec<Occurrence>,
+    key: Vec<u8>,
+    postings_bytes: usize,
+}
+
+impl SegmentWriter {
+    /// Starts segment `name` in `dir` (the store file is written as documents come).
+    pub fn new(dir: &Path, name: &str, analyzer: Analyzer) -> Result<Self> {
+        let store = StoreWriter::create(
+            &dir.join(format!("{name}.{}", ext::STORE)),
+            &dir.join(format!("{name}.{}", ext::STORE_INDEX)),
+            StoreOptions::default(),
+        )?;
+        Ok(SegmentWriter {
+            analyzer,
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            terms: FxHashMap::default(),
+            bufs: Vec::new(),
+            norms: Default::default(),
+            stats: Default::default(),
+            store,
+            max_doc: 0,
+            scratch: Vec::new(),
+            key: Vec::new(),
+            postings_bytes: 0,
+        })
+    }
+
+    /// Documents added so far.
+    pub fn num_docs(&self) -> u32 {
+        self.max_doc
+    }
+
+    /// Approximate memory held by the in-memory postings.
+    pub fn memory_bytes(&self) -> usize {
+        self.postings_bytes + self.terms.len() * 48
+    }
+
+    /// Inverts and stores one document.
+    pub fn add(&mut self, doc: &Document) -> Result<()> {
+        if self.max_doc == u32::MAX - 1 {
+            return Err(Error::InvalidArgument("too many documents in one segment".into()));
+        }
+        let doc_id = self.max_doc;
+        for field in Field::ALL {
+            self.invert_field(doc_id, field, field.text(doc))?;
+        }
+        self.store.add(doc)?;
+        self.max_doc += 1;
+        Ok(())
+    }
+
+    fn invert_field(&mut self, doc_id: DocId, field: Field, text: &str) -> Result<()> {
+        if text.len() >= u32::MAX as usize {
+            return Err(Error::InvalidArgument(format!(
+                "document {doc_id}: {} field larger than 4 GiB",
+                field.name()
+            )));
+        }
+        self.scratch.clear();
+        let SegmentWriter {
+            analyzer,
+            terms,
+            bufs,
+            scratch,
+            key,
+            ..
+        } = self;
+        analyzer.analyze(text, |tok| {
+            key.clear();
+            key.push(field.id());
+            key.extend_from_slice(tok.term.as_bytes());
+            let term = match terms.get(key.as_slice()) {
+                Some(&id) => id,
+                None => {
+                    let id = bufs.len() as u32;
+                    terms.insert(key.as_slice().into(), id);
+                    bufs.push(TermBuf::default());
+                    id
+                }
+            };
+            scratch.push(Occurrence {
+                term,
+                position: tok.position,
+                start: tok.start,
+                end: tok.end,
+            });
+        });
+        let len = self.scratch.len() as u64;
+        self.norms[field.id() as usize].push(norms::encode(len.min(u32::MAX as u64) as u32));
+        if len > 0 {
+            let s = &mut self.stats[field.id() as usize];
+            s.doc_count += 1;
+            s.sum_total_term_freq += len;
+        }
+        self.scratch.sort_unstable_by_key(|o| (o.term, o.position));
+        let mut i = 0;
+        while i < self.scratch.len() {
+            let term = self.scratch[i].term;
+            let mut j = i;
+            while j < self.scratch.len() && self.scratch[j].term == term {
+                j += 1;
+            }
+            let buf = &mut self.bufs[term as usize];
+            let before = buf.bytes();
+            let delta = if buf.df == 0 { doc_id } else { doc_id - buf.last_doc };
+            codec::write_u32(&mut buf.docs, delta);
+            codec::write_u32(&mut buf.docs, (j - i) as u32);
+            buf.df += 1;
+            buf.last_doc = doc_id;
+            let (mut prev_pos, mut prev_end) = (0u32, 0u32);
+            for o in &self.scratch[i..j] {
+                if o.start < prev_end || o.end < o.start {
+                    return Err(Error::InvalidArgument("analyzer produced overlapping tokens".into()));
+                }
+                codec::write_u32(&mut buf.positions, o.position - prev_pos);
+                codec::write_u32(&mut buf.offsets, o.start - prev_end);
+                codec::write_u32(&mut buf.offsets, o.end - o.start);
+                prev_pos = o.position;
+                prev_end = o.end;
+            }
+            self.postings_bytes += buf.bytes() - before;
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Writes the segment's files and returns its manifest entry.
+    pub fn finish(self) -> Result<SegmentMeta> {
+        let path = |e: &str| self.dir.join(format!("{}.{e}", self.name));
+        let mut keys: Vec<(&[u8], u32)> = self.terms.iter().map(|(k, &v)| (&**k, v)).collect();
+        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+
+        let mut postings = FileWriter::create(path(ext::POSTINGS))?;
+        let mut dict = TermDictWriter::create(&path(ext::TERM_INFOS))?;
+        let mut writer = TermWriter::new();
+        let mut tp = TermPostings::default();
+        for (key, id) in &keys {
+            let buf = &self.bufs[*id as usize];
+            decode_buf(buf, &mut tp)
+                .ok_or_else(|| Error::InvalidArgument("internal: damaged in-memory postings".into()))?;
+            let field = key[0] as usize;
+            let region = writer
+                .write(&tp, &self.norms[field])
+                .map_err(|e| Error::InvalidArgument(format!("cannot encode term: {e}")))?;
+            postings.align_for(region.len() as usize)?;
+            let info = TermInfo {
+                offset: postings.position(),
+                region,
+            };
+            postings.write_all(writer.region())?;
+            dict.insert(key, &info)?;
+        }
+        let num_terms = dict.len();
+        let mut files = BTreeMap::new();
+        files.insert(ext::POSTINGS.to_string(), postings.finish()?);
+        let (fst_info, tin_info) = dict.finish(&path(ext::TERMS))?;
+        files.insert(ext::TERMS.to_string(), fst_info);
+        files.insert(ext::TERM_INFOS.to_string(), tin_info);
+        let mut norms_file = FileWriter::create(path(ext::NORMS))?;
+        for n in &self.norms {
+            norms_file.write_all(n)?;
+        }
+        files.insert(ext::NORMS.to_string(), norms_file.finish()?);
+        let store = self.store.finish()?;
+        files.insert(ext::STORE.to_string(), store.data);
+        files.insert(ext::STORE_INDEX.to_string(), store.index);
+        Ok(SegmentMeta {
+            name: self.name,
+            max_doc: self.max_doc,
+            fields: self.stats,
+            num_terms,
+            files,
+        })
+    }
+}
+
+/// Decodes an in-memory term buffer into plain arrays.
+fn decode_buf(buf: &TermBuf, tp: &mut TermPostings) -> Option<()> {
+    tp.clear();
+    let (mut p, mut pp, mut op) = (0, 0, 0);
+    let mut doc = 0u32;
+    for i in 0..buf.df {
+        let delta = codec::read_u32(&buf.docs, &mut p)?;
+        doc = if i == 0 { delta } else { doc + delta };
+        let freq = codec::read_u32(&buf.docs, &mut p)?;
+        tp.docs.push(doc);
+        tp.freqs.push(freq);
+        let (mut pos, mut end) = (0u32, 0u32);
+        for _ in 0..freq {
+            pos += codec::read_u32(&buf.positions, &mut pp)?;
+            let start = end + codec::read_u32(&buf.offsets, &mut op)?;
+            end = start + codec::read_u32(&buf.offsets, &mut op)?;
+            tp.positions.push(pos);
+            tp.starts.push(start);
+            tp.ends.push(end);
+        }
+    }
+    Some(())
+}

@@ -1,0 +1,181 @@
+//! Round trips of term regions through the writer and the cursor.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::schema::TERMINATED;
+use crate::storage::{FileWriter, IndexFile, Tier};
+use crate::termdict::TermInfo;
+
+/// Random postings over `max_doc` documents.
+fn postings(max_doc: u32) -> impl Strategy<Value = TermPostings> {
+    proptest::collection::btree_set(0..max_doc, 1..(max_doc as usize).min(700))
+        .prop_flat_map(|docs| {
+            let docs: Vec<u32> = docs.into_iter().collect();
+            let n = docs.len();
+            (Just(docs), proptest::collection::vec(1u32..6, n), any::<u64>())
+        })
+        .prop_map(|(docs, freqs, seed)| {
+            let mut p = TermPostings {
+                docs,
+                freqs,
+                ..Default::default()
+            };
+            let mut x = seed | 1;
+            let mut rnd = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            for &f in &p.freqs {
+                let (mut pos, mut end) = (0u32, 0u32);
+                for j in 0..f {
+                    pos += (rnd() % 40) as u32 + u32::from(j > 0);
+                    let start = end + (rnd() % 30) as u32;
+                    end = start + 1 + (rnd() % 12) as u32;
+                    p.positions.push(pos);
+                    p.starts.push(start);
+                    p.ends.push(end);
+                }
+            }
+            p
+        })
+}
+
+fn write_terms(terms: &[TermPostings], norms: &[u8]) -> (tempfile::TempDir, IndexFile, Vec<TermInfo>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p");
+    let mut w = FileWriter::create(&path).unwrap();
+    let mut tw = TermWriter::new();
+    let mut infos = Vec::new();
+    for t in terms {
+        let region = tw.write(t, norms).unwrap();
+        w.align_for(region.len() as usize).unwrap();
+        infos.push(TermInfo {
+            offset: w.position(),
+            region,
+        });
+        w.write_all(tw.region()).unwrap();
+    }
+    w.finish().unwrap();
+    let f = IndexFile::open(&path, Tier::Ram).unwrap();
+    (dir, f, infos)
+}
+
+/// Doc, frequency, positions and offsets of one posting.
+type Posting = (u32, u32, Vec<u32>, Vec<(u32, u32)>);
+
+fn per_doc(p: &TermPostings) -> Vec<Posting> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    for (i, &d) in p.docs.iter().enumerate() {
+        let f = p.freqs[i] as usize;
+        let pos = p.positions[k..k + f].to_vec();
+        let off = (k..k + f).map(|j| (p.starts[j], p.ends[j])).collect();
+        out.push((d, p.freqs[i], pos, off));
+        k += f;
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn iterate_everything(terms in proptest::collection::vec(postings(3000), 1..4)) {
+        let norms: Vec<u8> = (0..3000u32).map(|d| (d * 7 % 251) as u8).collect();
+        let (_dir, file, infos) = write_terms(&terms, &norms);
+        let (mut pos, mut off) = (Vec::new(), Vec::new());
+        for (t, info) in terms.iter().zip(&infos) {
+            let mut c = TermCursor::open(&file, info).unwrap();
+            prop_assert_eq!(c.doc_freq() as usize, t.docs.len());
+            for (d, f, p, o) in per_doc(t) {
+                prop_assert_eq!(c.doc(), d);
+                prop_assert_eq!(c.freq(), f);
+                c.positions(&mut pos);
+                prop_assert_eq!(&pos, &p);
+                c.offsets(&mut off);
+                prop_assert_eq!(&off, &o);
+                // Impacts of the doc's block dominate it.
+                prop_assert_eq!(c.shallow_advance(d) >= d, true);
+                let imp = c.block_impacts().unwrap();
+                prop_assert!(imp.as_slice().iter().any(|i| i.freq >= f && i.norm <= norms[d as usize]));
+                prop_assert!(c.term_impacts().as_slice().iter().any(|i| i.freq >= f && i.norm <= norms[d as usize]));
+                c.advance();
+            }
+            prop_assert_eq!(c.doc(), TERMINATED);
+            prop_assert!(c.take_error().is_none());
+        }
+    }
+
+    #[test]
+    fn seeks_with_sparse_positions(t in postings(5000), targets in proptest::collection::vec(0u32..5200, 1..60), every in 1usize..5) {
+        let norms = vec![10u8; 5000];
+        let (_dir, file, infos) = write_terms(std::slice::from_ref(&t), &norms);
+        let docs = per_doc(&t);
+        let mut targets = targets;
+        targets.sort_unstable();
+        let mut c = TermCursor::open(&file, &infos[0]).unwrap();
+        let mut pos = Vec::new();
+        for (n, &target) in targets.iter().enumerate() {
+            // Sometimes look ahead with the skip position first.
+            if n % 3 == 0 {
+                let last = c.shallow_advance(target + 300);
+                let expect = docs.iter().position(|x| x.0 >= target + 300);
+                prop_assert_eq!(last == TERMINATED, expect.is_none());
+            }
+            let got = c.seek(target);
+            let want = docs.iter().find(|x| x.0 >= target.max(c.doc().min(target)));
+            match docs.iter().find(|x| x.0 >= target) {
+                None => prop_assert_eq!(got, TERMINATED),
+                Some(w) => {
+                    prop_assert_eq!(got, w.0);
+                    if n % every == 0 {
+                        prop_assert_eq!(c.freq(), w.1);
+                        c.positions(&mut pos);
+                        prop_assert_eq!(&pos, &w.2);
+                    }
+                }
+            }
+            let _ = want;
+        }
+        prop_assert!(c.take_error().is_none());
+    }
+}
+
+#[test]
+fn damaged_blocks_stop_the_cursor_with_an_error() {
+    let mut t = TermPostings::default();
+    for d in 0..1000u32 {
+        t.docs.push(d * 3);
+        t.freqs.push(1);
+        t.positions.push(d % 7);
+        t.starts.push(0);
+        t.ends.push(4);
+    }
+    let norms = vec![5u8; 3000];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p");
+    let mut w = FileWriter::create(&path).unwrap();
+    let mut tw = TermWriter::new();
+    let region = tw.write(&t, &norms).unwrap();
+    let info = TermInfo { offset: 0, region };
+    let mut bytes = tw.region().to_vec();
+    // Corrupt a doc block but rewrite the file so its checksums are valid:
+    // the cursor's own structural checks must notice.
+    let at = region.zone_len as usize - 100;
+    bytes[at] ^= 0xff;
+    w.write_all(&bytes).unwrap();
+    w.finish().unwrap();
+    let f = IndexFile::open(&path, Tier::Mmap).unwrap();
+    let mut c = TermCursor::open(&f, &info).unwrap();
+    let mut n = 0;
+    while c.doc() != TERMINATED && n < 2000 {
+        c.freq();
+        c.advance();
+        n += 1;
+    }
+    assert!(n < 1000, "damage went unnoticed");
+    assert!(c.take_error().unwrap().to_string().contains("corrupt"));
+}

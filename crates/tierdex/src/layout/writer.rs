@@ -1,0 +1,257 @@
+//! Encodes one term's postings into a grouped region.
+
+use crate::codec::{self, BLOCK};
+use crate::layout::impacts::{Impacts, MAX_BLOCK_IMPACTS, MAX_TERM_IMPACTS};
+use crate::schema::DocId;
+
+/// One term's postings in plain arrays: the writer's input and the merger's
+/// decoding buffer. Positions and offsets are absolute, concatenated in doc
+/// order (`freqs[i]` entries for the i-th doc).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TermPostings {
+    /// Strictly increasing document numbers.
+    pub docs: Vec<DocId>,
+    /// Term frequency per document (>= 1).
+    pub freqs: Vec<u32>,
+    /// Token positions, increasing within each document.
+    pub positions: Vec<u32>,
+    /// Byte offset of each occurrence's start.
+    pub starts: Vec<u32>,
+    /// Byte offset one past each occurrence's end.
+    pub ends: Vec<u32>,
+}
+
+impl TermPostings {
+    /// Empties the arrays, keeping their capacity.
+    pub fn clear(&mut self) {
+        self.docs.clear();
+        self.freqs.clear();
+        self.positions.clear();
+        self.starts.clear();
+        self.ends.clear();
+    }
+
+    /// Total number of occurrences.
+    pub fn total_term_freq(&self) -> u64 {
+        self.positions.len() as u64
+    }
+}
+
+/// Sizes of an encoded region, recorded in the term dictionary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RegionInfo {
+    /// Documents containing the term.
+    pub doc_freq: u32,
+    /// Occurrences of the term.
+    pub total_term_freq: u64,
+    /// Bytes of header, skip table and doc/freq blocks (the prefetch zone).
+    pub zone_len: u32,
+    /// Bytes of the positions section.
+    pub pos_len: u32,
+    /// Bytes of the offsets section.
+    pub off_len: u32,
+}
+
+impl RegionInfo {
+    /// Total bytes of the region.
+    pub fn len(&self) -> u64 {
+        self.zone_len as u64 + self.pos_len as u64 + self.off_len as u64
+    }
+
+    /// True for an empty region (never written for a real term).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Encodes term regions, reusing its buffers from term to term.
+#[derive(Default)]
+pub struct TermWriter {
+    region: Vec<u8>,
+    skip: Vec<u8>,
+    blocks: Vec<u8>,
+    pos: Vec<u8>,
+    off: Vec<u8>,
+    pos_block_bytes: Vec<u32>,
+    off_block_bytes: Vec<u32>,
+    vals: Vec<u32>,
+    lens: Vec<u32>,
+}
+
+impl TermWriter {
+    /// A writer with empty buffers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The last encoded region.
+    pub fn region(&self) -> &[u8] {
+        &self.region
+    }
+
+    /// Encodes `p` (whose documents' norms for the field are `norms[doc]`)
+    /// into [`TermWriter::region`].
+    pub fn write(&mut self, p: &TermPostings, norms: &[u8]) -> Result<RegionInfo, String> {
+        let df = p.docs.len();
+        if df == 0 || p.freqs.len() != df {
+            return Err(format!("bad postings: {df} docs, {} freqs", p.freqs.len()));
+        }
+        let ttf: u64 = p.freqs.iter().map(|&f| f as u64).sum();
+        if ttf != p.positions.len() as u64 || p.starts.len() != p.positions.len() || p.ends.len() != p.positions.len() {
+            return Err("positions/offsets do not match frequencies".into());
+        }
+        let norm_of = |d: DocId| {
+            norms
+                .get(d as usize)
+                .copied()
+                .ok_or_else(|| format!("doc {d} has no norm"))
+        };
+
+        self.encode_positions(p)?;
+
+        // Doc/freq blocks and skip entries.
+        self.blocks.clear();
+        self.skip.clear();
+        let n_blocks = df.div_ceil(BLOCK);
+        let mut prev_last: Option<DocId> = None;
+        let mut pos_index = 0u64;
+        let mut prev_entry = (0u32, 0u64, 0u32, 0u32); // last_doc, pos_index, pos_byte, off_byte
+        let mut term_pairs = Vec::with_capacity(df.min(4096));
+        let mut docs = [0u32; BLOCK];
+        let mut freqs = [0u32; BLOCK];
+        for b in 0..n_blocks {
+            let lo = b * BLOCK;
+            let hi = (lo + BLOCK).min(df);
+            let block_start = self.blocks.len();
+            let bdocs = &p.docs[lo..hi];
+            let bfreqs = &p.freqs[lo..hi];
+            for w in bdocs.windows(2) {
+                if w[1] <= w[0] {
+                    return Err("doc ids not strictly increasing".into());
+                }
+            }
+            if let (Some(prev), Some(&first)) = (prev_last, bdocs.first()) {
+                if first <= prev {
+                    return Err("doc ids not strictly increasing".into());
+                }
+            }
+            if bfreqs.contains(&0) {
+                return Err("zero frequency".into());
+            }
+            if hi - lo == BLOCK {
+                docs.copy_from_slice(bdocs);
+                codec::pack_sorted_block(prev_last, &docs, &mut self.blocks);
+                for (dst, &f) in freqs.iter_mut().zip(bfreqs) {
+                    *dst = f - 1;
+                }
+                codec::pack_block(&freqs, &mut self.blocks);
+            } else {
+                let mut prev = prev_last;
+                for &d in bdocs {
+                    let delta = match prev {
+                        Some(p) => d - p - 1,
+                        None => d,
+                    };
+                    codec::write_u32(&mut self.blocks, delta);
+                    prev = Some(d);
+                }
+                for &f in bfreqs {
+                    codec::write_u32(&mut self.blocks, f - 1);
+                }
+            }
+            let mut block_pairs = Vec::with_capacity(hi - lo);
+            for (&d, &f) in bdocs.iter().zip(bfreqs) {
+                block_pairs.push((f, norm_of(d)?));
+            }
+            term_pairs.extend_from_slice(&block_pairs);
+            let last_doc = bdocs[bdocs.len() - 1];
+            let block_len = (self.blocks.len() - block_start) as u32;
+            if n_blocks == 1 {
+                codec::write_u32(&mut self.skip, last_doc);
+            } else {
+                let pos_byte = self.pos_block_bytes[(pos_index / BLOCK as u64) as usize];
+                let off_byte = self.off_block_bytes[(pos_index / BLOCK as u64) as usize];
+                codec::write_u32(&mut self.skip, last_doc - prev_entry.0);
+                codec::write_u32(&mut self.skip, block_len);
+                codec::write_u64(&mut self.skip, pos_index - prev_entry.1);
+                codec::write_u32(&mut self.skip, pos_byte - prev_entry.2);
+                codec::write_u32(&mut self.skip, off_byte - prev_entry.3);
+                Impacts::frontier(block_pairs.iter().copied(), MAX_BLOCK_IMPACTS).write(&mut self.skip);
+                prev_entry = (last_doc, pos_index, pos_byte, off_byte);
+            }
+            pos_index += bfreqs.iter().map(|&f| f as u64).sum::<u64>();
+            prev_last = Some(last_doc);
+        }
+
+        self.region.clear();
+        Impacts::frontier(term_pairs, MAX_TERM_IMPACTS).write(&mut self.region);
+        if n_blocks > 1 {
+            codec::write_u32(&mut self.region, self.skip.len() as u32);
+        }
+        self.region.extend_from_slice(&self.skip);
+        self.region.extend_from_slice(&self.blocks);
+        let zone_len = self.region.len();
+        self.region.extend_from_slice(&self.pos);
+        self.region.extend_from_slice(&self.off);
+        let fits = |n: usize| u32::try_from(n).map_err(|_| "term region larger than 4 GiB".to_string());
+        Ok(RegionInfo {
+            doc_freq: df as u32,
+            total_term_freq: ttf,
+            zone_len: fits(zone_len)?,
+            pos_len: fits(self.pos.len())?,
+            off_len: fits(self.off.len())?,
+        })
+    }
+
+    /// Encodes the positions and offsets sections, recording where each
+    /// 128-value block starts.
+    fn encode_positions(&mut self, p: &TermPostings) -> Result<(), String> {
+        // Per-document deltas: positions from the previous position, starts
+        // from the previous end; lengths as they are.
+        self.vals.clear();
+        self.lens.clear();
+        let mut starts = Vec::with_capacity(p.positions.len());
+        let mut i = 0;
+        for &f in &p.freqs {
+            let (mut prev_pos, mut prev_end) = (0u32, 0u32);
+            for j in i..i + f as usize {
+                let (pos, s, e) = (p.positions[j], p.starts[j], p.ends[j]);
+                if pos < prev_pos || s < prev_end || e < s {
+                    return Err("positions or offsets not increasing within a document".into());
+                }
+                self.vals.push(pos - prev_pos);
+                starts.push(s - prev_end);
+                self.lens.push(e - s);
+                prev_pos = pos;
+                prev_end = e;
+            }
+            i += f as usize;
+        }
+        self.pos.clear();
+        self.off.clear();
+        self.pos_block_bytes.clear();
+        self.off_block_bytes.clear();
+        let mut block = [0u32; BLOCK];
+        let n = self.vals.len();
+        for lo in (0..n).step_by(BLOCK) {
+            self.pos_block_bytes.push(self.pos.len() as u32);
+            self.off_block_bytes.push(self.off.len() as u32);
+            let hi = (lo + BLOCK).min(n);
+            if hi - lo == BLOCK {
+                block.copy_from_slice(&self.vals[lo..hi]);
+                codec::pack_block(&block, &mut self.pos);
+                block.copy_from_slice(&starts[lo..hi]);
+                codec::pack_block(&block, &mut self.off);
+                block.copy_from_slice(&self.lens[lo..hi]);
+                codec::pack_block(&block, &mut self.off);
+            } else {
+                for ((&v, &s), &l) in self.vals[lo..hi].iter().zip(&starts[lo..hi]).zip(&self.lens[lo..hi]) {
+                    codec::write_u32(&mut self.pos, v);
+                    codec::write_u32(&mut self.off, s);
+                    codec::write_u32(&mut self.off, l);
+                }
+            }
+        }
+        Ok(())
+    }
+}

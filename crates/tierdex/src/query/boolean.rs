@@ -1,0 +1,459 @@
+//! Boolean combinations of scorers: conjunction (block-max AND),
+//! disjunction (MaxScore when a threshold is known), required + optional,
+//! required minus excluded.
+
+use crate::error::Error;
+use crate::query::scorer::{first_error, Scorer};
+use crate::schema::{DocId, TERMINATED};
+
+/// All children must match; the score is their sum. With a minimum
+/// competitive score it skips whole windows whose summed block maxima
+/// cannot reach it (block-max AND).
+pub struct Conjunction<S> {
+    subs: Vec<S>,
+    doc: DocId,
+    min_comp: f32,
+    window_end: DocId,
+    window_bound: f32,
+    window_valid: bool,
+    max_score: f32,
+}
+
+impl<S: Scorer> Conjunction<S> {
+    /// The conjunction of `subs` (at least one), positioned on its first match.
+    pub fn new(mut subs: Vec<S>) -> Self {
+        assert!(!subs.is_empty(), "conjunction of nothing");
+        subs.sort_by_key(|s| s.cost());
+        let max_score = subs.iter().map(|s| s.max_score()).sum();
+        let mut c = Conjunction {
+            subs,
+            doc: 0,
+            min_comp: 0.0,
+            window_end: 0,
+            window_bound: 0.0,
+            window_valid: false,
+            max_score,
+        };
+        let first = c.subs[0].doc();
+        c.find(first);
+        c
+    }
+
+    fn window(&mut self, target: DocId) -> DocId {
+        let mut end = TERMINATED;
+        let mut bound = 0.0;
+        for s in &mut self.subs {
+            let e = s.shallow_advance(target);
+            if e == TERMINATED {
+                return TERMINATED;
+            }
+            end = end.min(e);
+            bound += s.block_max_score();
+        }
+        self.window_end = end;
+        self.window_bound = bound;
+        self.window_valid = true;
+        end
+    }
+
+    fn find(&mut self, mut target: DocId) -> DocId {
+        'outer: loop {
+            if target == TERMINATED {
+                break;
+            }
+            if self.min_comp > 0.0 {
+                if (!self.window_valid || target > self.window_end) && self.window(target) == TERMINATED {
+                    break;
+                }
+                if self.window_bound < self.min_comp {
+                    target = self.window_end.saturating_add(1);
+                    self.window_valid = false;
+                    continue;
+                }
+            }
+            let lead = self.subs[0].seek(target);
+            if lead == TERMINATED {
+                break;
+            }
+            if lead > target && self.min_comp > 0.0 && lead > self.window_end {
+                target = lead;
+                continue;
+            }
+            target = lead;
+            for i in 1..self.subs.len() {
+                let d = self.subs[i].seek(target);
+                if d > target {
+                    target = d;
+                    continue 'outer;
+                }
+            }
+            self.doc = target;
+            return target;
+        }
+        self.doc = TERMINATED;
+        TERMINATED
+    }
+}
+
+impl<S: Scorer> Scorer for Conjunction<S> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.doc
+    }
+    fn advance(&mut self) -> DocId {
+        if self.doc == TERMINATED {
+            return TERMINATED;
+        }
+        self.find(self.doc + 1)
+    }
+    fn seek(&mut self, target: DocId) -> DocId {
+        if target <= self.doc {
+            return self.doc;
+        }
+        self.find(target)
+    }
+    fn cost(&self) -> u64 {
+        self.subs[0].cost()
+    }
+    fn score(&mut self) -> f32 {
+        self.subs.iter_mut().map(|s| s.score()).sum()
+    }
+    fn max_score(&self) -> f32 {
+        self.max_score
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        self.window_valid = false;
+        let mut end = TERMINATED;
+        for s in &mut self.subs {
+            let e = s.shallow_advance(target);
+            if e == TERMINATED {
+                return TERMINATED;
+            }
+            end = end.min(e);
+        }
+        end
+    }
+    fn block_max_score(&mut self) -> f32 {
+        self.subs.iter_mut().map(|s| s.block_max_score()).sum()
+    }
+    fn set_min_competitive_score(&mut self, min: f32) {
+        self.min_comp = min;
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        first_error(&mut self.subs)
+    }
+}
+
+/// At least one child must match; the score is the sum of the matching ones.
+/// With a minimum competitive score it runs MaxScore: children whose summed
+/// maxima stay below the threshold are only probed for documents found by
+/// the others, and candidates are dropped as soon as their best possible
+/// score falls short.
+pub struct Disjunction<S> {
+    subs: Vec<S>,
+    doc: DocId,
+    score: Option<f32>,
+    min_comp: f32,
+    /// Children by increasing max score, and prefix sums of those maxima.
+    order: Vec<usize>,
+    prefix: Vec<f32>,
+    /// The first `non_essential` children of `order` cannot make a
+    /// competitive document on their own.
+    non_essential: usize,
+    live: Vec<bool>,
+    max_score: f32,
+}
+
+impl<S: Scorer> Disjunction<S> {
+    /// The disjunction of `subs` (at least one), positioned on its first match.
+    pub fn new(subs: Vec<S>) -> Self {
+        assert!(!subs.is_empty(), "disjunction of nothing");
+        let mut order: Vec<usize> = (0..subs.len()).collect();
+        order.sort_by(|&a, &b| subs[a].max_score().total_cmp(&subs[b].max_score()));
+        let mut prefix = vec![0.0f32; subs.len() + 1];
+        for (j, &i) in order.iter().enumerate() {
+            prefix[j + 1] = prefix[j] + subs[i].max_score();
+        }
+        let doc = subs.iter().map(|s| s.doc()).min().unwrap_or(TERMINATED);
+        Disjunction {
+            live: vec![false; subs.len()],
+            max_score: prefix[subs.len()],
+            subs,
+            doc,
+            score: None,
+            min_comp: 0.0,
+            order,
+            prefix,
+            non_essential: 0,
+        }
+    }
+
+    fn next_from(&mut self, target: DocId) -> DocId {
+        self.score = None;
+        if self.non_essential == 0 {
+            let mut doc = TERMINATED;
+            for s in &mut self.subs {
+                let d = if s.doc() < target { s.seek(target) } else { s.doc() };
+                doc = doc.min(d);
+            }
+            self.doc = doc;
+            return doc;
+        }
+        self.next_pruned(target)
+    }
+
+    fn next_pruned(&mut self, mut target: DocId) -> DocId {
+        let ne = self.non_essential;
+        loop {
+            let mut cand = TERMINATED;
+            for &i in &self.order[ne..] {
+                let s = &mut self.subs[i];
+                let d = if s.doc() < target { s.seek(target) } else { s.doc() };
+                cand = cand.min(d);
+            }
+            if cand == TERMINATED {
+                self.doc = TERMINATED;
+                return TERMINATED;
+            }
+            let mut score = 0.0f32;
+            for &i in &self.order[ne..] {
+                if self.subs[i].doc() == cand {
+                    score += self.subs[i].score();
+                }
+            }
+            let mut competitive = true;
+            for j in (0..ne).rev() {
+                if score + self.prefix[j + 1] < self.min_comp {
+                    competitive = false;
+                    break;
+                }
+                let s = &mut self.subs[self.order[j]];
+                let d = if s.doc() < cand { s.seek(cand) } else { s.doc() };
+                if d == cand {
+                    score += s.score();
+                }
+            }
+            if competitive && score >= self.min_comp {
+                self.doc = cand;
+                self.score = Some(score);
+                return cand;
+            }
+            target = cand + 1;
+        }
+    }
+}
+
+impl<S: Scorer> Scorer for Disjunction<S> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.doc
+    }
+    fn advance(&mut self) -> DocId {
+        if self.doc == TERMINATED {
+            return TERMINATED;
+        }
+        self.next_from(self.doc + 1)
+    }
+    fn seek(&mut self, target: DocId) -> DocId {
+        if target <= self.doc {
+            return self.doc;
+        }
+        self.next_from(target)
+    }
+    fn cost(&self) -> u64 {
+        self.subs.iter().map(|s| s.cost()).sum()
+    }
+    fn score(&mut self) -> f32 {
+        if let Some(s) = self.score {
+            return s;
+        }
+        let doc = self.doc;
+        let mut sum = 0.0;
+        for s in &mut self.subs {
+            if s.doc() == doc {
+                sum += s.score();
+            }
+        }
+        self.score = Some(sum);
+        sum
+    }
+    fn max_score(&self) -> f32 {
+        self.max_score
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        let mut end = TERMINATED;
+        for (s, live) in self.subs.iter_mut().zip(self.live.iter_mut()) {
+            let e = s.shallow_advance(target);
+            *live = e != TERMINATED;
+            end = end.min(e);
+        }
+        end
+    }
+    fn block_max_score(&mut self) -> f32 {
+        let mut sum = 0.0;
+        for (s, &live) in self.subs.iter_mut().zip(&self.live) {
+            if live {
+                sum += s.block_max_score();
+            }
+        }
+        sum
+    }
+    fn set_min_competitive_score(&mut self, min: f32) {
+        self.min_comp = min;
+        let mut ne = self.non_essential;
+        while ne < self.subs.len() && self.prefix[ne + 1] < min {
+            ne += 1;
+        }
+        self.non_essential = ne;
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        first_error(&mut self.subs)
+    }
+}
+
+/// A required scorer plus an optional one that only adds to the score.
+pub struct ReqOpt<R, O> {
+    req: R,
+    opt: O,
+    opt_live: bool,
+}
+
+impl<R: Scorer, O: Scorer> ReqOpt<R, O> {
+    /// `req` matches; `opt` adds its score where it matches too.
+    pub fn new(req: R, opt: O) -> Self {
+        ReqOpt {
+            req,
+            opt,
+            opt_live: false,
+        }
+    }
+}
+
+impl<R: Scorer, O: Scorer> Scorer for ReqOpt<R, O> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.req.doc()
+    }
+    fn advance(&mut self) -> DocId {
+        self.req.advance()
+    }
+    fn seek(&mut self, target: DocId) -> DocId {
+        self.req.seek(target)
+    }
+    fn cost(&self) -> u64 {
+        self.req.cost()
+    }
+    fn score(&mut self) -> f32 {
+        let doc = self.req.doc();
+        let mut s = self.req.score();
+        let o = if self.opt.doc() < doc {
+            self.opt.seek(doc)
+        } else {
+            self.opt.doc()
+        };
+        if o == doc {
+            s += self.opt.score();
+        }
+        s
+    }
+    fn max_score(&self) -> f32 {
+        self.req.max_score() + self.opt.max_score()
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        let a = self.req.shallow_advance(target);
+        if a == TERMINATED {
+            return TERMINATED;
+        }
+        let b = self.opt.shallow_advance(target);
+        self.opt_live = b != TERMINATED;
+        a.min(b)
+    }
+    fn block_max_score(&mut self) -> f32 {
+        let r = self.req.block_max_score();
+        if self.opt_live {
+            r + self.opt.block_max_score()
+        } else {
+            r
+        }
+    }
+    fn set_min_competitive_score(&mut self, min: f32) {
+        let rest = min - self.opt.max_score();
+        if rest > 0.0 {
+            self.req.set_min_competitive_score(rest);
+        }
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        let a = self.req.take_error();
+        let b = self.opt.take_error();
+        a.or(b)
+    }
+}
+
+/// A required scorer minus the documents an excluded one matches.
+pub struct ReqExcl<R, E> {
+    req: R,
+    excl: E,
+}
+
+impl<R: Scorer, E: Scorer> ReqExcl<R, E> {
+    /// Matches of `req` that `excl` does not match, positioned on the first.
+    pub fn new(req: R, excl: E) -> Self {
+        let mut r = ReqExcl { req, excl };
+        let d = r.req.doc();
+        r.skip_excluded(d);
+        r
+    }
+
+    fn skip_excluded(&mut self, mut doc: DocId) -> DocId {
+        while doc != TERMINATED {
+            let e = if self.excl.doc() < doc {
+                self.excl.seek(doc)
+            } else {
+                self.excl.doc()
+            };
+            if e != doc {
+                return doc;
+            }
+            doc = self.req.advance();
+        }
+        TERMINATED
+    }
+}
+
+impl<R: Scorer, E: Scorer> Scorer for ReqExcl<R, E> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.req.doc()
+    }
+    fn advance(&mut self) -> DocId {
+        let d = self.req.advance();
+        self.skip_excluded(d)
+    }
+    fn seek(&mut self, target: DocId) -> DocId {
+        let d = self.req.seek(target);
+        self.skip_excluded(d)
+    }
+    fn cost(&self) -> u64 {
+        self.req.cost()
+    }
+    fn score(&mut self) -> f32 {
+        self.req.score()
+    }
+    fn max_score(&self) -> f32 {
+        self.req.max_score()
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        self.req.shallow_advance(target)
+    }
+    fn block_max_score(&mut self) -> f32 {
+        self.req.block_max_score()
+    }
+    fn set_min_competitive_score(&mut self, min: f32) {
+        self.req.set_min_competitive_score(min)
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        let a = self.req.take_error();
+        let b = self.excl.take_error();
+        a.or(b)
+    }
+}

@@ -1,0 +1,178 @@
+//! Top-k selection and the loops that drive a scorer tree: top-k with
+//! block-max window skipping, top-k plus exact count, and count.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::query::scorer::Scorer;
+use crate::schema::{DocId, TERMINATED};
+use crate::search::Hit;
+
+/// Relative slack subtracted from thresholds before pruning, covering float
+/// rounding differences between bounds and scores summed in another order.
+const SLACK: f32 = 1e-5;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Entry {
+    score: f32,
+    doc: DocId,
+}
+
+impl Eq for Entry {}
+
+impl Ord for Entry {
+    /// Greater is better: higher score, then lower document number.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.doc.cmp(&self.doc))
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The k best (score, doc) pairs seen so far; ties go to the lower doc.
+pub struct TopK {
+    k: usize,
+    heap: BinaryHeap<Reverse<Entry>>,
+}
+
+impl TopK {
+    /// An empty selection of at most `k` hits.
+    pub fn new(k: usize) -> Self {
+        TopK {
+            k,
+            heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1),
+        }
+    }
+
+    /// Offers a hit; returns true when the threshold changed.
+    #[inline]
+    pub fn insert(&mut self, doc: DocId, score: f32) -> bool {
+        if self.k == 0 {
+            return false;
+        }
+        let e = Entry { score, doc };
+        if self.heap.len() < self.k {
+            self.heap.push(Reverse(e));
+            return self.heap.len() == self.k;
+        }
+        let mut worst = self.heap.peek_mut().expect("full heap");
+        if e > worst.0 {
+            *worst = Reverse(e);
+            drop(worst);
+            return true;
+        }
+        false
+    }
+
+    /// Score a new hit must beat, once k hits are held.
+    #[inline]
+    pub fn threshold(&self) -> Option<f32> {
+        if self.k > 0 && self.heap.len() == self.k {
+            self.heap.peek().map(|w| w.0.score)
+        } else {
+            None
+        }
+    }
+
+    /// The threshold lowered by the rounding slack (what scorers may prune
+    /// strictly below).
+    #[inline]
+    fn prune_below(&self) -> Option<f32> {
+        self.threshold().map(|t| t - t.abs() * SLACK)
+    }
+
+    /// The hits, best first.
+    pub fn into_hits(self) -> Vec<Hit> {
+        let mut v: Vec<Entry> = self.heap.into_iter().map(|r| r.0).collect();
+        v.sort_by(|a, b| b.cmp(a));
+        v.into_iter()
+            .map(|e| Hit {
+                doc: e.doc,
+                score: e.score,
+            })
+            .collect()
+    }
+}
+
+/// Collects the top hits of `s` (documents numbered from `base`), counting
+/// every match into `count` when given. Without a count, windows whose
+/// block-max bound cannot beat the threshold are skipped unread, and the
+/// threshold is pushed down into the tree (MaxScore, block-max AND).
+pub fn top_k<S: Scorer + ?Sized>(s: &mut S, base: DocId, top: &mut TopK, mut count: Option<&mut u64>) {
+    let counting = count.is_some();
+    if let (false, Some(t)) = (counting, top.prune_below()) {
+        s.set_min_competitive_score(t);
+    }
+    let mut window_end: DocId = 0;
+    let mut window_bound = f32::INFINITY;
+    let mut window_valid = false;
+    let mut doc = s.doc();
+    while doc != TERMINATED {
+        if let Some(t) = top.prune_below() {
+            if !window_valid || doc > window_end {
+                window_end = s.shallow_advance(doc);
+                window_bound = s.block_max_score();
+                window_valid = true;
+            }
+            if window_bound < t {
+                if let Some(c) = count.as_deref_mut() {
+                    *c += 1;
+                    doc = s.advance();
+                } else {
+                    if window_end == TERMINATED {
+                        break;
+                    }
+                    doc = s.seek(window_end + 1);
+                }
+                continue;
+            }
+        }
+        if let Some(c) = count.as_deref_mut() {
+            *c += 1;
+        }
+        let score = s.score();
+        if top.insert(base + doc, score) && !counting {
+            if let Some(t) = top.prune_below() {
+                s.set_min_competitive_score(t);
+            }
+        }
+        doc = s.advance();
+    }
+}
+
+/// Counts the matches of `s`.
+pub fn count<S: Scorer + ?Sized>(s: &mut S) -> u64 {
+    let mut n = 0;
+    let mut doc = s.doc();
+    while doc != TERMINATED {
+        n += 1;
+        doc = s.advance();
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_best_with_ties_to_lower_docs() {
+        let mut t = TopK::new(2);
+        assert!(!t.insert(5, 1.0));
+        assert!(t.insert(6, 1.0));
+        assert_eq!(t.threshold(), Some(1.0));
+        assert!(!t.insert(7, 1.0));
+        assert!(t.insert(8, 2.0));
+        let hits = t.into_hits();
+        assert_eq!(hits.iter().map(|h| h.doc).collect::<Vec<_>>(), vec![8, 5]);
+        let mut z = TopK::new(0);
+        assert!(!z.insert(1, 3.0));
+        assert!(z.into_hits().is_empty());
+    }
+}

@@ -1,0 +1,191 @@
+//! Exact phrase matching on positions.
+
+use crate::error::Error;
+use crate::layout::TermCursor;
+use crate::query::bm25::Bm25;
+use crate::query::scorer::Scorer;
+use crate::schema::{DocId, TERMINATED};
+
+/// Documents where the terms occur at their relative positions; scored by
+/// BM25 with the phrase frequency and the summed IDF.
+pub struct PhraseScorer<'a> {
+    terms: Vec<TermCursor<'a>>,
+    /// Position of each term relative to the phrase start.
+    rel: Vec<u32>,
+    /// Terms by increasing document frequency (conjunction order).
+    order: Vec<usize>,
+    bm25: Bm25<'a>,
+    norms: &'a [u8],
+    doc: DocId,
+    freq: u32,
+    positions: Vec<Vec<u32>>,
+    ptrs: Vec<usize>,
+    max_score: f32,
+    error: Option<Error>,
+}
+
+impl<'a> PhraseScorer<'a> {
+    /// A phrase of `terms` at relative positions `rel` (same length, >= 2).
+    pub fn new(terms: Vec<TermCursor<'a>>, rel: Vec<u32>, bm25: Bm25<'a>, norms: &'a [u8]) -> Self {
+        assert!(
+            terms.len() >= 2 && terms.len() == rel.len(),
+            "phrase needs two or more terms"
+        );
+        let mut order: Vec<usize> = (0..terms.len()).collect();
+        order.sort_by_key(|&i| terms[i].doc_freq());
+        let max_score = terms
+            .iter()
+            .map(|t| bm25.bound(t.term_impacts()))
+            .fold(f32::INFINITY, f32::min);
+        let n = terms.len();
+        let mut p = PhraseScorer {
+            terms,
+            rel,
+            order,
+            bm25,
+            norms,
+            doc: 0,
+            freq: 0,
+            positions: vec![Vec::new(); n],
+            ptrs: vec![0; n],
+            max_score,
+            error: None,
+        };
+        let first = p.terms[p.order[0]].doc();
+        p.find(first);
+        p
+    }
+
+    /// Phrase frequency in the current document.
+    pub fn freq(&self) -> u32 {
+        self.freq
+    }
+
+    fn find(&mut self, mut target: DocId) -> DocId {
+        'outer: loop {
+            let lead = self.order[0];
+            let d = self.terms[lead].seek(target);
+            if d == TERMINATED {
+                break;
+            }
+            target = d;
+            for k in 1..self.order.len() {
+                let i = self.order[k];
+                let di = self.terms[i].seek(target);
+                if di > target {
+                    if di == TERMINATED {
+                        break 'outer;
+                    }
+                    target = di;
+                    continue 'outer;
+                }
+            }
+            let f = self.phrase_freq();
+            if f > 0 {
+                self.doc = target;
+                self.freq = f;
+                return target;
+            }
+            target += 1;
+        }
+        self.doc = TERMINATED;
+        self.freq = 0;
+        TERMINATED
+    }
+
+    /// Counts the start positions where every term is at its offset.
+    fn phrase_freq(&mut self) -> u32 {
+        for (t, buf) in self.terms.iter_mut().zip(self.positions.iter_mut()) {
+            t.positions(buf);
+        }
+        let lead = (0..self.terms.len())
+            .min_by_key(|&i| self.positions[i].len())
+            .unwrap_or(0);
+        self.ptrs.iter_mut().for_each(|p| *p = 0);
+        let mut count = 0;
+        'starts: for &p in &self.positions[lead] {
+            let Some(x) = p.checked_sub(self.rel[lead]) else {
+                continue;
+            };
+            for j in 0..self.terms.len() {
+                if j == lead {
+                    continue;
+                }
+                let want = x + self.rel[j];
+                let list = &self.positions[j];
+                let ptr = &mut self.ptrs[j];
+                while *ptr < list.len() && list[*ptr] < want {
+                    *ptr += 1;
+                }
+                if *ptr == list.len() {
+                    break 'starts;
+                }
+                if list[*ptr] != want {
+                    continue 'starts;
+                }
+            }
+            count += 1;
+        }
+        count
+    }
+}
+
+impl Scorer for PhraseScorer<'_> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.doc
+    }
+    fn advance(&mut self) -> DocId {
+        if self.doc == TERMINATED {
+            return TERMINATED;
+        }
+        self.find(self.doc + 1)
+    }
+    fn seek(&mut self, target: DocId) -> DocId {
+        if target <= self.doc {
+            return self.doc;
+        }
+        self.find(target)
+    }
+    fn cost(&self) -> u64 {
+        self.terms[self.order[0]].doc_freq() as u64
+    }
+    fn score(&mut self) -> f32 {
+        let norm = self.norms.get(self.doc as usize).copied().unwrap_or(0);
+        self.bm25.score(self.freq, norm)
+    }
+    fn max_score(&self) -> f32 {
+        self.max_score
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        let mut end = TERMINATED;
+        for t in &mut self.terms {
+            let e = t.shallow_advance(target);
+            if e == TERMINATED {
+                return TERMINATED;
+            }
+            end = end.min(e);
+        }
+        end
+    }
+    fn block_max_score(&mut self) -> f32 {
+        // The phrase frequency is at most each term's frequency.
+        let mut bound = f32::INFINITY;
+        for t in &self.terms {
+            match t.block_impacts() {
+                Some(i) => bound = bound.min(self.bm25.bound(i)),
+                None => return 0.0,
+            }
+        }
+        bound
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        let mut first = self.error.take();
+        for t in &mut self.terms {
+            if let Some(e) = t.take_error() {
+                first.get_or_insert(e);
+            }
+        }
+        first
+    }
+}

@@ -1,0 +1,200 @@
+//! The cursor contract every query node implements, and the term scorer.
+//!
+//! A [`Scorer`] iterates matching documents in increasing order (`doc`,
+//! `advance`, `seek`, with [`TERMINATED`] at the end), scores the current
+//! one, and offers block-max bounds: [`Scorer::shallow_advance`] picks a
+//! window of documents starting at a target, [`Scorer::block_max_score`]
+//! bounds every score in it. [`Scorer::set_min_competitive_score`] lets a
+//! node skip documents that cannot beat the top-k threshold. Algorithms are
+//! written once, generic over this trait; leaf types are concrete so the
+//! hot loops are monomorphised.
+//!
+//! Thresholds given to `set_min_competitive_score` are already lowered by
+//! the collector to absorb float rounding, so a node may drop a document
+//! whenever its bound is strictly below the value.
+
+use crate::error::Error;
+use crate::layout::TermCursor;
+use crate::query::bm25::Bm25;
+use crate::schema::{DocId, TERMINATED};
+
+/// A query node over one segment.
+pub trait Scorer {
+    /// Current document, or [`TERMINATED`].
+    fn doc(&self) -> DocId;
+    /// Moves to the next match.
+    fn advance(&mut self) -> DocId;
+    /// Moves to the first match `>= target` (no-op if already there).
+    fn seek(&mut self, target: DocId) -> DocId;
+    /// Estimated number of matches (for ordering conjunctions).
+    fn cost(&self) -> u64;
+    /// Score of the current document.
+    fn score(&mut self) -> f32;
+    /// Upper bound of every score.
+    fn max_score(&self) -> f32;
+    /// Selects a window `[target, returned]` of documents for which
+    /// [`Scorer::block_max_score`] gives a bound; returns [`TERMINATED`] if
+    /// no match `>= target` can exist. `target` must be `>= doc()`.
+    fn shallow_advance(&mut self, target: DocId) -> DocId;
+    /// Bound of the scores in the window chosen by the last `shallow_advance`.
+    fn block_max_score(&mut self) -> f32;
+    /// From now on, documents scoring below `min` may be skipped.
+    fn set_min_competitive_score(&mut self, _min: f32) {}
+    /// The error that ended iteration early, if any.
+    fn take_error(&mut self) -> Option<Error>;
+}
+
+impl<S: Scorer + ?Sized> Scorer for Box<S> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        (**self).doc()
+    }
+    #[inline]
+    fn advance(&mut self) -> DocId {
+        (**self).advance()
+    }
+    #[inline]
+    fn seek(&mut self, target: DocId) -> DocId {
+        (**self).seek(target)
+    }
+    fn cost(&self) -> u64 {
+        (**self).cost()
+    }
+    #[inline]
+    fn score(&mut self) -> f32 {
+        (**self).score()
+    }
+    fn max_score(&self) -> f32 {
+        (**self).max_score()
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        (**self).shallow_advance(target)
+    }
+    fn block_max_score(&mut self) -> f32 {
+        (**self).block_max_score()
+    }
+    fn set_min_competitive_score(&mut self, min: f32) {
+        (**self).set_min_competitive_score(min)
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        (**self).take_error()
+    }
+}
+
+/// BM25 over one term's postings in one field.
+pub struct TermScorer<'a> {
+    cursor: TermCursor<'a>,
+    bm25: Bm25<'a>,
+    norms: &'a [u8],
+    max_score: f32,
+}
+
+impl<'a> TermScorer<'a> {
+    /// A scorer over `cursor`, with the field's `norms`.
+    pub fn new(cursor: TermCursor<'a>, bm25: Bm25<'a>, norms: &'a [u8]) -> Self {
+        let max_score = bm25.bound(cursor.term_impacts());
+        TermScorer {
+            cursor,
+            bm25,
+            norms,
+            max_score,
+        }
+    }
+
+    /// The underlying cursor (positions, offsets).
+    pub fn cursor(&mut self) -> &mut TermCursor<'a> {
+        &mut self.cursor
+    }
+
+    #[inline]
+    fn norm(&self, doc: DocId) -> u8 {
+        // A doc beyond the norms means a damaged index; its score is then
+        // computed with norm 0 and the cursor's checks report the damage.
+        self.norms.get(doc as usize).copied().unwrap_or(0)
+    }
+}
+
+impl Scorer for TermScorer<'_> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.cursor.doc()
+    }
+    #[inline]
+    fn advance(&mut self) -> DocId {
+        self.cursor.advance()
+    }
+    #[inline]
+    fn seek(&mut self, target: DocId) -> DocId {
+        self.cursor.seek(target)
+    }
+    fn cost(&self) -> u64 {
+        self.cursor.doc_freq() as u64
+    }
+    #[inline]
+    fn score(&mut self) -> f32 {
+        let doc = self.cursor.doc();
+        let f = self.cursor.freq();
+        self.bm25.score(f, self.norm(doc))
+    }
+    fn max_score(&self) -> f32 {
+        self.max_score
+    }
+    #[inline]
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        self.cursor.shallow_advance(target)
+    }
+    #[inline]
+    fn block_max_score(&mut self) -> f32 {
+        match self.cursor.block_impacts() {
+            Some(i) => self.bm25.bound(i),
+            None => 0.0,
+        }
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        self.cursor.take_error()
+    }
+}
+
+/// Sums `take_error` over children, keeping the first error.
+pub(crate) fn first_error<S: Scorer>(subs: &mut [S]) -> Option<Error> {
+    let mut first = None;
+    for s in subs {
+        if let Some(e) = s.take_error() {
+            first.get_or_insert(e);
+        }
+    }
+    first
+}
+
+/// A scorer that matches nothing.
+pub struct EmptyScorer;
+
+impl Scorer for EmptyScorer {
+    fn doc(&self) -> DocId {
+        TERMINATED
+    }
+    fn advance(&mut self) -> DocId {
+        TERMINATED
+    }
+    fn seek(&mut self, _: DocId) -> DocId {
+        TERMINATED
+    }
+    fn cost(&self) -> u64 {
+        0
+    }
+    fn score(&mut self) -> f32 {
+        0.0
+    }
+    fn max_score(&self) -> f32 {
+        0.0
+    }
+    fn shallow_advance(&mut self, _: DocId) -> DocId {
+        TERMINATED
+    }
+    fn block_max_score(&mut self) -> f32 {
+        0.0
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        None
+    }
+}
