@@ -164,6 +164,30 @@ fn stemming() {
 }
 
 #[test]
+fn stemming_inside_a_sink_works() {
+    // The per-thread stem cache is busy during the outer call: the inner one
+    // stems without it.
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        stemming: true,
+        stop_words: false,
+    });
+    let mut pairs = Vec::new();
+    analyzer.analyze("Cats running", |outer| {
+        let mut inner = Vec::new();
+        analyzer.analyze("jumping dogs", |t| inner.push(t.term.to_string()));
+        pairs.push((outer.term.to_string(), inner));
+    });
+    let inner = vec!["jump".to_string(), "dog".to_string()];
+    assert_eq!(
+        pairs,
+        [
+            ("cat".to_string(), inner.clone()),
+            ("run".to_string(), inner)
+        ]
+    );
+}
+
+#[test]
 fn long_tokens_are_cut() {
     let word = "a".repeat(600);
     let got = analyze_all(&Analyzer::default(), &format!("x {word} y"));
