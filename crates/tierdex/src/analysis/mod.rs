@@ -23,6 +23,7 @@
 //! Positions count tokens from 0 in each [`Analyzer::analyze`] call; offsets
 //! are byte offsets into the original text.
 
+mod stem_cache;
 mod stopwords;
 mod tokenizer;
 
@@ -98,12 +99,30 @@ impl Analyzer {
     /// Calls `sink` for every token of `text`, in order.
     ///
     /// Texts must be shorter than 4 GiB (offsets are `u32`). The term passed
-    /// to `sink` borrows either `text` (already-lowercase ASCII tokens) or a
-    /// buffer reused for the whole call: no allocation per token, except
-    /// inside the stemmer when stemming changes a word.
-    pub fn analyze(&self, text: &str, mut sink: impl FnMut(Token<'_>)) {
+    /// to `sink` borrows either `text` (already-lowercase ASCII tokens), a
+    /// buffer reused for the whole call, or (with stemming) a per-thread
+    /// cache of stems: no allocation per token, except inside the stemmer
+    /// on a cache miss.
+    pub fn analyze(&self, text: &str, sink: impl FnMut(Token<'_>)) {
         debug_assert!(u32::try_from(text.len()).is_ok(), "text too long");
-        let stemmer = self.config.stemming.then(|| Stemmer::create(Algorithm::English));
+        if !self.config.stemming {
+            return self.run(text, sink, None);
+        }
+        let stemmer = Stemmer::create(Algorithm::English);
+        stem_cache::STEM_CACHE.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut cache) => self.run(text, sink, Some((&stemmer, Some(&mut cache)))),
+            // `sink` is analysing text itself on this thread: no cache.
+            Err(_) => self.run(text, sink, Some((&stemmer, None))),
+        })
+    }
+
+    /// The pipeline behind [`Analyzer::analyze`].
+    fn run(
+        &self,
+        text: &str,
+        mut sink: impl FnMut(Token<'_>),
+        mut stemming: Option<(&Stemmer, Option<&mut stem_cache::StemCache>)>,
+    ) {
         let stop_words = self.config.stop_words;
         let mut buf = String::new();
         let mut position: u32 = 0;
@@ -128,19 +147,16 @@ impl Analyzer {
                 return;
             }
             let (start, end) = (start as u32, end as u32);
-            match &stemmer {
-                Some(stemmer) => sink(Token {
-                    term: &stemmer.stem(term),
-                    position: token_position,
-                    start,
-                    end,
-                }),
-                None => sink(Token {
-                    term,
-                    position: token_position,
-                    start,
-                    end,
-                }),
+            let token = |term| Token {
+                term,
+                position: token_position,
+                start,
+                end,
+            };
+            match &mut stemming {
+                None => sink(token(term)),
+                Some((stemmer, Some(cache))) => sink(token(cache.stem(stemmer, term))),
+                Some((stemmer, None)) => sink(token(&stemmer.stem(term))),
             }
         });
     }

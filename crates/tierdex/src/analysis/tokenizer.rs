@@ -136,9 +136,100 @@ fn first_non_ascii(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// Bit masks over a block of 64 bytes: bit `j` describes byte `j`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Masks {
+    alpha: u64,
+    upper: u64,
+    digit: u64,
+    extend_num_let: u64,
+    mid_letter: u64,
+    mid_num: u64,
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// High bit of each byte of `x` (all ASCII) set where the byte is `>= v`
+/// (`v <= 0x80`).
+#[inline(always)]
+fn swar_ge(x: u64, v: u8) -> u64 {
+    ((x | HI) - LO * v as u64) & HI
+}
+
+/// High bit of each byte of `x` (all ASCII) set where `lo <= byte <= hi`.
+#[inline(always)]
+fn swar_range(x: u64, lo: u8, hi: u8) -> u64 {
+    swar_ge(x, lo) & !swar_ge(x, hi + 1)
+}
+
+/// High bit of each byte of `x` (all ASCII) set where the byte is `v`.
+#[inline(always)]
+fn swar_eq(x: u64, v: u8) -> u64 {
+    let y = x ^ (LO * v as u64);
+    !(((y & !HI) + !HI) | y) & HI
+}
+
+/// Packs the high bits of the 8 bytes of `m` into the low 8 bits.
+#[inline(always)]
+fn pack(m: u64) -> u64 {
+    ((m >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56
+}
+
+impl Masks {
+    /// Masks of the (ASCII) bytes `b[o..min(o + 64, to)]`; missing bytes are 0.
+    #[inline(always)]
+    fn at(b: &[u8], o: usize, to: usize) -> Masks {
+        let mut padded = [0u8; 64];
+        let block: &[u8] = if to - o >= 64 {
+            &b[o..o + 64]
+        } else {
+            padded[..to - o].copy_from_slice(&b[o..to]);
+            &padded
+        };
+        let mut m = Masks::default();
+        for (k, word) in block.chunks_exact(8).enumerate() {
+            let x = u64::from_le_bytes(word.try_into().unwrap());
+            let upper = swar_range(x, b'A', b'Z');
+            let lower = swar_range(x, b'a', b'z');
+            let apostrophe_or_dot = swar_eq(x, b'\'') | swar_eq(x, b'.');
+            let shift = 8 * k;
+            m.alpha |= pack(upper | lower) << shift;
+            m.upper |= pack(upper) << shift;
+            m.digit |= pack(swar_range(x, b'0', b'9')) << shift;
+            m.extend_num_let |= pack(swar_eq(x, b'_')) << shift;
+            m.mid_letter |= pack(apostrophe_or_dot | swar_eq(x, b':')) << shift;
+            m.mid_num |= pack(apostrophe_or_dot | swar_eq(x, b',') | swar_eq(x, b';')) << shift;
+        }
+        m
+    }
+}
+
+/// Bits `from..64` of a `u64` (`from < 64`).
+#[inline(always)]
+fn bits_from(from: u32) -> u64 {
+    !0u64 << from
+}
+
+/// Bits `0..to` of a `u64` (`to <= 64`).
+#[inline(always)]
+fn bits_below(to: u32) -> u64 {
+    if to >= 64 {
+        !0
+    } else {
+        (1u64 << to) - 1
+    }
+}
+
 /// The ASCII fast path: tokens of `text[from..to]`, which is pure ASCII and
 /// segmented as a text of its own.
-#[inline]
+///
+/// Works on 64-byte blocks: SWAR comparisons give bit masks of letters,
+/// digits, `_` and the infix punctuation; a joining infix is one whose
+/// neighbours are both letters (MidLetter/MidNumLetQ) or both digits
+/// (MidNum/MidNumLetQ); the segments with letters or digits are then exactly
+/// the maximal runs of letters, digits, `_` and joining infixes, found with
+/// bit tricks. Runs longer than `max_chars` go to [`ascii_scalar`].
 pub(crate) fn ascii_region(
     text: &str,
     from: usize,
@@ -148,31 +239,120 @@ pub(crate) fn ascii_region(
 ) {
     let b = text.as_bytes();
     debug_assert!(b[from..to].is_ascii());
+    if from >= to {
+        return;
+    }
+    let mut finish = |start: usize, end: usize, alnum: bool, upper: bool| {
+        if end - start > max_chars {
+            ascii_scalar(text, start, end, max_chars, emit);
+        } else if alnum {
+            emit(start, end, if upper { Case::AsciiUpper } else { Case::Lower });
+        }
+    };
+    let mut o = from;
+    let mut cur = Masks::at(b, o, to);
+    // Bit 63 of the previous block's masks, moved to bit 0.
+    let (mut carry_alpha, mut carry_digit, mut carry_word) = (0u64, 0u64, 0u64);
+    // The run being scanned: its start and whether it has letters/digits or
+    // upper-case letters so far.
+    let mut in_word = false;
+    let mut word_start = 0usize;
+    let (mut alnum, mut upper) = (false, false);
+    while o < to {
+        let next = if to - o > 64 {
+            Masks::at(b, o + 64, to)
+        } else {
+            Masks::default()
+        };
+        let prev_alpha = (cur.alpha << 1) | carry_alpha;
+        let next_alpha = (cur.alpha >> 1) | (next.alpha << 63);
+        let prev_digit = (cur.digit << 1) | carry_digit;
+        let next_digit = (cur.digit >> 1) | (next.digit << 63);
+        let joins = (cur.mid_letter & prev_alpha & next_alpha) | (cur.mid_num & prev_digit & next_digit);
+        let word = cur.alpha | cur.digit | cur.extend_num_let | joins;
+        let alnum_bits = cur.alpha | cur.digit;
+        let mut transitions = word ^ ((word << 1) | carry_word);
+        // Where the current run's part in this block begins.
+        let mut part_from = 0u32;
+        while transitions != 0 {
+            let j = transitions.trailing_zeros();
+            transitions &= transitions - 1;
+            if in_word {
+                let part = bits_from(part_from) & bits_below(j);
+                alnum |= alnum_bits & part != 0;
+                upper |= cur.upper & part != 0;
+                in_word = false;
+                finish(word_start, o + j as usize, alnum, upper);
+            } else {
+                in_word = true;
+                word_start = o + j as usize;
+                part_from = j;
+                alnum = false;
+                upper = false;
+            }
+        }
+        if in_word {
+            let part = bits_from(part_from);
+            alnum |= alnum_bits & part != 0;
+            upper |= cur.upper & part != 0;
+        }
+        carry_alpha = cur.alpha >> 63;
+        carry_digit = cur.digit >> 63;
+        carry_word = word >> 63;
+        cur = next;
+        o += 64;
+    }
+    if in_word {
+        finish(word_start, to, alnum, upper);
+    }
+}
+
+/// The byte-at-a-time version of [`ascii_region`], which also cuts runs
+/// longer than `max_chars` (restarting after each piece).
+pub(crate) fn ascii_scalar(
+    text: &str,
+    from: usize,
+    to: usize,
+    max_chars: usize,
+    emit: &mut impl FnMut(usize, usize, Case),
+) {
+    // Slicing to `to` lets the compiler drop most bounds checks.
+    let b = &text.as_bytes()[..to];
+    debug_assert!(b[from..].is_ascii());
     let mut i = from;
-    while i < to {
-        let first = CLASS[b[i] as usize];
-        if first & CORE == 0 {
+    loop {
+        // Skip to the first byte of the next segment with letters or digits.
+        while i < b.len() && CLASS[b[i] as usize] & CORE == 0 {
             i += 1;
-            continue;
+        }
+        if i >= b.len() {
+            return;
         }
         let start = i;
-        // Union of the classes of the segment's bytes (minus the infixes).
-        let mut seen = first;
-        i += 1;
-        while i < to {
-            let c = CLASS[b[i] as usize];
-            if c & CORE != 0 {
+        // Union of the classes of the segment's letters, digits and `_`.
+        let mut seen = 0;
+        loop {
+            while i < b.len() {
+                let c = CLASS[b[i] as usize];
+                if c & CORE == 0 {
+                    break;
+                }
                 seen |= c;
                 i += 1;
-                continue;
             }
-            if c & (MID_LETTER | MID_NUM) != 0 && i + 1 < to {
-                let prev = CLASS[b[i - 1] as usize];
-                let next = CLASS[b[i + 1] as usize];
-                if (c & MID_LETTER != 0 && prev & next & ALPHA != 0) || (c & MID_NUM != 0 && prev & next & DIGIT != 0) {
-                    seen |= next;
-                    i += 2;
-                    continue;
+            // `i > start` here; an infix joins when the next byte qualifies.
+            if i + 1 < b.len() {
+                let c = CLASS[b[i] as usize];
+                if c & (MID_LETTER | MID_NUM) != 0 {
+                    let prev = CLASS[b[i - 1] as usize];
+                    let next = CLASS[b[i + 1] as usize];
+                    if (c & MID_LETTER != 0 && prev & next & ALPHA != 0)
+                        || (c & MID_NUM != 0 && prev & next & DIGIT != 0)
+                    {
+                        seen |= next;
+                        i += 2;
+                        continue;
+                    }
                 }
             }
             break;

@@ -795,8 +795,17 @@ mod tests {
         assert_eq!(parse("x"), Ok(Query::Boolean(vec![should(term("x"))])));
     }
 
+    /// Mostly plain lowercase words; sometimes words full of characters
+    /// the printer must escape.
     fn word() -> impl Strategy<Value = String> {
-        "[a-z]{1,8}"
+        prop_oneof![
+            6 => "[a-z]{1,8}",
+            1 => "[a-zA-Z0-9:()\"\\\\+\\- \té\u{3000}]{1,6}",
+            1 => prop::sample::select(vec![
+                "AND", "OR", "NOT", "title", "title:", "body:x", "-", "+", ":", "\\",
+            ])
+            .prop_map(str::to_string),
+        ]
     }
 
     fn field() -> impl Strategy<Value = Option<Field>> {
