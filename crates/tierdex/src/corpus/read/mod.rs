@@ -108,7 +108,10 @@ impl Compression {
 
     /// What the first bytes say, if they say anything.
     fn from_magic(head: &[u8]) -> Option<Compression> {
-        if head.starts_with(&ZSTD_MAGIC) {
+        // zstd frames, or a skippable frame (magic 0x184D2A50..5F) first.
+        let skippable =
+            head.len() >= 4 && head[0] & 0xF0 == 0x50 && head[1..4] == [0x2A, 0x4D, 0x18];
+        if head.starts_with(&ZSTD_MAGIC) || skippable {
             Some(Compression::Zstd)
         } else if head.starts_with(&GZIP_MAGIC) {
             Some(Compression::Gzip)
@@ -210,7 +213,10 @@ impl Corpus {
     /// Opens inputs: files (.jsonl/.json/.ndjson, optionally .zst or .gz
     /// compressed, detected by extension and by magic bytes) or directories
     /// of plain text files. Every input must exist; directories are listed
-    /// now (to know the total size), files are opened when reached.
+    /// now (to know the total size), files are opened when reached. A file
+    /// is read as JSON lines whatever its extension; compressed content is
+    /// recognised by its magic bytes even without a `.zst`/`.gz` name, and a
+    /// `.zst`/`.gz` name on uncompressed content is an error.
     pub fn open(inputs: &[PathBuf], opts: ReadOptions) -> Result<Corpus, CorpusError> {
         let mut pending = VecDeque::with_capacity(inputs.len());
         let mut total_bytes = 0u64;

@@ -459,6 +459,53 @@ fn empty_inputs_are_not_an_error() {
 }
 
 #[test]
+fn zstd_skippable_frame_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = vec![0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, b'x', b'y', b'z'];
+    bytes.extend(zst(b"{\"id\":\"after-skippable\"}\n"));
+    let p = write(dir.path(), "skip.jsonl", &bytes);
+    let (docs, err, _) = read_all(&[p], ReadOptions::default());
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(docs, vec![doc("after-skippable", "", "")]);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Arbitrary bytes never panic the reader; with skip_bad only I/O
+    /// errors (none here) end it, and every line is a document or skipped.
+    #[test]
+    fn arbitrary_bytes_never_panic(lines in proptest::collection::vec(
+        proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 0..20),
+        json_every in 1usize..4)
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = Vec::new();
+        for (i, mut l) in lines.into_iter().enumerate() {
+            if i % json_every == 0 {
+                l = format!("{{\"id\":{i},\"body\":\"{}\"}}", l.len()).into_bytes();
+            }
+            l.retain(|&b| b != b'\n');
+            bytes.extend_from_slice(&l);
+            bytes.push(b'\n');
+        }
+        let p = write(dir.path(), "fuzz.jsonl", &bytes);
+        let (_, err, _) = read_all(std::slice::from_ref(&p), ReadOptions::default());
+        if let Some(e) = err {
+            let is_bad_record = matches!(e, CorpusError::BadRecord { .. });
+            proptest::prop_assert!(is_bad_record, "{}", e);
+        }
+        let (docs, err, skipped) = read_all(std::slice::from_ref(&p), ReadOptions { skip_bad: true });
+        proptest::prop_assert!(err.is_none());
+        let non_blank = bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .count() as u64;
+        proptest::prop_assert_eq!(docs.len() as u64 + skipped, non_blank);
+    }
+}
+
+#[test]
 fn corpus_is_send() {
     fn is_send<T: Send>() {}
     is_send::<Corpus>();
