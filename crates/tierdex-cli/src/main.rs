@@ -1,3 +1,95 @@
-//! The `tierdex` command (stub).
+//! `tierdex`: index corpora, search them, inspect indexes, generate corpora,
+//! and run the demo.
 
-fn main() {}
+mod demo;
+mod gen;
+mod index;
+mod inspect;
+mod progress;
+mod search;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A full-text search engine for DRAM, persistent memory and flash.
+#[derive(Parser)]
+#[command(name = "tierdex", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    /// More logging (-v: info, -vv: debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build an index from JSON-lines files (.zst/.gz ok) or text directories.
+    Index(index::Args),
+    /// Run queries against an index.
+    Search(search::Args),
+    /// Show an index's segments, files, statistics and terms.
+    Inspect(inspect::Args),
+    /// Generate a seeded synthetic corpus as JSON lines.
+    Gen(gen::Args),
+    /// Generate a corpus, index it, run a mixed query workload, report.
+    Demo(demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Index(a) => index::run(a),
+        Command::Search(a) => search::run(a),
+        Command::Inspect(a) => inspect::run(a),
+        Command::Gen(a) => gen::run(a),
+        Command::Demo(a) => demo::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Formats a byte count for people.
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A directory argument that must exist.
+pub(crate) fn existing_dir(p: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(p);
+    if path.is_dir() {
+        Ok(path)
+    } else {
+        Err(format!("{p} is not a directory"))
+    }
+}

@@ -51,9 +51,9 @@ impl CorpusError {
     /// The file the error is about.
     pub fn path(&self) -> &std::path::Path {
         match self {
-            CorpusError::BadRecord { path, .. }
-            | CorpusError::Io { path, .. }
-            | CorpusError::Write { path, .. } => path,
+            CorpusError::BadRecord { path, .. } | CorpusError::Io { path, .. } | CorpusError::Write { path, .. } => {
+                path
+            }
         }
     }
 }

@@ -55,8 +55,7 @@ impl Index {
         for meta in &manifest.segments {
             let seg = SegmentReader::open(dir, meta, options.tier)?;
             if options.verify {
-                seg.postings_file().verify_all()?;
-                seg.store().verify_all()?;
+                seg.verify_all()?;
             }
             for f in Field::ALL {
                 stats[f.id() as usize].add(&meta.fields[f.id() as usize]);

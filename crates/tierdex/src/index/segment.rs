@@ -127,6 +127,14 @@ impl SegmentReader {
         &self.store
     }
 
+    /// Verifies every page of every file of the segment.
+    pub fn verify_all(&self) -> Result<()> {
+        self.terms.verify_all()?;
+        self.postings.verify_all()?;
+        self.norms.verify_all()?;
+        self.store.verify_all()
+    }
+
     /// The postings file (for inspection).
     pub fn postings_file(&self) -> &IndexFile {
         &self.postings

@@ -229,6 +229,9 @@ impl IndexFile {
             ));
         }
         let version = u32::from_le_bytes(footer[8..12].try_into().unwrap());
+        if footer[12..16] != [0; 4] {
+            return Err(Error::corrupt(&path, "damaged footer (reserved bytes are not zero)"));
+        }
         if version != VERSION {
             return Err(Error::corrupt(&path, format!("unsupported file version {version}")));
         }

@@ -152,6 +152,11 @@ impl TermDict {
         self.len == 0
     }
 
+    /// Verifies every page of the info table (the FST was verified at open).
+    pub fn verify_all(&self) -> Result<()> {
+        self.infos.verify_all()
+    }
+
     /// Looks a term key up.
     pub fn get(&self, key: &[u8]) -> Result<Option<TermInfo>> {
         match self.fst.get(key) {

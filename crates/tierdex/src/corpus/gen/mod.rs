@@ -35,9 +35,7 @@ use rand::Rng;
 use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
-use self::sample::{
-    below, exp, ln, normal, rng_for, threshold, unit, zipf_weights, Alias, GenRng, Zipf,
-};
+use self::sample::{below, exp, ln, normal, rng_for, threshold, unit, zipf_weights, Alias, GenRng, Zipf};
 use super::CorpusError;
 use crate::schema::Document;
 
@@ -115,9 +113,7 @@ const MAX_BODY_FACTOR: f64 = 64.0;
 /// Title length weights for 1..=8 words.
 const TITLE_LEN_WEIGHTS: [u32; 8] = [10, 25, 25, 15, 10, 7, 5, 3];
 /// Rare abbreviation tokens.
-const ABBREVIATIONS: [&str; 8] = [
-    "u.s.", "u.k.", "e.g.", "i.e.", "a.m.", "p.m.", "st.", "etc.",
-];
+const ABBREVIATIONS: [&str; 8] = ["u.s.", "u.k.", "e.g.", "i.e.", "a.m.", "p.m.", "st.", "etc."];
 /// Per-token probabilities of the rare token kinds.
 const NUMBER_RATE: f64 = 0.004;
 const ABBREVIATION_RATE: f64 = 0.0005;
@@ -237,9 +233,7 @@ impl Generator {
         let nf32 = nf as u32;
 
         let mut rng = rng_for(opts.seed, STREAM_SUCCESSORS, 0);
-        let successors = (0..v * SUCCESSORS)
-            .map(|_| content.sample(&mut rng) + nf32)
-            .collect();
+        let successors = (0..v * SUCCESSORS).map(|_| content.sample(&mut rng) + nf32).collect();
 
         let mut rng = rng_for(opts.seed, STREAM_COLLOCATIONS, 0);
         let mut colloc_words = Vec::with_capacity(opts.collocations * 3);
@@ -264,9 +258,7 @@ impl Generator {
                     zipf.sample(&mut rng)
                 };
             }
-            let key = c
-                .iter()
-                .fold(len as u64, |h, &w| sample::mix64(h ^ u64::from(w)));
+            let key = c.iter().fold(len as u64, |h, &w| sample::mix64(h ^ u64::from(w)));
             if seen.insert(key) {
                 colloc_words.extend_from_slice(&c[..len]);
                 colloc_offsets.push(colloc_words.len() as u32);
@@ -278,8 +270,7 @@ impl Generator {
 
         let mu = ln(opts.median_body_tokens);
         let sigma = opts.body_sigma;
-        let max_body =
-            (opts.median_body_tokens * MAX_BODY_FACTOR).min(f64::from(u32::MAX / 2)) as u32;
+        let max_body = (opts.median_body_tokens * MAX_BODY_FACTOR).min(f64::from(u32::MAX / 2)) as u32;
         let t_colloc = if colloc.is_some() {
             threshold(opts.collocation_rate)
         } else {
@@ -393,19 +384,12 @@ impl Generator {
     }
 
     fn collocation(&self, c: u32) -> &[u32] {
-        &self.colloc_words
-            [self.colloc_offsets[c as usize] as usize..self.colloc_offsets[c as usize + 1] as usize]
+        &self.colloc_words[self.colloc_offsets[c as usize] as usize..self.colloc_offsets[c as usize + 1] as usize]
     }
 
     /// A title of 1–8 capitalised words, sometimes built around a
     /// collocation; its content words become topic words.
-    fn title(
-        &self,
-        rng: &mut GenRng,
-        out: &mut Vec<u8>,
-        topic: &mut [u32; MAX_TOPIC],
-        n_topic: &mut usize,
-    ) {
+    fn title(&self, rng: &mut GenRng, out: &mut Vec<u8>, topic: &mut [u32; MAX_TOPIC], n_topic: &mut usize) {
         let n = self.title_len.sample(rng) as usize + 1;
         let mut count = 0;
         let mut push = |out: &mut Vec<u8>, w: u32, count: &mut usize| {
@@ -491,9 +475,7 @@ impl Generator {
             } else {
                 let w = if kind >= self.t_colloc && kind < self.t_topic && !topic.is_empty() {
                     topic[below(rng, topic.len() as u32) as usize]
-                } else if let (Some(p), true) =
-                    (prev, kind >= self.t_abbrev && kind < self.t_markov)
-                {
+                } else if let (Some(p), true) = (prev, kind >= self.t_abbrev && kind < self.t_markov) {
                     let y = u64::from(rng.next_u32());
                     let j = SUCCESSOR_CDF.iter().take_while(|&&t| y >= t).count();
                     self.successors[p as usize * SUCCESSORS + j]
@@ -559,11 +541,7 @@ fn push_number(rng: &mut GenRng, out: &mut Vec<u8>) {
         45..=74 => write!(out, "{}", 1 + below(rng, 100)),
         75..=91 => {
             let thousands = 1 + below(rng, 99);
-            let rest = if below(rng, 3) == 0 {
-                0
-            } else {
-                below(rng, 1000)
-            };
+            let rest = if below(rng, 3) == 0 { 0 } else { below(rng, 1000) };
             write!(out, "{thousands},{rest:03}")
         }
         _ => write!(out, "{}.{}", below(rng, 100), below(rng, 10)),
@@ -592,9 +570,10 @@ fn push_json_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     // Fast path (always taken for generated text); a non-short-circuiting
     // fold vectorises.
-    if !bytes.iter().fold(false, |acc, &b| {
-        acc | (b < 0x20) | (b == b'"') | (b == b'\\')
-    }) {
+    if !bytes
+        .iter()
+        .fold(false, |acc, &b| acc | (b < 0x20) | (b == b'"') | (b == b'\\'))
+    {
         out.extend_from_slice(bytes);
         out.push(b'"');
         return;
@@ -649,9 +628,7 @@ enum OutCompression {
 impl OutCompression {
     fn of(path: &Path) -> OutCompression {
         match path.extension().and_then(|e| e.to_str()) {
-            Some(e) if e.eq_ignore_ascii_case("zst") || e.eq_ignore_ascii_case("zstd") => {
-                OutCompression::Zstd
-            }
+            Some(e) if e.eq_ignore_ascii_case("zst") || e.eq_ignore_ascii_case("zstd") => OutCompression::Zstd,
             Some(e) if e.eq_ignore_ascii_case("gz") => OutCompression::Gzip,
             _ => OutCompression::None,
         }
@@ -686,8 +663,7 @@ impl ChunkCompressor {
             ChunkCompressor::Zstd(z) => z.compress(&chunk),
             ChunkCompressor::Gzip => {
                 let out = Vec::with_capacity(chunk.len() / 3);
-                let mut enc =
-                    flate2::write::GzEncoder::new(out, flate2::Compression::new(GZIP_LEVEL));
+                let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(GZIP_LEVEL));
                 enc.write_all(&chunk)?;
                 enc.finish()
             }
@@ -703,11 +679,7 @@ impl ChunkCompressor {
 /// every zstd/gzip decoder reads as one stream); calls `progress(docs_done)`
 /// after each chunk. The file appears under its name only when complete.
 /// Returns the bytes written (the on-disk size).
-pub fn write_corpus(
-    opts: &GenOptions,
-    out: &Path,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<u64, CorpusError> {
+pub fn write_corpus(opts: &GenOptions, out: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<u64, CorpusError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     write_corpus_with_threads(opts, out, progress, threads)
 }

@@ -141,13 +141,11 @@ impl Alias {
             vec![1.0; n]
         };
         let mut entries = vec![0u64; n];
-        let (mut small, mut large): (Vec<u32>, Vec<u32>) =
-            (0..n as u32).partition(|&i| p[i as usize] < 1.0);
+        let (mut small, mut large): (Vec<u32>, Vec<u32>) = (0..n as u32).partition(|&i| p[i as usize] < 1.0);
         while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
             small.pop();
             large.pop();
-            entries[s as usize] =
-                (threshold(p[s as usize]).min(u64::from(u32::MAX)) << 32) | u64::from(l);
+            entries[s as usize] = (threshold(p[s as usize]).min(u64::from(u32::MAX)) << 32) | u64::from(l);
             p[l as usize] = (p[l as usize] + p[s as usize]) - 1.0;
             if p[l as usize] < 1.0 {
                 small.push(l);
@@ -217,11 +215,7 @@ impl Zipf {
         for &end in &bounds {
             levels.push((Alias::new(&w[first..end]), first as u32));
             cum += w[first..end].iter().sum::<f64>();
-            t.push(if end == n {
-                1 << 32
-            } else {
-                threshold(cum / total)
-            });
+            t.push(if end == n { 1 << 32 } else { threshold(cum / total) });
             first = end;
         }
         Zipf { levels, t }
@@ -273,10 +267,7 @@ mod tests {
         while x < 700.0 {
             let want = x.exp();
             let got = exp(x);
-            assert!(
-                (got - want).abs() <= 4e-16 * want,
-                "exp({x}) = {got}, want {want}"
-            );
+            assert!((got - want).abs() <= 4e-16 * want, "exp({x}) = {got}, want {want}");
             x += 0.173;
         }
         assert_eq!(exp(0.0), 1.0);
@@ -295,10 +286,7 @@ mod tests {
         let sum: f64 = w.iter().sum();
         for (i, &c) in counts.iter().enumerate() {
             let want = w[i] / sum * n as f64;
-            assert!(
-                (c as f64 - want).abs() < 5.0 * want.sqrt() + 1.0,
-                "{i}: {c} vs {want}"
-            );
+            assert!((c as f64 - want).abs() < 5.0 * want.sqrt() + 1.0, "{i}: {c} vs {want}");
         }
         assert_eq!(counts[2], 0);
         assert_eq!(Alias::new(&[0.0, 0.0]).len(), 2);
@@ -324,10 +312,7 @@ mod tests {
         }
         let tail: u32 = counts[4096..].iter().sum();
         let want: f64 = (4097..=20_000).map(|r| 1.0 / r as f64).sum::<f64>() / h * n as f64;
-        assert!(
-            (f64::from(tail) - want).abs() < 5.0 * want.sqrt(),
-            "{tail} vs {want}"
-        );
+        assert!((f64::from(tail) - want).abs() < 5.0 * want.sqrt(), "{tail} vs {want}");
         let small = Zipf::new(10, 0.0);
         assert!((0..1000).all(|_| small.sample(&mut rng) < 10));
         let big = Zipf::new(100_000, 1.0);
@@ -340,10 +325,7 @@ mod tests {
         let want: f64 = (65_537..=100_000).map(|r| 1.0 / r as f64).sum::<f64>()
             / (1..=100_000).map(|r| 1.0 / r as f64).sum::<f64>()
             * 1e5;
-        assert!(
-            (f64::from(deep) - want).abs() < 5.0 * want.sqrt(),
-            "{deep} vs {want}"
-        );
+        assert!((f64::from(deep) - want).abs() < 5.0 * want.sqrt(), "{deep} vs {want}");
     }
 
     #[test]
@@ -358,10 +340,7 @@ mod tests {
         }
         let mean = s1 / n as f64;
         let var = s2 / n as f64 - mean * mean;
-        assert!(
-            mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
-            "{mean} {var}"
-        );
+        assert!(mean.abs() < 0.01 && (var - 1.0).abs() < 0.02, "{mean} {var}");
     }
 
     #[test]

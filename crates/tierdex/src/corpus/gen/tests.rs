@@ -42,10 +42,7 @@ fn different_seeds_differ() {
     let b = Generator::new(small(20, 2));
     assert_ne!(a.vocabulary()[100..200], b.vocabulary()[100..200]);
     let (da, db): (Vec<_>, Vec<_>) = (a.docs().collect(), b.docs().collect());
-    assert!(da
-        .iter()
-        .zip(&db)
-        .all(|(x, y)| x.body != y.body || x.body.is_empty()));
+    assert!(da.iter().zip(&db).all(|(x, y)| x.body != y.body || x.body.is_empty()));
 }
 
 #[test]
@@ -60,10 +57,7 @@ fn golden_output_is_stable() {
     let mut buf = Vec::new();
     g.write_json_lines(0..50, &mut buf);
     let hash = xxhash_rust::xxh3::xxh3_64(&buf);
-    assert_eq!(
-        hash, 0x6731_105b_0bb2_6b56,
-        "golden hash changed: {hash:#x}"
-    );
+    assert_eq!(hash, 0x6731_105b_0bb2_6b56, "golden hash changed: {hash:#x}");
 }
 
 #[test]
@@ -106,8 +100,7 @@ fn text_looks_like_text() {
         }
         assert!(d.body.ends_with('.'), "{}", d.body);
         assert!(
-            d.body.chars().next().unwrap().is_ascii_uppercase()
-                || d.body.starts_with(|c: char| c.is_ascii_digit())
+            d.body.chars().next().unwrap().is_ascii_uppercase() || d.body.starts_with(|c: char| c.is_ascii_digit())
         );
         assert!(d
             .body
@@ -153,10 +146,7 @@ fn zipf_rank_frequency_slope() {
     let cov: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
     let var: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
     let slope = cov / var;
-    eprintln!(
-        "rank-frequency slope {slope:.3}, {} distinct tokens",
-        freqs.len()
-    );
+    eprintln!("rank-frequency slope {slope:.3}, {} distinct tokens", freqs.len());
     assert!((-1.2..=-0.8).contains(&slope), "slope {slope}");
 }
 
@@ -223,10 +213,7 @@ fn phrases_recur_across_documents() {
     }
     // The most popular collocation appears in many documents verbatim.
     let top = g.collocations().next().unwrap().join(" ");
-    let with_top = g
-        .docs()
-        .filter(|d| d.body.to_ascii_lowercase().contains(&top))
-        .count();
+    let with_top = g.docs().filter(|d| d.body.to_ascii_lowercase().contains(&top)).count();
     assert!(with_top > 200, "{top:?} in {with_top} docs");
 }
 
@@ -323,11 +310,7 @@ fn writer_round_trips_in_all_formats() {
     for threads in [1, 3] {
         let out = dir.path().join(format!("t{threads}.jsonl"));
         write_corpus_with_threads(&opts, &out, &|_| {}, threads).unwrap();
-        assert_eq!(
-            std::fs::read(&out).unwrap(),
-            plain_bytes,
-            "{threads} threads"
-        );
+        assert_eq!(std::fs::read(&out).unwrap(), plain_bytes, "{threads} threads");
         let out = dir.path().join(format!("t{threads}.jsonl.zst"));
         write_corpus_with_threads(&opts, &out, &|_| {}, threads).unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), zst_bytes, "{threads} threads");
@@ -413,12 +396,7 @@ fn gen_sample() {
     let g = Generator::new(GenOptions::default());
     for i in 0..4 {
         let d = g.doc(i);
-        eprintln!(
-            "{} | {}\n{}\n",
-            d.id,
-            d.title,
-            &d.body[..d.body.len().min(1200)]
-        );
+        eprintln!("{} | {}\n{}\n", d.id, d.title, &d.body[..d.body.len().min(1200)]);
     }
     let top: Vec<String> = g.collocations().take(15).map(|c| c.join(" ")).collect();
     eprintln!("collocations: {top:?}");
@@ -433,12 +411,7 @@ fn gen_sample() {
         }
     }
     let n: u64 = hist[1..].iter().sum();
-    let mean = hist
-        .iter()
-        .enumerate()
-        .map(|(l, &c)| l as u64 * c)
-        .sum::<u64>() as f64
-        / n as f64;
+    let mean = hist.iter().enumerate().map(|(l, &c)| l as u64 * c).sum::<u64>() as f64 / n as f64;
     let shares: Vec<String> = hist[1..16]
         .iter()
         .map(|&c| format!("{:.3}", c as f64 / n as f64))

@@ -200,10 +200,7 @@ mod tests {
         };
         let (a, b, c) = (avg(100..1000), avg(1000..10_000), avg(10_000..30_000));
         assert!(a < b && b < c, "{a} {b} {c}");
-        assert!(
-            (3.0..7.0).contains(&a) && (7.0..13.0).contains(&c),
-            "{a} {c}"
-        );
+        assert!((3.0..7.0).contains(&a) && (7.0..13.0).contains(&c), "{a} {c}");
         assert_eq!(build(9, 1000, 100), words[..1000]);
         assert_ne!(build(10, 1000, 100)[100..], words[100..1000]);
     }

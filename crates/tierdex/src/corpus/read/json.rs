@@ -180,8 +180,7 @@ mod tests {
         assert_eq!(parse_record(r#"{"id":-3}"#).unwrap(), doc("-3", "", ""));
         // id wins over url; extra fields ignored; null title is empty.
         assert_eq!(
-            parse_record(r#"{"x":[1,{"a":2}],"url":"u","id":"i","title":null,"body":"\u00e9\n"}"#)
-                .unwrap(),
+            parse_record(r#"{"x":[1,{"a":2}],"url":"u","id":"i","title":null,"body":"\u00e9\n"}"#).unwrap(),
             doc("i", "", "é\n")
         );
     }
@@ -197,15 +196,9 @@ mod tests {
         );
         assert!(m.contains("column"), "{m}");
         let m = parse_record(r#"{"id":1.5}"#).unwrap_err();
-        assert!(
-            m.contains("`id`") && m.contains("a string or an integer"),
-            "{m}"
-        );
+        assert!(m.contains("`id`") && m.contains("a string or an integer"), "{m}");
         let m = parse_record(r#"{"id":"a",}"#).unwrap_err();
-        assert!(
-            m.starts_with("invalid JSON: ") && m.contains("column 11"),
-            "{m}"
-        );
+        assert!(m.starts_with("invalid JSON: ") && m.contains("column 11"), "{m}");
         let m = parse_record(r#"{"id":"a"} x"#).unwrap_err();
         assert!(m.starts_with("invalid JSON: trailing characters"), "{m}");
         let m = parse_record(r#"[{"id":"a"}]"#).unwrap_err();

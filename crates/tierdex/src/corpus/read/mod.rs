@@ -96,12 +96,8 @@ impl Compression {
     /// What the file name says (`.zst`, `.zstd`, `.gz`).
     fn from_extension(path: &Path) -> Compression {
         match path.extension().and_then(|e| e.to_str()) {
-            Some(e) if e.eq_ignore_ascii_case("zst") || e.eq_ignore_ascii_case("zstd") => {
-                Compression::Zstd
-            }
-            Some(e) if e.eq_ignore_ascii_case("gz") || e.eq_ignore_ascii_case("gzip") => {
-                Compression::Gzip
-            }
+            Some(e) if e.eq_ignore_ascii_case("zst") || e.eq_ignore_ascii_case("zstd") => Compression::Zstd,
+            Some(e) if e.eq_ignore_ascii_case("gz") || e.eq_ignore_ascii_case("gzip") => Compression::Gzip,
             _ => Compression::None,
         }
     }
@@ -109,8 +105,7 @@ impl Compression {
     /// What the first bytes say, if they say anything.
     fn from_magic(head: &[u8]) -> Option<Compression> {
         // zstd frames, or a skippable frame (magic 0x184D2A50..5F) first.
-        let skippable =
-            head.len() >= 4 && head[0] & 0xF0 == 0x50 && head[1..4] == [0x2A, 0x4D, 0x18];
+        let skippable = head.len() >= 4 && head[0] & 0xF0 == 0x50 && head[1..4] == [0x2A, 0x4D, 0x18];
         if head.starts_with(&ZSTD_MAGIC) || skippable {
             Some(Compression::Zstd)
         } else if head.starts_with(&GZIP_MAGIC) {
@@ -298,10 +293,7 @@ impl Corpus {
                             &path,
                             io::Error::new(
                                 io::ErrorKind::InvalidData,
-                                format!(
-                                    "not a {}-compressed file (bad magic bytes)",
-                                    by_name.name()
-                                ),
+                                format!("not a {}-compressed file (bad magic bytes)", by_name.name()),
                             ),
                         ));
                     }
@@ -310,8 +302,7 @@ impl Corpus {
                 let reader: Box<dyn BufRead + Send> = match compression {
                     Compression::None => Box::new(raw),
                     Compression::Zstd => {
-                        let dec = zstd::stream::read::Decoder::with_buffer(raw)
-                            .map_err(|e| io_err(&path, e))?;
+                        let dec = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_err(&path, e))?;
                         Box::new(BufReader::with_capacity(READ_BUF, dec))
                     }
                     Compression::Gzip => Box::new(BufReader::with_capacity(
@@ -349,11 +340,7 @@ impl Corpus {
                             Compression::None => e,
                             c => io::Error::new(
                                 e.kind(),
-                                format!(
-                                    "corrupt or truncated {} stream after line {}: {e}",
-                                    c.name(),
-                                    line
-                                ),
+                                format!("corrupt or truncated {} stream after line {}: {e}", c.name(), line),
                             ),
                         };
                         return Step::Fatal(io_err(path, source));
@@ -396,10 +383,7 @@ impl Corpus {
                         return Step::Bad(CorpusError::BadRecord {
                             path: path.clone(),
                             line: *line,
-                            message: format!(
-                                "invalid UTF-8 at byte {} of the line",
-                                e.valid_up_to()
-                            ),
+                            message: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
                         })
                     }
                 };
@@ -434,10 +418,7 @@ impl Corpus {
                         return Step::Bad(CorpusError::BadRecord {
                             path,
                             line: 0,
-                            message: format!(
-                                "invalid UTF-8 at byte {} of the file",
-                                e.utf8_error().valid_up_to()
-                            ),
+                            message: format!("invalid UTF-8 at byte {} of the file", e.utf8_error().valid_up_to()),
                         })
                     }
                 };

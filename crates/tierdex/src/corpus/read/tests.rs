@@ -48,10 +48,7 @@ fn read_all(inputs: &[PathBuf], opts: ReadOptions) -> (Vec<Document>, Option<Cor
             }
         }
     }
-    assert!(
-        corpus.next().is_none(),
-        "iteration continues after an error"
-    );
+    assert!(corpus.next().is_none(), "iteration continues after an error");
     assert!(corpus.next().is_none(), "iterator is not fused");
     (docs, err, corpus.skipped())
 }
@@ -95,9 +92,7 @@ fn bom_and_long_lines() {
     let dir = tempfile::tempdir().unwrap();
     let long = "word ".repeat(60_000); // 300 KB
     let mut text = String::from("\u{FEFF}");
-    text.push_str(&format!(
-        "{{\"id\":\"x\",\"title\":\"t\",\"body\":\"{long}\"}}\n"
-    ));
+    text.push_str(&format!("{{\"id\":\"x\",\"title\":\"t\",\"body\":\"{long}\"}}\n"));
     text.push_str("{\"id\":\"y\",\"body\":\"short\"}\n");
     text.push_str(&format!("{{\"id\":\"z\",\"body\":\"{long}\"}}\n"));
     let p = write(dir.path(), "long.ndjson", text.as_bytes());
@@ -129,11 +124,7 @@ fn bad_json_reports_line_and_stops() {
     let err = err.unwrap();
     let shown = err.to_string();
     match err {
-        CorpusError::BadRecord {
-            path,
-            line,
-            message,
-        } => {
+        CorpusError::BadRecord { path, line, message } => {
             assert_eq!(path, p);
             assert_eq!(line, 4);
             assert!(
@@ -153,10 +144,7 @@ fn bad_json_reports_line_and_stops() {
 fn missing_id_and_wrong_types_are_bad_records() {
     let dir = tempfile::tempdir().unwrap();
     for (line, expect) in [
-        (
-            r#"{"title":"t","body":"b"}"#,
-            "missing `id` (or `url`) field",
-        ),
+        (r#"{"title":"t","body":"b"}"#, "missing `id` (or `url`) field"),
         (
             r#"{"id":"a","body":["x"]}"#,
             "bad value for field `body`: invalid type: sequence",
@@ -179,9 +167,7 @@ fn missing_id_and_wrong_types_are_bad_records() {
         let (docs, err, _) = read_all(&[p], ReadOptions::default());
         assert_eq!(docs.len(), 1);
         match err {
-            Some(CorpusError::BadRecord {
-                line: 2, message, ..
-            }) => {
+            Some(CorpusError::BadRecord { line: 2, message, .. }) => {
                 assert!(message.contains(expect), "{line}: {message}")
             }
             other => panic!("{line}: unexpected {other:?}"),
@@ -345,11 +331,7 @@ fn directories_of_text_files() {
     let (docs, err, _) = read_all(std::slice::from_ref(&root), ReadOptions::default());
     assert_eq!(docs.len(), 3); // a/y, a/z.md, b.txt sort before b0.bin
     match err {
-        Some(CorpusError::BadRecord {
-            path,
-            line,
-            message,
-        }) => {
+        Some(CorpusError::BadRecord { path, line, message }) => {
             assert_eq!(path, bad);
             assert_eq!(line, 0);
             assert_eq!(message, "invalid UTF-8 at byte 2 of the file");
@@ -374,10 +356,7 @@ fn directory_symlinks() {
     assert!(err.is_none(), "{err:?}");
     assert_eq!(
         docs,
-        vec![
-            doc("link.txt", "link", "real"),
-            doc("real.txt", "real", "real")
-        ]
+        vec![doc("link.txt", "link", "real"), doc("real.txt", "real", "real")]
     );
 }
 
@@ -418,11 +397,7 @@ fn multiple_inputs_in_order_with_progress() {
     let inputs = vec![
         write(dir.path(), "1.jsonl.gz", &gz(b"{\"id\":\"one\"}\n")),
         root,
-        write(
-            dir.path(),
-            "2.jsonl",
-            b"{\"id\":\"two\"}\n{\"id\":\"three\"}\n",
-        ),
+        write(dir.path(), "2.jsonl", b"{\"id\":\"two\"}\n{\"id\":\"three\"}\n"),
         write(dir.path(), "3.jsonl.zst", &zst(b"{\"id\":\"four\"}")),
         write(dir.path(), "empty.jsonl", b""),
     ];

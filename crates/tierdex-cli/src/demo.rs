@@ -1,0 +1,210 @@
+//! `tierdex demo`: generate the default corpus, index it, run a mixed query
+//! workload and report index size, indexing speed and latency percentiles.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use tierdex::corpus::gen::{GenOptions, Generator};
+use tierdex::indexing::{build_index_with_progress, IndexOptions, Progress};
+use tierdex::search::{Mode, Searcher};
+use tierdex::Document;
+
+use crate::human_bytes;
+use crate::progress::bar;
+use crate::workload;
+
+/// Options of `tierdex demo`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Documents to generate.
+    #[arg(long, default_value_t = 200_000)]
+    docs: u64,
+    /// Corpus and workload seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Queries per category.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// Where to build the index (kept); default: a temporary directory
+    /// removed at the end.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Indexing threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+/// Runs `tierdex demo`.
+pub fn run(a: Args) -> Result<()> {
+    let (dir, temporary) = match &a.dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("tierdex-demo-{}", std::process::id())),
+            true,
+        ),
+    };
+    let result = demo(&a, &dir);
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
+    println!("tierdex demo: {} generated documents (seed {})", a.docs, a.seed);
+    let t = Instant::now();
+    let gen = Generator::new(GenOptions {
+        docs: a.docs,
+        seed: a.seed,
+        ..GenOptions::default()
+    });
+    let docs = generate_parallel(&gen, a.docs);
+    let text: u64 = docs.iter().map(|d| (d.title.len() + d.body.len()) as u64).sum();
+    println!(
+        "  generated {} of text in {:.1} s",
+        human_bytes(text),
+        t.elapsed().as_secs_f64()
+    );
+
+    let opts = IndexOptions {
+        merge: true,
+        overwrite: true,
+        threads: a.threads,
+        ..IndexOptions::default()
+    };
+    let pb = bar(Some(a.docs), false, "indexing");
+    let t = Instant::now();
+    let stats = build_index_with_progress(docs.into_iter().map(Ok), dir, &opts, &|p| match p {
+        Progress::Indexed { docs, .. } => pb.set_position(docs),
+        Progress::MergeStarted { segments } => {
+            pb.set_prefix("merging");
+            pb.set_message(format!("{segments} segments"));
+        }
+        Progress::Merging { terms } => pb.set_message(format!("{terms} terms")),
+    })
+    .with_context(|| format!("indexing into {}", dir.display()))?;
+    pb.finish_and_clear();
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "  indexed in {:.1} s ({:.1} s inverting, {:.1} s merging into one segment): {:.0} docs/s, {:.1} MB/s",
+        secs,
+        stats.index_secs,
+        stats.merge_secs,
+        stats.docs as f64 / secs,
+        stats.text_bytes as f64 / 1e6 / secs
+    );
+    println!(
+        "  index size {} ({:.0}% of the text)",
+        human_bytes(stats.index_bytes),
+        100.0 * stats.index_bytes as f64 / stats.text_bytes.max(1) as f64
+    );
+
+    let searcher = Searcher::open(dir)?;
+    let queries = workload::generate(&searcher, a.queries, a.seed)?;
+    let parsed: Vec<_> = queries
+        .iter()
+        .map(|q| tierdex::query::parse(&q.text).map(|p| (q, p)))
+        .collect::<Result<_, _>>()?;
+    // One warm-up pass, then one measured pass per mode.
+    for (_, p) in &parsed {
+        searcher.search_parsed(p, Mode::TopK, 10)?;
+    }
+    let modes = [
+        (Mode::TopK, "top_k"),
+        (Mode::TopKAndCount, "top_k_and_count"),
+        (Mode::Count, "count"),
+    ];
+    let mut rows: BTreeMap<(String, usize), (Histogram<u64>, u64, u64)> = BTreeMap::new();
+    let t = Instant::now();
+    for (mi, (mode, _)) in modes.iter().enumerate() {
+        for (q, p) in &parsed {
+            let started = Instant::now();
+            let r = searcher.search_parsed(p, *mode, 10)?;
+            let us = started.elapsed().as_nanos() as u64;
+            let row = rows
+                .entry((q.category.clone(), mi))
+                .or_insert_with(|| (Histogram::new(3).expect("histogram"), 0, 0));
+            row.0.record(us.max(1))?;
+            row.1 += 1;
+            row.2 += r.count.unwrap_or(r.hits.len() as u64);
+        }
+    }
+    println!(
+        "  ran {} queries x {} modes in {:.1} s (one thread, after a warm-up pass)",
+        parsed.len(),
+        modes.len(),
+        t.elapsed().as_secs_f64()
+    );
+    println!();
+    println!(
+        "  {:<11} {:<16} {:>7} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "category", "mode", "queries", "p50 µs", "p90 µs", "p99 µs", "max µs", "mean result"
+    );
+    let mut order: Vec<_> = rows.keys().cloned().collect();
+    order.sort_by_key(|(c, m)| (category_rank(c), c.clone(), *m));
+    for key in order {
+        let (h, n, total) = &rows[&key];
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+        println!(
+            "  {:<11} {:<16} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
+            key.0,
+            modes[key.1].1,
+            n,
+            us(0.5),
+            us(0.9),
+            us(0.99),
+            h.max() as f64 / 1e3,
+            *total as f64 / *n as f64
+        );
+    }
+    println!();
+    println!("  (mean result: matches for modes with a count, hits returned for top_k)");
+    if a.dir.is_some() {
+        println!(
+            "  index kept in {}; try: tierdex search {} 'your query' --highlight",
+            dir.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn category_rank(c: &str) -> usize {
+    [
+        "term-10",
+        "term-100",
+        "term-1k",
+        "term-10k",
+        "term-100k",
+        "or",
+        "and",
+        "phrase",
+        "exclusion",
+        "title",
+    ]
+    .iter()
+    .position(|x| *x == c)
+    .unwrap_or(99)
+}
+
+/// Generates documents `0..n` on all cores, in order.
+fn generate_parallel(gen: &Generator, n: u64) -> Vec<Document> {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()) as u64;
+    let chunk = n.div_ceil(threads).max(1);
+    let parts: Vec<Vec<Document>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (lo, hi) = ((t * chunk).min(n), ((t + 1) * chunk).min(n));
+                s.spawn(move || (lo..hi).map(|i| gen.doc(i)).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("generator thread"))
+            .collect()
+    });
+    parts.into_iter().flatten().collect()
+}

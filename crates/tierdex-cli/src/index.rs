@@ -1,0 +1,118 @@
+//! `tierdex index`: build an index from corpus files.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use tierdex::analysis::AnalyzerConfig;
+use tierdex::corpus::{Corpus, ReadOptions};
+use tierdex::indexing::{build_index_with_progress, BuildStats, IndexOptions, Progress};
+
+use crate::human_bytes;
+use crate::progress::bar;
+
+/// Options of `tierdex index`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Inputs: JSON-lines files ({"id"|"url","title","body"} per line,
+    /// optionally .zst or .gz compressed) or directories of text files.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Directory of the new index.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Skip malformed records (reported and counted) instead of stopping.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Indexing threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Most documents per segment built in memory.
+    #[arg(long, default_value_t = 1_000_000)]
+    segment_docs: usize,
+    /// Most text (MiB) per segment built in memory; bounds memory use.
+    #[arg(long, default_value_t = 128)]
+    segment_mb: usize,
+    /// Keep the segments as built instead of merging them into one.
+    #[arg(long)]
+    no_merge: bool,
+    /// Snowball English stemming (off by default, for parity with the peers).
+    #[arg(long)]
+    stemming: bool,
+    /// Remove English stop words (off by default).
+    #[arg(long)]
+    stop_words: bool,
+    /// Replace an index already in --out.
+    #[arg(long)]
+    force: bool,
+    /// Print the build statistics as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `tierdex index`.
+pub fn run(a: Args) -> Result<()> {
+    let corpus = Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?;
+    let opts = IndexOptions {
+        analyzer: AnalyzerConfig {
+            stemming: a.stemming,
+            stop_words: a.stop_words,
+        },
+        segment_docs: a.segment_docs,
+        segment_bytes: a.segment_mb.max(1) << 20,
+        threads: a.threads,
+        merge: !a.no_merge,
+        overwrite: a.force,
+    };
+    let read = corpus.progress();
+    let pb = bar(Some(corpus.total_bytes()), true, "indexing");
+    let started = Instant::now();
+    let mut corpus = corpus;
+    let stats = build_index_with_progress(corpus.by_ref(), &a.out, &opts, &|p| match p {
+        Progress::Indexed { docs, .. } => {
+            pb.set_position(read.load(Ordering::Relaxed));
+            let rate = docs as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            pb.set_message(format!("{docs} docs, {rate:.0} docs/s"));
+        }
+        Progress::MergeStarted { segments } => {
+            pb.set_prefix("merging");
+            pb.set_message(format!("{segments} segments into one"));
+        }
+        Progress::Merging { terms } => pb.set_message(format!("{terms} terms merged")),
+    });
+    pb.finish_and_clear();
+    let stats = stats.with_context(|| format!("building the index in {}", a.out.display()))?;
+    report(&stats, corpus.skipped(), &a.out, a.json)
+}
+
+fn report(s: &BuildStats, skipped: u64, out: &std::path::Path, json: bool) -> Result<()> {
+    let secs = s.index_secs + s.merge_secs;
+    if json {
+        let mut v = serde_json::to_value(s)?;
+        v["skipped"] = skipped.into();
+        v["docs_per_sec"] = (s.docs as f64 / secs.max(1e-9)).into();
+        println!("{v}");
+        return Ok(());
+    }
+    println!("indexed {} documents into {}", s.docs, out.display());
+    if skipped > 0 {
+        println!("  skipped {skipped} malformed records");
+    }
+    println!(
+        "  {:.1} s ({:.1} s inverting, {:.1} s merging): {:.0} docs/s, {:.1} MB/s of text",
+        secs,
+        s.index_secs,
+        s.merge_secs,
+        s.docs as f64 / secs.max(1e-9),
+        s.text_bytes as f64 / 1e6 / secs.max(1e-9)
+    );
+    println!(
+        "  index: {} in {} segment(s) ({:.0}% of the {} of text)",
+        human_bytes(s.index_bytes),
+        s.segments,
+        100.0 * s.index_bytes as f64 / s.text_bytes.max(1) as f64,
+        human_bytes(s.text_bytes)
+    );
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! `tierdex inspect`: segments, files, statistics and terms of an index.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use serde_json::json;
+use tierdex::index::{Index, OpenOptions};
+use tierdex::Field;
+
+use crate::{existing_dir, human_bytes};
+
+/// Options of `tierdex inspect`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Index directory.
+    #[arg(value_parser = existing_dir)]
+    dir: PathBuf,
+    /// Verify the checksum of every page of every file.
+    #[arg(long)]
+    verify: bool,
+    /// Show the N most frequent terms of each field.
+    #[arg(long, default_value_t = 10)]
+    terms: usize,
+    /// Output JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `tierdex inspect`.
+pub fn run(a: Args) -> Result<()> {
+    let index = Index::open(
+        &a.dir,
+        OpenOptions {
+            verify: a.verify,
+            ..Default::default()
+        },
+    )?;
+    let m = index.manifest();
+    let mut top_terms = serde_json::Map::new();
+    let mut term_counts = serde_json::Map::new();
+    for f in Field::ALL {
+        let mut terms = index.field_terms(f)?;
+        term_counts.insert(f.name().into(), terms.len().into());
+        terms.sort_by(|x, y| y.doc_freq.cmp(&x.doc_freq).then_with(|| x.term.cmp(&y.term)));
+        terms.truncate(a.terms);
+        let list: Vec<_> = terms
+            .iter()
+            .map(|t| json!({"term": t.term, "doc_freq": t.doc_freq, "total_term_freq": t.total_term_freq}))
+            .collect();
+        top_terms.insert(f.name().into(), list.into());
+    }
+    if a.json {
+        let v = json!({
+            "dir": a.dir,
+            "docs": index.num_docs(),
+            "analyzer": m.analyzer,
+            "codec": m.codec,
+            "layout": m.layout,
+            "verified": a.verify,
+            "segments": m.segments,
+            "fields": Field::ALL.iter().map(|&f| (f.name(), index.field_stats(f))).collect::<std::collections::BTreeMap<_, _>>(),
+            "terms": term_counts,
+            "top_terms": top_terms,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let total: u64 = m.segments.iter().map(|s| s.bytes()).sum();
+    println!("index {}", a.dir.display());
+    println!(
+        "  {} documents, {} segment(s), {}, codec {}, layout {}, analyzer stemming={} stop_words={}",
+        index.num_docs(),
+        m.segments.len(),
+        human_bytes(total),
+        m.codec,
+        m.layout,
+        m.analyzer.stemming,
+        m.analyzer.stop_words
+    );
+    if a.verify {
+        println!("  every page of every file verified: OK");
+    }
+    for f in Field::ALL {
+        let s = index.field_stats(f);
+        println!(
+            "  field {:5}: {} docs with text, {} tokens (avg {:.1}), {} distinct terms",
+            f.name(),
+            s.doc_count,
+            s.sum_total_term_freq,
+            s.sum_total_term_freq as f64 / s.doc_count.max(1) as f64,
+            term_counts[f.name()]
+        );
+    }
+    for s in &m.segments {
+        println!(
+            "  segment {}: {} docs, {} terms, {}",
+            s.name,
+            s.max_doc,
+            s.num_terms,
+            human_bytes(s.bytes())
+        );
+        for (ext, info) in &s.files {
+            println!(
+                "    .{ext:4} {:>12}  checksum {:016x}",
+                human_bytes(info.content_len),
+                info.checksum
+            );
+        }
+    }
+    for f in Field::ALL {
+        let list = top_terms[f.name()].as_array().cloned().unwrap_or_default();
+        if list.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = list
+            .iter()
+            .map(|t| format!("{} ({})", t["term"].as_str().unwrap_or(""), t["doc_freq"]))
+            .collect();
+        println!("  top {} terms: {}", f.name(), shown.join(", "));
+    }
+    Ok(())
+}

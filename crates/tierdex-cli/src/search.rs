@@ -1,0 +1,182 @@
+//! `tierdex search`: run queries against an index.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+use tierdex::query::parser::render_error;
+use tierdex::search::{Mode, Searcher};
+use tierdex::Error;
+
+use crate::existing_dir;
+
+/// What to compute for each query.
+#[derive(Clone, Copy, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum ModeArg {
+    /// The k best hits.
+    TopK,
+    /// The k best hits and the exact match count.
+    TopKAndCount,
+    /// Only the exact match count.
+    Count,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::TopK => Mode::TopK,
+            ModeArg::TopKAndCount => Mode::TopKAndCount,
+            ModeArg::Count => Mode::Count,
+        }
+    }
+}
+
+/// Options of `tierdex search`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "QUERY SYNTAX:\n  a b          either term (ranked by BM25)\n  +a +b        both terms\n  \"a b c\"      exact phrase\n  a -b         a but not b\n  title:a      a in the title only (fields: title, body)\n  +(a b) -c    groups\nUnqualified terms search title and body."
+)]
+pub struct Args {
+    /// Index directory.
+    #[arg(value_parser = existing_dir)]
+    dir: PathBuf,
+    /// Queries; `-` reads one query per line from stdin.
+    #[arg(required = true)]
+    queries: Vec<String>,
+    /// Number of hits.
+    #[arg(short, long, default_value_t = 10)]
+    k: usize,
+    /// What to compute.
+    #[arg(long, value_enum, default_value = "top_k")]
+    mode: ModeArg,
+    /// Show a highlighted snippet of each hit.
+    #[arg(long)]
+    highlight: bool,
+    /// Snippet length in bytes.
+    #[arg(long, default_value_t = 200)]
+    snippet_bytes: usize,
+    /// One JSON object per query on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct JsonHit {
+    id: String,
+    score: f32,
+    title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    snippet: Option<String>,
+}
+
+#[derive(Serialize)]
+struct JsonResult<'q> {
+    query: &'q str,
+    count: Option<u64>,
+    hits: Vec<JsonHit>,
+    elapsed_us: u64,
+}
+
+/// Runs `tierdex search`.
+pub fn run(a: Args) -> Result<()> {
+    let searcher = Searcher::open(&a.dir)?;
+    let mut queries = Vec::new();
+    for q in &a.queries {
+        if q == "-" {
+            for line in std::io::stdin().lock().lines() {
+                let line = line?;
+                if !line.trim().is_empty() {
+                    queries.push(line);
+                }
+            }
+        } else {
+            queries.push(q.clone());
+        }
+    }
+    let stdout = std::io::stdout();
+    let tty = stdout.is_terminal();
+    let mut out = stdout.lock();
+    let mut failures = 0;
+    for q in &queries {
+        if let Err(e) = one(&searcher, &a, q, tty, &mut out) {
+            failures += 1;
+            match &e {
+                Error::Query(qe) => eprintln!("error: {}", render_error(q, qe)),
+                other => eprintln!("error: {other}"),
+            }
+            if a.json {
+                writeln!(out, "{}", serde_json::json!({ "query": q, "error": e.to_string() }))?;
+            }
+        }
+    }
+    if failures > 0 {
+        bail!("{failures} of {} queries failed", queries.len());
+    }
+    Ok(())
+}
+
+fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Result<(), Error> {
+    let started = Instant::now();
+    let parsed = tierdex::query::parse(q)?;
+    let plan = s.plan(&parsed)?;
+    let results = s.execute(&plan, a.mode.into(), a.k)?;
+    let elapsed = started.elapsed();
+    let io = |e: std::io::Error| Error::io("<stdout>", e);
+    if a.json {
+        let mut hits = Vec::with_capacity(results.hits.len());
+        for h in &results.hits {
+            let doc = s.doc(h.doc)?;
+            let snippet = if a.highlight {
+                Some(s.highlight(&plan, h.doc, a.snippet_bytes)?.body.render("<b>", "</b>"))
+            } else {
+                None
+            };
+            hits.push(JsonHit {
+                id: doc.id,
+                score: h.score,
+                title: doc.title,
+                snippet,
+            });
+        }
+        let r = JsonResult {
+            query: q,
+            count: results.count,
+            hits,
+            elapsed_us: elapsed.as_micros() as u64,
+        };
+        writeln!(out, "{}", serde_json::to_string(&r).expect("serialisable")).map_err(io)?;
+        return Ok(());
+    }
+    let (open, close) = if tty { ("\x1b[1m", "\x1b[0m") } else { ("*", "*") };
+    let count = results.count.map_or(String::new(), |c| format!("{c} matches, "));
+    writeln!(
+        out,
+        "{q}  ({count}{} shown, {:.2} ms)",
+        results.hits.len(),
+        elapsed.as_secs_f64() * 1e3
+    )
+    .map_err(io)?;
+    for (i, h) in results.hits.iter().enumerate() {
+        let doc = s.doc(h.doc)?;
+        if a.highlight {
+            let hl = s.highlight(&plan, h.doc, a.snippet_bytes)?;
+            writeln!(
+                out,
+                "{:>3}. {:>8.4}  {}  {}",
+                i + 1,
+                h.score,
+                doc.id,
+                hl.title.render(open, close)
+            )
+            .map_err(io)?;
+            let body = hl.body.render(open, close).replace('\n', " ");
+            writeln!(out, "               {body}").map_err(io)?;
+        } else {
+            writeln!(out, "{:>3}. {:>8.4}  {}  {}", i + 1, h.score, doc.id, doc.title).map_err(io)?;
+        }
+    }
+    Ok(())
+}
