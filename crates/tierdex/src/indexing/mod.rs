@@ -1,22 +1,24 @@
 //! Indexing: documents to immutable segments.
 //!
-//! The calling thread reads the corpus and cuts it into segments of at most
-//! `segment_docs` documents or `segment_bytes` of text; segment `s` is built
-//! by worker `s % threads`, so document numbers always follow input order
-//! whatever the thread timing. Each worker inverts its documents in memory
+//! The calling thread reads the corpus and cuts it into contiguous chunks of
+//! at most `segment_docs` documents or `segment_bytes` of text; each chunk
+//! becomes one segment, built by whichever worker is free, and segments are
+//! ordered by chunk number, so document numbers always follow input order
+//! whatever the thread timing. Memory holds at most `threads + 2` chunks. Each worker inverts its documents in memory
 //! ([`segment_writer`]) and flushes them to files; at the end the segments
 //! can be force-merged into one ([`merge`]) and the manifest is written
 //! atomically.
 
 pub mod merge;
 pub mod segment_writer;
+pub mod term_table;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::bounded;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
@@ -105,10 +107,8 @@ where
     build_index_with_progress(docs, dir, opts, &|_| {})
 }
 
-enum Msg {
-    Docs(u64, Vec<Document>),
-    End(u64),
-}
+/// A contiguous run of input documents that becomes segment `.0`.
+type Chunk = (u64, Vec<Document>);
 
 /// Name of segment number `n`.
 pub fn segment_name(n: u64) -> String {
@@ -143,27 +143,30 @@ where
     let mut segments = 0u64;
 
     std::thread::scope(|scope| {
-        let mut senders: Vec<Sender<Msg>> = Vec::with_capacity(threads);
+        // Whole segments go to whichever worker is free; the reader cuts
+        // them from the input in order, so numbering follows the input.
+        let (tx, rx) = bounded::<Chunk>(1);
         for _ in 0..threads {
-            let (tx, rx) = bounded::<Msg>(4);
-            senders.push(tx);
-            let (analyzer, results, worker_error, failed) = (&analyzer, &results, &worker_error, &failed);
+            let (rx, analyzer, results, worker_error, failed) =
+                (rx.clone(), &analyzer, &results, &worker_error, &failed);
             scope.spawn(move || {
-                if let Err(e) = worker(rx.clone(), dir, analyzer, results) {
-                    failed.store(true, Ordering::Relaxed);
-                    worker_error.lock().unwrap().get_or_insert(e);
-                    // Keep draining so the reader never blocks on us.
-                    for _ in rx {}
+                for (seg, docs) in rx.iter() {
+                    if failed.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    match build_segment(dir, seg, &docs, analyzer) {
+                        Ok(meta) => results.lock().unwrap().push((seg, meta)),
+                        Err(e) => {
+                            failed.store(true, Ordering::Relaxed);
+                            worker_error.lock().unwrap().get_or_insert(e);
+                        }
+                    }
                 }
             });
         }
-        let (mut seg, mut seg_docs, mut seg_bytes) = (0u64, 0usize, 0usize);
-        let mut batch = Vec::with_capacity(256);
-        let mut batch_bytes = 0usize;
-        let send = |msg: Msg, seg: u64| {
-            // A closed channel means the worker failed; its error is reported.
-            let _ = senders[(seg % threads as u64) as usize].send(msg);
-        };
+        drop(rx);
+        let mut chunk = Vec::new();
+        let mut chunk_bytes = 0usize;
         for item in docs {
             if failed.load(Ordering::Relaxed) {
                 break;
@@ -176,41 +179,32 @@ where
                 }
             };
             let bytes = doc.title.len() + doc.body.len() + doc.id.len();
-            seg_docs += 1;
-            seg_bytes += bytes;
-            batch_bytes += bytes;
+            chunk_bytes += bytes;
             total_docs += 1;
             total_bytes += bytes as u64;
-            batch.push(doc);
-            let cut = seg_docs >= opts.segment_docs || seg_bytes >= opts.segment_bytes;
-            if cut || batch.len() >= 256 || batch_bytes >= 4 << 20 {
-                send(Msg::Docs(seg, std::mem::take(&mut batch)), seg);
-                batch_bytes = 0;
+            chunk.push(doc);
+            if total_docs % 1024 == 0 {
                 progress(Progress::Indexed {
                     docs: total_docs,
                     bytes: total_bytes,
                 });
             }
-            if cut {
-                send(Msg::End(seg), seg);
-                seg += 1;
-                seg_docs = 0;
-                seg_bytes = 0;
+            if chunk.len() >= opts.segment_docs || chunk_bytes >= opts.segment_bytes {
+                // A send fails only when every worker is gone (after an error).
+                let _ = tx.send((segments, std::mem::take(&mut chunk)));
+                segments += 1;
+                chunk_bytes = 0;
             }
         }
-        if !batch.is_empty() {
-            send(Msg::Docs(seg, batch), seg);
-        }
-        if seg_docs > 0 {
-            send(Msg::End(seg), seg);
-            seg += 1;
+        if !chunk.is_empty() && read_error.is_none() {
+            let _ = tx.send((segments, chunk));
+            segments += 1;
         }
         progress(Progress::Indexed {
             docs: total_docs,
             bytes: total_bytes,
         });
-        segments = seg;
-        drop(senders);
+        drop(tx);
     });
     let index_secs = started.elapsed().as_secs_f64();
 
@@ -265,29 +259,12 @@ where
     })
 }
 
-fn worker(rx: Receiver<Msg>, dir: &Path, analyzer: &Analyzer, results: &Mutex<Vec<(u64, SegmentMeta)>>) -> Result<()> {
-    let mut current: Option<(u64, SegmentWriter)> = None;
-    for msg in rx {
-        match msg {
-            Msg::Docs(seg, docs) => {
-                if current.as_ref().is_none_or(|(s, _)| *s != seg) {
-                    current = Some((seg, SegmentWriter::new(dir, &segment_name(seg), analyzer.clone())?));
-                }
-                let (_, w) = current.as_mut().unwrap();
-                for d in &docs {
-                    w.add(d)?;
-                }
-            }
-            Msg::End(seg) => {
-                if let Some((s, w)) = current.take() {
-                    debug_assert_eq!(s, seg);
-                    let meta = w.finish()?;
-                    results.lock().unwrap().push((seg, meta));
-                }
-            }
-        }
+fn build_segment(dir: &Path, seg: u64, docs: &[Document], analyzer: &Analyzer) -> Result<SegmentMeta> {
+    let mut w = SegmentWriter::new(dir, &segment_name(seg), analyzer.clone())?;
+    for d in docs {
+        w.add(d)?;
     }
-    Ok(())
+    w.finish()
 }
 
 /// Makes sure `dir` can receive a new index.

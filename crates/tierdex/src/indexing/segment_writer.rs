@@ -4,13 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rustc_hash::FxHashMap;
-
 use crate::analysis::Analyzer;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::ext;
+use crate::indexing::term_table::TermTable;
 use crate::layout::norms;
 use crate::layout::writer::{TermPostings, TermWriter};
 use crate::schema::{DocId, Document, Field};
@@ -50,7 +49,7 @@ pub struct SegmentWriter {
     analyzer: Analyzer,
     dir: PathBuf,
     name: String,
-    terms: FxHashMap<Box<[u8]>, u32>,
+    terms: TermTable,
     bufs: Vec<TermBuf>,
     norms: [Vec<u8>; Field::COUNT],
     stats: [FieldStats; Field::COUNT],
@@ -73,7 +72,7 @@ impl SegmentWriter {
             analyzer,
             dir: dir.to_path_buf(),
             name: name.to_string(),
-            terms: FxHashMap::default(),
+            terms: TermTable::new(),
             bufs: Vec::new(),
             norms: Default::default(),
             stats: Default::default(),
@@ -92,7 +91,7 @@ impl SegmentWriter {
 
     /// Approximate memory held by the in-memory postings.
     pub fn memory_bytes(&self) -> usize {
-        self.postings_bytes + self.terms.len() * 48
+        self.postings_bytes + self.terms.memory_bytes()
     }
 
     /// Inverts and stores one document.
@@ -129,15 +128,10 @@ impl SegmentWriter {
             key.clear();
             key.push(field.id());
             key.extend_from_slice(tok.term.as_bytes());
-            let term = match terms.get(key.as_slice()) {
-                Some(&id) => id,
-                None => {
-                    let id = bufs.len() as u32;
-                    terms.insert(key.as_slice().into(), id);
-                    bufs.push(TermBuf::default());
-                    id
-                }
-            };
+            let term = terms.intern(key);
+            if term as usize == bufs.len() {
+                bufs.push(TermBuf::default());
+            }
             scratch.push(Occurrence {
                 term,
                 position: tok.position,
@@ -187,7 +181,7 @@ impl SegmentWriter {
     /// Writes the segment's files and returns its manifest entry.
     pub fn finish(self) -> Result<SegmentMeta> {
         let path = |e: &str| self.dir.join(format!("{}.{e}", self.name));
-        let mut keys: Vec<(&[u8], u32)> = self.terms.iter().map(|(k, &v)| (&**k, v)).collect();
+        let mut keys: Vec<(&[u8], u32)> = self.terms.entries().collect();
         keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
 
         let mut postings = FileWriter::create(path(ext::POSTINGS))?;
