@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1_000_000)]
     segment_docs: usize,
     /// Most text (MiB) per segment built in memory; bounds memory use.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 32)]
     segment_mb: usize,
     /// Keep the segments as built instead of merging them into one.
     #[arg(long)]

@@ -104,7 +104,12 @@ pub fn run(a: Args) -> Result<()> {
         if let Err(e) = one(&searcher, &a, q, tty, &mut out) {
             failures += 1;
             match &e {
-                Error::Query(qe) => eprintln!("error: {}", render_error(q, qe)),
+                Error::Query(qe) => {
+                    eprintln!("error: invalid query");
+                    for line in render_error(q, qe).lines() {
+                        eprintln!("  {line}");
+                    }
+                }
                 other => eprintln!("error: {other}"),
             }
             if a.json {

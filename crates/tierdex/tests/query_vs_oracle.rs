@@ -6,7 +6,7 @@
 //!
 //! Budget and reproduction, through environment variables:
 //!
-//! * `TIERDEX_ORACLE_CASES`: total query cases (default 4096, i.e. 64
+//! * `TIERDEX_ORACLE_CASES`: total query cases (default 8192, i.e. 128
 //!   corpora of 64 queries);
 //! * `TIERDEX_ORACLE_SEED`: the base seed (decimal or `0x` hex);
 //! * `TIERDEX_ORACLE_CORPUS` / `TIERDEX_ORACLE_QUERY`: run only that corpus
@@ -36,7 +36,7 @@ use tierdex::search::{Mode, SearchResults, Searcher};
 use tierdex::{Document, Error};
 
 const DEFAULT_SEED: u64 = 0x7135_de2c_0a11_2026;
-const DEFAULT_CASES: u64 = 64 * 64;
+const DEFAULT_CASES: u64 = 128 * 64;
 const QUERIES_PER_CORPUS: u64 = 64;
 /// Engine searches spent shrinking one failing query.
 const SHRINK_BUDGET: usize = 400;

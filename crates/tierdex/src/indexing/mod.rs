@@ -15,7 +15,7 @@ pub mod term_table;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crossbeam_channel::bounded;
@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::segment::ext;
 use crate::schema::Document;
+use crate::store::{train_dictionary, StoreOptions};
 pub use segment_writer::SegmentWriter;
 
 /// How to build an index.
@@ -52,7 +53,7 @@ impl Default for IndexOptions {
         IndexOptions {
             analyzer: AnalyzerConfig::default(),
             segment_docs: 1_000_000,
-            segment_bytes: 128 << 20,
+            segment_bytes: 32 << 20,
             threads: 0,
             merge: false,
             overwrite: false,
@@ -108,7 +109,8 @@ where
 }
 
 /// A contiguous run of input documents that becomes segment `.0`.
-type Chunk = (u64, Vec<Document>);
+/// The store dictionary shared by all segments of a build travels with it.
+type Chunk = (u64, Vec<Document>, Option<Arc<[u8]>>);
 
 /// Name of segment number `n`.
 pub fn segment_name(n: u64) -> String {
@@ -150,11 +152,11 @@ where
             let (rx, analyzer, results, worker_error, failed) =
                 (rx.clone(), &analyzer, &results, &worker_error, &failed);
             scope.spawn(move || {
-                for (seg, docs) in rx.iter() {
+                for (seg, docs, dict) in rx.iter() {
                     if failed.load(Ordering::Relaxed) {
                         continue;
                     }
-                    match build_segment(dir, seg, &docs, analyzer) {
+                    match build_segment(dir, seg, &docs, analyzer, dict.as_deref()) {
                         Ok(meta) => results.lock().unwrap().push((seg, meta)),
                         Err(e) => {
                             failed.store(true, Ordering::Relaxed);
@@ -167,6 +169,7 @@ where
         drop(rx);
         let mut chunk = Vec::new();
         let mut chunk_bytes = 0usize;
+        let mut dictionary: Option<Option<Arc<[u8]>>> = None;
         for item in docs {
             if failed.load(Ordering::Relaxed) {
                 break;
@@ -190,14 +193,16 @@ where
                 });
             }
             if chunk.len() >= opts.segment_docs || chunk_bytes >= opts.segment_bytes {
+                let dict = shared_dictionary(&mut dictionary, &chunk);
                 // A send fails only when every worker is gone (after an error).
-                let _ = tx.send((segments, std::mem::take(&mut chunk)));
+                let _ = tx.send((segments, std::mem::take(&mut chunk), dict));
                 segments += 1;
                 chunk_bytes = 0;
             }
         }
         if !chunk.is_empty() && read_error.is_none() {
-            let _ = tx.send((segments, chunk));
+            let dict = shared_dictionary(&mut dictionary, &chunk);
+            let _ = tx.send((segments, chunk, dict));
             segments += 1;
         }
         progress(Progress::Indexed {
@@ -259,8 +264,28 @@ where
     })
 }
 
-fn build_segment(dir: &Path, seg: u64, docs: &[Document], analyzer: &Analyzer) -> Result<SegmentMeta> {
-    let mut w = SegmentWriter::new(dir, &segment_name(seg), analyzer.clone())?;
+/// The build's store dictionary, trained on the first chunk (several
+/// segments sharing one dictionary merge by copying stored records).
+fn shared_dictionary(trained: &mut Option<Option<Arc<[u8]>>>, first_chunk: &[Document]) -> Option<Arc<[u8]>> {
+    trained
+        .get_or_insert_with(|| match train_dictionary(first_chunk, &StoreOptions::default()) {
+            Ok(d) => d.map(Arc::from),
+            Err(e) => {
+                tracing::warn!("no shared store dictionary: {e}");
+                None
+            }
+        })
+        .clone()
+}
+
+fn build_segment(
+    dir: &Path,
+    seg: u64,
+    docs: &[Document],
+    analyzer: &Analyzer,
+    dictionary: Option<&[u8]>,
+) -> Result<SegmentMeta> {
+    let mut w = SegmentWriter::new(dir, &segment_name(seg), analyzer.clone(), dictionary)?;
     for d in docs {
         w.add(d)?;
     }

@@ -61,13 +61,18 @@ pub struct SegmentWriter {
 }
 
 impl SegmentWriter {
-    /// Starts segment `name` in `dir` (the store file is written as documents come).
-    pub fn new(dir: &Path, name: &str, analyzer: Analyzer) -> Result<Self> {
-        let store = StoreWriter::create(
-            &dir.join(format!("{name}.{}", ext::STORE)),
-            &dir.join(format!("{name}.{}", ext::STORE_INDEX)),
-            StoreOptions::default(),
-        )?;
+    /// Starts segment `name` in `dir` (the store file is written as documents
+    /// come). The document store uses `dictionary` when given (shared by the
+    /// segments of one build), else trains its own.
+    pub fn new(dir: &Path, name: &str, analyzer: Analyzer, dictionary: Option<&[u8]>) -> Result<Self> {
+        let (data, index) = (
+            dir.join(format!("{name}.{}", ext::STORE)),
+            dir.join(format!("{name}.{}", ext::STORE_INDEX)),
+        );
+        let store = match dictionary {
+            Some(d) => StoreWriter::create_with_dictionary(&data, &index, StoreOptions::default(), Some(d))?,
+            None => StoreWriter::create(&data, &index, StoreOptions::default())?,
+        };
         Ok(SegmentWriter {
             analyzer,
             dir: dir.to_path_buf(),

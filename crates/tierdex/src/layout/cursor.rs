@@ -175,6 +175,10 @@ pub struct TermCursor<'a> {
     n: usize,
     i: usize,
     doc: DocId,
+    /// Sum of the block's frequencies before document `occ_i` (so reading
+    /// positions doc after doc costs O(1) per doc, not O(block)).
+    occ_i: usize,
+    occ_sum: u64,
     positions: PackedStream<1>,
     offsets: PackedStream<2>,
     error: Option<Error>,
@@ -234,6 +238,8 @@ impl<'a> TermCursor<'a> {
             n: 0,
             i: 0,
             doc: 0,
+            occ_i: 0,
+            occ_sum: 0,
             positions: PackedStream::new(pos_start, r.pos_len as usize, r.total_term_freq),
             offsets: PackedStream::new(off_start, r.off_len as usize, r.total_term_freq),
             error: None,
@@ -420,7 +426,13 @@ impl<'a> TermCursor<'a> {
             }
         }
         let e = &self.entries[self.block];
-        let before: u64 = self.freqs[..self.i].iter().map(|&f| f as u64).sum();
+        if self.occ_i > self.i {
+            self.occ_i = 0;
+            self.occ_sum = 0;
+        }
+        let before = self.occ_sum + self.freqs[self.occ_i..self.i].iter().map(|&f| f as u64).sum::<u64>();
+        self.occ_i = self.i;
+        self.occ_sum = before;
         let byte = if positions { e.pos_byte } else { e.off_byte };
         let hint = (e.pos_index / BLOCK as u64, byte as usize);
         Some((e.pos_index + before, self.freqs[self.i], hint))
@@ -527,6 +539,8 @@ impl<'a> TermCursor<'a> {
         self.shallow = self.shallow.max(b);
         self.n = n;
         self.i = 0;
+        self.occ_i = 0;
+        self.occ_sum = 0;
         self.doc = self.docs[0];
     }
 

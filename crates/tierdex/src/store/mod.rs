@@ -39,7 +39,7 @@ use crate::storage::FileInfo;
 
 pub use format::MAX_DOCUMENT_BYTES;
 pub use reader::StoreReader;
-pub use writer::StoreWriter;
+pub use writer::{train_dictionary, StoreWriter};
 
 /// How a [`StoreWriter`] compresses and lays out documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -102,6 +102,23 @@ impl StoreWriter {
         Ok(writer)
     }
 
+    /// Creates a store that compresses with `dictionary` (trained once with
+    /// [`train_dictionary`] and shared by the stores of several segments, so
+    /// that merging them copies records without recompression); `None`
+    /// means no dictionary.
+    pub fn create_with_dictionary(
+        data_path: &Path,
+        index_path: &Path,
+        options: StoreOptions,
+        dictionary: Option<&[u8]>,
+    ) -> Result<StoreWriter> {
+        let mut writer = StoreWriter::create(data_path, index_path, options)?;
+        if matches!(writer.state, State::Sampling(_)) {
+            writer.start_writing(dictionary.map(<[u8]>::to_vec))?;
+        }
+        Ok(writer)
+    }
+
     /// Creates a store that will receive the documents of `sources` (a
     /// merge): it adopts the dictionary of the largest source that has one,
     /// so that source's records are copied by [`copy_from`](Self::copy_from)
@@ -327,7 +344,8 @@ impl StoreWriter {
             return Ok(());
         };
         self.num_docs -= docs.len() as u32;
-        match self.weigh_dictionary(&docs, complete)? {
+        let path = self.data.path().to_path_buf();
+        match weigh_dictionary(&mut self.compressor, &path, &docs, complete)? {
             Some((dict, records)) => {
                 self.start_writing(dict)?;
                 for (doc, record) in docs.iter().zip(&records) {
@@ -344,52 +362,84 @@ impl StoreWriter {
         }
         Ok(())
     }
+}
 
-    /// Trains a dictionary on `docs` and compresses them with and without
-    /// it. The dictionary must save more than its own size on the sample, or,
-    /// when more documents follow, on a store `ASSUMED_GROWTH` times larger.
-    /// Returns the dictionary kept (if any) and `docs` compressed
-    /// accordingly; `None` when no dictionary could be trained.
-    fn weigh_dictionary(&mut self, docs: &[Vec<u8>], complete: bool) -> Result<Option<Weighed>> {
-        let started = std::time::Instant::now();
-        let limits = TrainLimits {
-            sample_prefix: SAMPLE_PREFIX,
-            max_dict: MAX_DICTIONARY,
-        };
-        let Some(dict) = zstd_codec::train(docs, &limits) else {
-            return Ok(None);
-        };
-        let trained = started.elapsed();
-        let path = self.data.path().to_path_buf();
-        let compress_all = |c: &mut Compressor| -> Result<Vec<Vec<u8>>> {
-            docs.iter()
-                .map(|d| {
-                    let mut out = Vec::new();
-                    c.compress(d, &mut out).map_err(|e| internal(&path, e))?;
-                    Ok(out)
-                })
-                .collect()
-        };
-        let plain = compress_all(&mut self.compressor)?;
-        let plain_len: usize = plain.iter().map(Vec::len).sum();
-        self.compressor.set_dictionary(&dict).map_err(|e| internal(&path, e))?;
-        let with_dict = compress_all(&mut self.compressor)?;
-        let with_len: usize = with_dict.iter().map(Vec::len).sum();
-        let saved = plain_len.saturating_sub(with_len);
-        let growth = if complete { 1 } else { ASSUMED_GROWTH };
-        let keep = saved * growth > dict.len();
-        tracing::debug!(
-            docs = docs.len(),
-            dict = dict.len(),
-            plain = plain_len,
-            with_dict = with_len,
-            keep,
-            train_ms = trained.as_millis() as u64,
-            total_ms = started.elapsed().as_millis() as u64,
-            "document store dictionary"
-        );
-        Ok(Some(if keep { (Some(dict), with_dict) } else { (None, plain) }))
+/// Trains a dictionary on `docs` and compresses them with and without
+/// it. The dictionary must save more than its own size on the sample, or,
+/// when more documents follow, on a store `ASSUMED_GROWTH` times larger.
+/// Returns the dictionary kept (if any) and `docs` compressed
+/// accordingly; `None` when no dictionary could be trained.
+fn weigh_dictionary(
+    compressor: &mut Compressor,
+    path: &Path,
+    docs: &[Vec<u8>],
+    complete: bool,
+) -> Result<Option<Weighed>> {
+    let started = std::time::Instant::now();
+    let limits = TrainLimits {
+        sample_prefix: SAMPLE_PREFIX,
+        max_dict: MAX_DICTIONARY,
+    };
+    let Some(dict) = zstd_codec::train(docs, &limits) else {
+        return Ok(None);
+    };
+    let trained = started.elapsed();
+    let path = path.to_path_buf();
+    let compress_all = |c: &mut Compressor| -> Result<Vec<Vec<u8>>> {
+        docs.iter()
+            .map(|d| {
+                let mut out = Vec::new();
+                c.compress(d, &mut out).map_err(|e| internal(&path, e))?;
+                Ok(out)
+            })
+            .collect()
+    };
+    let plain = compress_all(compressor)?;
+    let plain_len: usize = plain.iter().map(Vec::len).sum();
+    compressor.set_dictionary(&dict).map_err(|e| internal(&path, e))?;
+    let with_dict = compress_all(compressor)?;
+    let with_len: usize = with_dict.iter().map(Vec::len).sum();
+    let saved = plain_len.saturating_sub(with_len);
+    let growth = if complete { 1 } else { ASSUMED_GROWTH };
+    let keep = saved * growth > dict.len();
+    tracing::debug!(
+        docs = docs.len(),
+        dict = dict.len(),
+        plain = plain_len,
+        with_dict = with_len,
+        keep,
+        train_ms = trained.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "document store dictionary"
+    );
+    Ok(Some(if keep { (Some(dict), with_dict) } else { (None, plain) }))
+}
+
+/// Trains a dictionary on a sample of `docs` (the first ones, within the
+/// options' sample limits) for [`StoreWriter::create_with_dictionary`];
+/// `None` when dictionaries are off or one would not pay for itself.
+pub fn train_dictionary(docs: &[Document], options: &StoreOptions) -> Result<Option<Vec<u8>>> {
+    if !options.dictionary {
+        return Ok(None);
     }
+    let mut sample = Vec::new();
+    let (mut training, mut buffered) = (0usize, 0usize);
+    for doc in docs {
+        if sample.len() >= options.dictionary_sample_docs
+            || training >= options.dictionary_sample_bytes
+            || buffered >= MAX_SAMPLE_BUFFER
+        {
+            break;
+        }
+        let mut serial = Vec::new();
+        format::serialise(doc, &mut serial);
+        training += serial.len().min(SAMPLE_PREFIX);
+        buffered += serial.len();
+        sample.push(serial);
+    }
+    let path = Path::new("<dictionary sample>");
+    let mut compressor = Compressor::new(options.level).map_err(|e| internal(path, e))?;
+    Ok(weigh_dictionary(&mut compressor, path, &sample, false)?.and_then(|(dict, _)| dict))
 }
 
 /// A failure inside zstd that is not about the data (allocation, misuse).

@@ -1,0 +1,131 @@
+//! The `tierdex` binary end to end: gen, index, search, inspect, errors.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tierdex(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tierdex"))
+        .args(args)
+        .output()
+        .expect("run tierdex")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = tierdex(args);
+    assert!(
+        out.status.success(),
+        "tierdex {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn build(dir: &Path) -> String {
+    let corpus = dir.join("c.jsonl.zst");
+    let idx = dir.join("idx");
+    ok(&[
+        "gen",
+        "--docs",
+        "3000",
+        "--seed",
+        "7",
+        "--vocab",
+        "5000",
+        "--out",
+        corpus.to_str().unwrap(),
+    ]);
+    ok(&[
+        "index",
+        corpus.to_str().unwrap(),
+        "--out",
+        idx.to_str().unwrap(),
+        "--segment-docs",
+        "700",
+    ]);
+    idx.to_str().unwrap().to_string()
+}
+
+#[test]
+fn index_search_inspect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+
+    let out = ok(&[
+        "search",
+        &idx,
+        "the",
+        "+of +and",
+        "\"of the\"",
+        "--json",
+        "--mode",
+        "top_k_and_count",
+        "--highlight",
+    ]);
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    for v in &lines {
+        let hits = v["hits"].as_array().unwrap();
+        assert_eq!(hits.len(), 10, "{v}");
+        assert!(v["count"].as_u64().unwrap() >= 10);
+        assert!(v["elapsed_us"].is_u64());
+        let h = &hits[0];
+        assert!(h["id"].as_str().unwrap().starts_with('g'));
+        assert!(h["score"].as_f64().unwrap() > 0.0);
+        assert!(h["snippet"].as_str().unwrap().contains("<b>"), "{h}");
+        // Scores never increase down the list.
+        let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]));
+    }
+
+    let count = ok(&["search", &idx, "the", "--mode", "count", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(count.trim()).unwrap();
+    assert!(v["hits"].as_array().unwrap().is_empty());
+
+    let human = ok(&["search", &idx, "the", "-k", "3"]);
+    assert!(human.contains("3 shown"), "{human}");
+
+    let info = ok(&["inspect", &idx, "--verify", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(v["docs"], 3000);
+    assert_eq!(v["segments"].as_array().unwrap().len(), 1, "merged by default");
+    assert_eq!(v["top_terms"]["body"][0]["term"], "the");
+}
+
+#[test]
+fn errors_are_clear() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+
+    let out = tierdex(&["search", &idx, "(unbalanced"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains('^') && err.contains("(unbalanced"), "{err}");
+
+    let out = tierdex(&["search", &idx, "author:x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `author`"));
+
+    let bad = tmp.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\":\"1\",\"body\":\"x\"}\n{oops\n").unwrap();
+    let out = tierdex(&[
+        "index",
+        bad.to_str().unwrap(),
+        "--out",
+        tmp.path().join("i2").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:2"));
+    let out = ok(&[
+        "index",
+        bad.to_str().unwrap(),
+        "--out",
+        tmp.path().join("i3").to_str().unwrap(),
+        "--skip-bad",
+    ]);
+    assert!(out.contains("skipped 1"), "{out}");
+
+    let out = tierdex(&["index", bad.to_str().unwrap(), "--out", &idx]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+
+    let out = tierdex(&["search", tmp.path().to_str().unwrap(), "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a tierdex index"));
+}
