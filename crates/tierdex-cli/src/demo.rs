@@ -14,7 +14,7 @@ use tierdex::Document;
 
 use crate::human_bytes;
 use crate::progress::bar;
-use crate::workload;
+use tierdex_bench::workload;
 
 /// Options of `tierdex demo`.
 #[derive(clap::Args)]
@@ -173,21 +173,7 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
 }
 
 fn category_rank(c: &str) -> usize {
-    [
-        "term-10",
-        "term-100",
-        "term-1k",
-        "term-10k",
-        "term-100k",
-        "or",
-        "and",
-        "phrase",
-        "exclusion",
-        "title",
-    ]
-    .iter()
-    .position(|x| *x == c)
-    .unwrap_or(99)
+    workload::CATEGORIES.iter().position(|x| *x == c).unwrap_or(99)
 }
 
 /// Generates documents `0..n` on all cores, in order.

@@ -6,8 +6,8 @@ mod gen;
 mod index;
 mod inspect;
 mod progress;
+mod query_stream;
 mod search;
-mod workload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +37,8 @@ enum Command {
     Gen(gen::Args),
     /// Generate a corpus, index it, run a mixed query workload, report.
     Demo(demo::Args),
+    /// Answer `MODE<TAB>QUERY` lines from stdin with JSON lines (benchmark protocol).
+    QueryStream(query_stream::Args),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => inspect::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::QueryStream(a) => query_stream::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,6 @@
 //! Query workloads drawn from an index's own terms and documents, so every
 //! category has real matches: single terms at popularity levels, two-term
-//! OR and AND, phrases, exclusions, title-only terms.
+//! OR and AND, two- and three-term phrases, exclusions, title-only terms.
 
 use anyhow::Result;
 use rand::{RngExt, SeedableRng};
@@ -16,6 +16,21 @@ pub struct WorkloadQuery {
     /// Query text in tierdex syntax.
     pub text: String,
 }
+
+/// Every category, in report order.
+pub const CATEGORIES: [&str; 11] = [
+    "term-10",
+    "term-100",
+    "term-1k",
+    "term-10k",
+    "term-100k",
+    "or",
+    "and",
+    "phrase-2",
+    "phrase-3",
+    "exclusion",
+    "title",
+];
 
 /// Popularity levels (documents per term) of the single-term categories.
 pub const LEVELS: [u64; 5] = [10, 100, 1_000, 10_000, 100_000];
@@ -93,7 +108,7 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
     let mut tokens = Vec::new();
     let (mut and, mut phrases) = (0, 0);
     let mut attempts = 0;
-    while (and < per_category || phrases < per_category) && attempts < per_category * 20 {
+    while (and < per_category || phrases < per_category) && attempts < per_category * 20 + 100 {
         attempts += 1;
         let doc = s.doc(rng.random_range(0..num_docs) as u32)?;
         tokens.clear();
@@ -110,9 +125,10 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
             }
         }
         if phrases < per_category {
-            let n = rng.random_range(2..=3usize);
-            let at = rng.random_range(0..tokens.len() - n);
-            push("phrase", format!("\"{}\"", tokens[at..at + n].join(" ")));
+            for n in [2, 3] {
+                let at = rng.random_range(0..tokens.len() - n);
+                push(&format!("phrase-{n}"), format!("\"{}\"", tokens[at..at + n].join(" ")));
+            }
             phrases += 1;
         }
     }

@@ -1,0 +1,18 @@
+//! Benchmarks of tierdex side by side with its peers (DESIGN §8).
+//!
+//! * [`workload`]: query workloads generated from an index's own terms.
+//! * [`commands`]: query sets (the search-benchmark-game command file,
+//!   generated workloads) with a category per query.
+//! * [`engines`]: the engines behind one protocol (`bench/PROTOCOL.md`):
+//!   building, indexing (time, peak RSS, size) and query streams.
+//! * [`stats`]: per-query minimum/median over passes, per-category
+//!   aggregates, ratios, count agreement and top-10 overlap.
+//! * [`quality`]: nDCG@10 and MAP on test collections with judgments.
+//! * [`report`]: the JSON results, the markdown summary and SVG charts.
+
+pub mod commands;
+pub mod engines;
+pub mod quality;
+pub mod report;
+pub mod stats;
+pub mod workload;

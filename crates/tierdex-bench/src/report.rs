@@ -1,0 +1,435 @@
+//! The outputs of a comparison: the results JSON, a markdown summary a
+//! person can read, and SVG charts of latency per category per engine.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::engines::IndexReport;
+use crate::quality::Metrics;
+use crate::stats::{Agreement, Row};
+
+/// The machine a run happened on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Machine {
+    /// CPU model.
+    pub cpu: String,
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// Memory (GiB).
+    pub memory_gib: f64,
+    /// Kernel release.
+    pub kernel: String,
+}
+
+impl Machine {
+    /// Reads `/proc` for this machine's description.
+    pub fn detect() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default();
+        let mem_kb: f64 = std::fs::read_to_string("/proc/meminfo")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        Machine {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_gib: mem_kb / 1024.0 / 1024.0,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        }
+    }
+}
+
+/// One engine's side of a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EngineResult {
+    /// Engine name.
+    pub name: String,
+    /// Its version line.
+    pub version: String,
+    /// Indexing cost.
+    pub index: IndexReport,
+    /// Peak RSS of the query process (KiB).
+    pub query_peak_rss_kb: u64,
+    /// Wall seconds of the query stream (all passes).
+    pub query_wall_secs: f64,
+    /// Queries the engine failed on.
+    pub errors: usize,
+}
+
+/// Quality of the engines on one collection.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct QualityResult {
+    /// Collection name.
+    pub collection: String,
+    /// Documents in it.
+    pub docs: u64,
+    /// Metrics per engine.
+    pub engines: BTreeMap<String, Metrics>,
+}
+
+/// Everything a comparison measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    /// Machine description.
+    pub machine: Machine,
+    /// Corpus file.
+    pub corpus: String,
+    /// Documents indexed.
+    pub docs: u64,
+    /// Measured passes per query (after one warm-up pass).
+    pub passes: usize,
+    /// Query threads per engine.
+    pub threads: usize,
+    /// Whether this was a `--quick` run.
+    pub quick: bool,
+    /// Seconds the whole run took.
+    pub total_secs: f64,
+    /// Per engine.
+    pub engines: Vec<EngineResult>,
+    /// Latency rows.
+    pub rows: Vec<Row>,
+    /// Count agreement of tierdex with each peer on the command file.
+    pub agreement: BTreeMap<String, Agreement>,
+    /// Mean top-10 overlap of tierdex with each peer on the command file (and queries compared).
+    pub overlap: BTreeMap<String, (f64, usize)>,
+    /// Ranking quality.
+    pub quality: Vec<QualityResult>,
+}
+
+fn ms(us: f64) -> String {
+    if us >= 10_000.0 {
+        format!("{:.0} ms", us / 1000.0)
+    } else if us >= 1000.0 {
+        format!("{:.1} ms", us / 1000.0)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// `0.5` -> "2.0x faster"; `2.0` -> "2.0x slower".
+pub fn verdict(ratio: f64) -> String {
+    if !ratio.is_finite() || ratio <= 0.0 {
+        "n/a".into()
+    } else if ratio < 0.95 {
+        format!("**{:.2}x faster**", 1.0 / ratio)
+    } else if ratio > 1.05 {
+        format!("{ratio:.2}x slower")
+    } else {
+        "on par".into()
+    }
+}
+
+impl Results {
+    /// Names of the engines, tierdex first.
+    fn names(&self) -> Vec<String> {
+        self.engines.iter().map(|e| e.name.clone()).collect()
+    }
+
+    /// The markdown summary.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let m = &self.machine;
+        let _ = writeln!(s, "## Peer comparison: {}\n", self.corpus);
+        let _ = writeln!(
+            s,
+            "{} documents; {} measured passes after one warm-up pass; {} query thread(s){}; machine: {} ({} CPUs, {:.0} GiB, Linux {}); whole run {:.0} s.\n",
+            self.docs,
+            self.passes,
+            self.threads,
+            if self.quick { "; **quick run** (sampled queries)" } else { "" },
+            m.cpu,
+            m.cpus,
+            m.memory_gib,
+            m.kernel,
+            self.total_secs
+        );
+        let _ = writeln!(s, "| engine | version | index time | docs/s | index size | peak RSS indexing | peak RSS querying | failed queries |");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+        for e in &self.engines {
+            let i = &e.index;
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1} s ({:.1} s merging) | {:.0} | {} | {} | {} | {} |",
+                e.name,
+                e.version,
+                i.wall_secs,
+                i.merge_secs,
+                i.docs as f64 / i.wall_secs.max(1e-9),
+                mib(i.index_bytes),
+                mib(i.peak_rss_kb * 1024),
+                mib(e.query_peak_rss_kb * 1024),
+                e.errors
+            );
+        }
+        let names = self.names();
+        let peers: Vec<&String> = names.iter().filter(|n| *n != "tierdex").collect();
+        let mut sources: Vec<&str> = self.rows.iter().map(|r| r.source.as_str()).collect();
+        sources.dedup();
+        for source in sources {
+            let _ = writeln!(
+                s,
+                "\n### Latency: {source} queries\n\nMean of per-query medians (p50 / p99 in brackets); ratio = tierdex's mean time over the peer's.\n"
+            );
+            let mut head = "| mode | category | n |".to_string();
+            let mut rule = "|---|---|---:|".to_string();
+            for n in &names {
+                head += &format!(" {n} |");
+                rule += "---:|";
+            }
+            for p in &peers {
+                head += &format!(" vs {p} |");
+                rule += "---|";
+            }
+            let _ = writeln!(s, "{head}\n{rule}");
+            for r in self.rows.iter().filter(|r| r.source == source) {
+                let mut line = format!("| {} | {} | {} |", r.mode, r.category, r.n);
+                for n in &names {
+                    match r.engines.get(n) {
+                        Some(l) => line += &format!(" {} ({} / {}) |", ms(l.mean_us), ms(l.p50_us), ms(l.p99_us)),
+                        None => line += " - |",
+                    }
+                }
+                for p in &peers {
+                    line += &format!(" {} |", r.ratio.get(*p).map_or("-".into(), |&x| verdict(x)));
+                }
+                let _ = writeln!(s, "{line}");
+            }
+        }
+        for (peer, a) in &self.agreement {
+            let _ = writeln!(
+                s,
+                "\n### Count agreement with {peer} (command file)\n\n{:.2}% of distinct queries with a count agree.\n",
+                a.rate() * 100.0
+            );
+            let _ = writeln!(s, "| category | compared | equal |\n|---|---:|---:|");
+            for (c, (n, eq)) in &a.by_category {
+                let _ = writeln!(s, "| {c} | {n} | {eq} ({:.1}%) |", 100.0 * *eq as f64 / (*n).max(1) as f64);
+            }
+            if !a.examples.is_empty() {
+                let _ = writeln!(s, "\nDisagreements (query: tierdex count vs {peer}):\n");
+                for (q, x, y) in a.examples.iter().take(15) {
+                    let _ = writeln!(s, "- `{q}`: {x} vs {y}");
+                }
+            }
+        }
+        if !self.overlap.is_empty() {
+            let _ = writeln!(s, "\n### Top-10 overlap (command file)\n");
+            for (peer, (o, n)) in &self.overlap {
+                let _ = writeln!(s, "- with {peer}: {:.1}% of its top-10 ids also in tierdex's ({n} queries)", o * 100.0);
+            }
+        }
+        if !self.quality.is_empty() {
+            let _ = writeln!(s, "\n### Ranking quality (BM25, queries as plain OR terms)\n");
+            let mut head = "| collection | docs | queries |".to_string();
+            let mut rule = "|---|---:|---:|".to_string();
+            for n in &names {
+                head += &format!(" {n} nDCG@10 / MAP |");
+                rule += "---:|";
+            }
+            let _ = writeln!(s, "{head}\n{rule}");
+            for q in &self.quality {
+                let queries = q.engines.values().map(|m| m.queries).max().unwrap_or(0);
+                let mut line = format!("| {} | {} | {} |", q.collection, q.docs, queries);
+                for n in &names {
+                    match q.engines.get(n) {
+                        Some(m) => line += &format!(" {:.4} / {:.4} |", m.ndcg10, m.map),
+                        None => line += " - |",
+                    }
+                }
+                let _ = writeln!(s, "{line}");
+            }
+        }
+        s
+    }
+
+    /// Writes `results.json`, `results.md` and one chart per (source, mode)
+    /// into `dir`; returns the chart file names.
+    pub fn write(&self, dir: &Path) -> Result<Vec<String>> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(self)?)?;
+        let mut charts = Vec::new();
+        let mut keys: Vec<(String, String)> = self.rows.iter().map(|r| (r.source.clone(), r.mode.clone())).collect();
+        keys.sort();
+        keys.dedup();
+        for (source, mode) in keys {
+            let rows: Vec<&Row> = self.rows.iter().filter(|r| r.source == source && r.mode == mode).collect();
+            if rows.len() < 2 && source != "commands" {
+                continue;
+            }
+            let name = format!("latency-{source}-{}.svg", mode.to_lowercase());
+            chart(&dir.join(&name), &format!("{source} queries, {mode}: mean latency"), &rows, &self.names())?;
+            charts.push(name);
+        }
+        let mut md = self.markdown();
+        if !charts.is_empty() {
+            md += "\n### Charts\n\n";
+            for c in &charts {
+                md += &format!("![{c}]({c})\n");
+            }
+        }
+        std::fs::write(dir.join("results.md"), md)?;
+        Ok(charts)
+    }
+}
+
+const COLORS: [RGBColor; 4] = [
+    RGBColor(0x1b, 0x9e, 0x77),
+    RGBColor(0xd9, 0x5f, 0x02),
+    RGBColor(0x75, 0x70, 0xb3),
+    RGBColor(0xe7, 0x29, 0x8a),
+];
+
+/// A grouped bar chart (log scale) of mean latency per category per engine.
+fn chart(path: &Path, title: &str, rows: &[&Row], engines: &[String]) -> Result<()> {
+    let width = (160 + rows.len() * 28 * engines.len().max(1)).max(640) as u32;
+    let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
+    let draw = |e| anyhow::anyhow!("drawing {}: {e}", path.display());
+    root.fill(&WHITE).map_err(draw)?;
+    let values: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| r.engines.values().map(|l| l.mean_us))
+        .filter(|v| *v > 0.0)
+        .collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min).max(0.1) / 2.0;
+    let hi = values.iter().copied().fold(1.0, f64::max) * 2.0;
+    let n = rows.len();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..n as f64, (lo..hi).log_scale())
+        .map_err(draw)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_x_axis()
+        .y_desc("microseconds (log)")
+        .draw()
+        .map_err(draw)?;
+    let w = 0.8 / engines.len().max(1) as f64;
+    for (j, e) in engines.iter().enumerate() {
+        let color = COLORS[j % COLORS.len()];
+        chart
+            .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
+                let v = r.engines.get(e)?.mean_us.max(lo);
+                let x0 = i as f64 + 0.1 + j as f64 * w;
+                Some(Rectangle::new([(x0, lo), (x0 + w * 0.9, v)], color.filled()))
+            }))
+            .map_err(draw)?
+            .label(e.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
+    chart
+        .draw_series(rows.iter().enumerate().map(|(i, r)| {
+            Text::new(
+                r.category.clone(),
+                (i as f64 + 0.5, lo),
+                ("sans-serif", 13).into_font().color(&BLACK).pos(plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Center,
+                    plotters::style::text_anchor::VPos::Top,
+                )),
+            )
+        }))
+        .map_err(draw)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(draw)?;
+    root.present().map_err(draw)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Latency;
+
+    #[test]
+    fn writes_all_outputs() {
+        let mut engines = BTreeMap::new();
+        engines.insert(
+            "tierdex".to_string(),
+            Latency {
+                n: 3,
+                mean_us: 50.0,
+                p50_us: 40.0,
+                p99_us: 90.0,
+                mean_min_us: 30.0,
+            },
+        );
+        engines.insert(
+            "lucene".to_string(),
+            Latency {
+                n: 3,
+                mean_us: 100.0,
+                p50_us: 80.0,
+                p99_us: 300.0,
+                mean_min_us: 70.0,
+            },
+        );
+        let row = |c: &str| Row {
+            source: "commands".into(),
+            mode: "TOP_10".into(),
+            category: c.into(),
+            n: 3,
+            excluded: 0,
+            engines: engines.clone(),
+            ratio: [("lucene".to_string(), 0.5)].into_iter().collect(),
+        };
+        let r = Results {
+            engines: vec![
+                EngineResult {
+                    name: "tierdex".into(),
+                    ..Default::default()
+                },
+                EngineResult {
+                    name: "lucene".into(),
+                    ..Default::default()
+                },
+            ],
+            rows: vec![row("term"), row("and")],
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let charts = r.write(dir.path()).unwrap();
+        assert_eq!(charts, vec!["latency-commands-top_10.svg"]);
+        let md = std::fs::read_to_string(dir.path().join("results.md")).unwrap();
+        assert!(md.contains("**2.00x faster**"), "{md}");
+        let svg = std::fs::read_to_string(dir.path().join(&charts[0])).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("tierdex"));
+        let back: Results =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
+        assert_eq!(back.rows.len(), 2);
+    }
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(verdict(1.0), "on par");
+        assert_eq!(verdict(2.0), "2.00x slower");
+        assert_eq!(verdict(0.25), "**4.00x faster**");
+    }
+}

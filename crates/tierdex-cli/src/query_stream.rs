@@ -1,0 +1,139 @@
+//! `tierdex query-stream`: the benchmark protocol (`bench/PROTOCOL.md`).
+//! Reads `MODE<TAB>QUERY` lines on stdin, answers each with one JSON line in
+//! input order.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tierdex::search::{Mode, Searcher};
+
+use crate::existing_dir;
+
+/// Options of `tierdex query-stream`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Index directory.
+    #[arg(value_parser = existing_dir)]
+    dir: PathBuf,
+    /// Worker threads evaluating queries (output stays in input order).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+#[derive(Serialize)]
+struct Hit {
+    id: String,
+    score: f32,
+}
+
+#[derive(Serialize)]
+struct Answer {
+    count: Option<u64>,
+    hits: Vec<Hit>,
+    elapsed_us: u64,
+}
+
+/// The mode and k of a protocol mode name.
+fn mode(name: &str) -> Option<(Mode, usize)> {
+    Some(match name {
+        "TOP_10" => (Mode::TopK, 10),
+        "TOP_100" => (Mode::TopK, 100),
+        "TOP_1000" => (Mode::TopK, 1000),
+        "TOP_10_COUNT" => (Mode::TopKAndCount, 10),
+        "COUNT" => (Mode::Count, 0),
+        _ => return None,
+    })
+}
+
+/// Answers one protocol line as a JSON line (without the newline).
+fn answer(s: &Searcher, line: &str) -> String {
+    let Some((mode_name, query)) = line.split_once('\t') else {
+        return error("expected MODE<TAB>QUERY");
+    };
+    let Some((mode, k)) = mode(mode_name.trim()) else {
+        return error(&format!("unknown mode `{mode_name}`"));
+    };
+    let started = Instant::now();
+    let result = tierdex::query::parse(query)
+        .map_err(tierdex::Error::from)
+        .and_then(|q| s.search_parsed(&q, mode, k));
+    let elapsed_us = started.elapsed().as_micros() as u64;
+    let result = result.and_then(|r| {
+        let mut hits = Vec::with_capacity(r.hits.len());
+        for h in &r.hits {
+            hits.push(Hit {
+                id: s.doc(h.doc)?.id,
+                score: h.score,
+            });
+        }
+        Ok(Answer {
+            count: r.count,
+            hits,
+            elapsed_us,
+        })
+    });
+    match result {
+        Ok(a) => serde_json::to_string(&a).expect("serialisable"),
+        Err(e) => error(&e.to_string()),
+    }
+}
+
+fn error(message: &str) -> String {
+    serde_json::json!({ "error": message, "elapsed_us": 0 }).to_string()
+}
+
+/// Runs `tierdex query-stream`.
+pub fn run(a: Args) -> Result<()> {
+    let searcher = Searcher::open(&a.dir)?;
+    let stdin = std::io::stdin().lock();
+    if a.threads <= 1 {
+        let mut out = BufWriter::new(std::io::stdout().lock());
+        for line in stdin.lines() {
+            let line = line.context("reading stdin")?;
+            writeln!(out, "{}", answer(&searcher, &line))?;
+            out.flush()?;
+        }
+        return Ok(());
+    }
+    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
+    std::thread::scope(|scope| -> Result<()> {
+        for _ in 0..a.threads {
+            let (jobs_rx, done_tx, searcher) = (jobs_rx.clone(), done_tx.clone(), &searcher);
+            scope.spawn(move || {
+                for (i, line) in jobs_rx {
+                    if done_tx.send((i, answer(searcher, &line))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        let writer = scope.spawn(move || -> std::io::Result<()> {
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            let mut next = 0u64;
+            let mut pending = BTreeMap::new();
+            for (i, text) in done_rx {
+                pending.insert(i, text);
+                while let Some(text) = pending.remove(&next) {
+                    writeln!(out, "{text}")?;
+                    next += 1;
+                }
+            }
+            out.flush()
+        });
+        for (i, line) in stdin.lines().enumerate() {
+            let line = line.context("reading stdin")?;
+            if jobs_tx.send((i as u64, line)).is_err() {
+                break;
+            }
+        }
+        drop(jobs_tx);
+        writer.join().expect("writer thread")?;
+        Ok(())
+    })
+}
