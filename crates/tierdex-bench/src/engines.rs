@@ -106,12 +106,18 @@ impl Engine {
             }
             "lucene" => {
                 let dir = repo.join("bench/engines/lucene");
-                run(Command::new(dir.join("build.sh")).current_dir(&dir), "the Lucene engine build")?;
+                run(
+                    Command::new(dir.join("build.sh")).current_dir(&dir),
+                    "the Lucene engine build",
+                )?;
                 dir.join("run.sh")
             }
             "tantivy" => {
                 let dir = repo.join("bench/engines/tantivy");
-                run(Command::new(dir.join("build.sh")).current_dir(&dir), "the tantivy engine build")?;
+                run(
+                    Command::new(dir.join("build.sh")).current_dir(&dir),
+                    "the tantivy engine build",
+                )?;
                 dir.join("target/release/tierdex-tantivy-engine")
             }
             other => bail!("unknown engine `{other}` (known: {})", ENGINES.join(", ")),
@@ -132,9 +138,11 @@ impl Engine {
     /// The engine's version line.
     pub fn version(&self) -> Result<String> {
         let arg = if self.is_tierdex() { "--version" } else { "version" };
-        Ok(run(Command::new(&self.program).arg(arg), &format!("{} version", self.name))?
-            .trim()
-            .to_string())
+        Ok(
+            run(Command::new(&self.program).arg(arg), &format!("{} version", self.name))?
+                .trim()
+                .to_string(),
+        )
     }
 
     /// Indexes `corpus` (plain JSON lines) into the new directory `dir`.
@@ -173,7 +181,11 @@ impl Engine {
             );
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("{}");
+        let line = stdout
+            .lines()
+            .rev()
+            .find(|l| l.trim_start().starts_with('{'))
+            .unwrap_or("{}");
         let v: serde_json::Value =
             serde_json::from_str(line).with_context(|| format!("{} index printed `{line}`", self.name))?;
         Ok(IndexReport {
@@ -203,7 +215,9 @@ impl Engine {
             cmd.arg("query").arg("--index").arg(dir);
         }
         cmd.args(["--threads", &threads.to_string()]);
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let started = Instant::now();
         let mut child = cmd.spawn().with_context(|| format!("starting {} query", self.name))?;
         let pid = child.id();
@@ -314,7 +328,11 @@ pub fn dir_bytes(dir: &Path) -> Result<u64> {
     for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let e = e?;
         let meta = e.metadata()?;
-        total += if meta.is_dir() { dir_bytes(&e.path())? } else { meta.len() };
+        total += if meta.is_dir() {
+            dir_bytes(&e.path())?
+        } else {
+            meta.len()
+        };
     }
     Ok(total)
 }

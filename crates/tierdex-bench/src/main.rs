@@ -88,7 +88,10 @@ struct CompareArgs {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 fn main() {
@@ -121,7 +124,10 @@ fn bar(len: u64, what: &str) -> ProgressBar {
 }
 
 fn stem(path: &Path) -> String {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     name.split('.').next().unwrap_or("corpus").to_string()
 }
 
@@ -141,7 +147,10 @@ fn prepare_corpus(source: &Path, limit: Option<u64>, out: &Path) -> Result<u64> 
     let mut n = 0u64;
     for doc in corpus {
         let doc = doc?;
-        serde_json::to_writer(&mut w, &serde_json::json!({"id": doc.id, "title": doc.title, "body": doc.body}))?;
+        serde_json::to_writer(
+            &mut w,
+            &serde_json::json!({"id": doc.id, "title": doc.title, "body": doc.body}),
+        )?;
         w.write_all(b"\n")?;
         n += 1;
         if n % 4096 == 0 {
@@ -168,7 +177,11 @@ fn compare(a: CompareArgs) -> Result<()> {
     let passes = a.passes.unwrap_or(if a.quick { 2 } else { 5 }).max(1);
     let per_category = a.generated.unwrap_or(if a.quick { 20 } else { 100 });
     let sample = a.sample.unwrap_or(if a.quick { 4 } else { 1 });
-    let name = format!("{}{}", stem(&a.corpus), a.docs.map_or(String::new(), |d| format!("-{d}")));
+    let name = format!(
+        "{}{}",
+        stem(&a.corpus),
+        a.docs.map_or(String::new(), |d| format!("-{d}"))
+    );
     let work = a.work.clone().unwrap_or_else(|| repo.join("target/bench").join(&name));
     let out = a.out.clone().unwrap_or_else(|| repo.join("bench/results").join(&name));
     std::fs::create_dir_all(&work)?;

@@ -72,7 +72,10 @@ fn load(dir: &Path) -> Result<Collection> {
         }
     }
     Ok(Collection {
-        name: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        name: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         docs: dir.join("docs.jsonl"),
         queries,
         qrels,
@@ -205,6 +208,9 @@ mod tests {
 
     #[test]
     fn sanitize_removes_syntax() {
-        assert_eq!(sanitize("What (AND why)? heat-transfer: \"x\""), "what and why heat transfer x");
+        assert_eq!(
+            sanitize("What (AND why)? heat-transfer: \"x\""),
+            "what and why heat transfer x"
+        );
     }
 }

@@ -223,7 +223,11 @@ impl Results {
             );
             let _ = writeln!(s, "| category | compared | equal |\n|---|---:|---:|");
             for (c, (n, eq)) in &a.by_category {
-                let _ = writeln!(s, "| {c} | {n} | {eq} ({:.1}%) |", 100.0 * *eq as f64 / (*n).max(1) as f64);
+                let _ = writeln!(
+                    s,
+                    "| {c} | {n} | {eq} ({:.1}%) |",
+                    100.0 * *eq as f64 / (*n).max(1) as f64
+                );
             }
             if !a.examples.is_empty() {
                 let _ = writeln!(s, "\nDisagreements (query: tierdex count vs {peer}):\n");
@@ -235,7 +239,11 @@ impl Results {
         if !self.overlap.is_empty() {
             let _ = writeln!(s, "\n### Top-10 overlap (command file)\n");
             for (peer, (o, n)) in &self.overlap {
-                let _ = writeln!(s, "- with {peer}: {:.1}% of its top-10 ids also in tierdex's ({n} queries)", o * 100.0);
+                let _ = writeln!(
+                    s,
+                    "- with {peer}: {:.1}% of its top-10 ids also in tierdex's ({n} queries)",
+                    o * 100.0
+                );
             }
         }
         if !self.quality.is_empty() {
@@ -272,12 +280,21 @@ impl Results {
         keys.sort();
         keys.dedup();
         for (source, mode) in keys {
-            let rows: Vec<&Row> = self.rows.iter().filter(|r| r.source == source && r.mode == mode).collect();
+            let rows: Vec<&Row> = self
+                .rows
+                .iter()
+                .filter(|r| r.source == source && r.mode == mode)
+                .collect();
             if rows.len() < 2 && source != "commands" {
                 continue;
             }
             let name = format!("latency-{source}-{}.svg", mode.to_lowercase());
-            chart(&dir.join(&name), &format!("{source} queries, {mode}: mean latency"), &rows, &self.names())?;
+            chart(
+                &dir.join(&name),
+                &format!("{source} queries, {mode}: mean latency"),
+                &rows,
+                &self.names(),
+            )?;
             charts.push(name);
         }
         let mut md = self.markdown();
@@ -345,10 +362,13 @@ fn chart(path: &Path, title: &str, rows: &[&Row], engines: &[String]) -> Result<
             Text::new(
                 r.category.clone(),
                 (i as f64 + 0.5, lo),
-                ("sans-serif", 13).into_font().color(&BLACK).pos(plotters::style::text_anchor::Pos::new(
-                    plotters::style::text_anchor::HPos::Center,
-                    plotters::style::text_anchor::VPos::Top,
-                )),
+                ("sans-serif", 13)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(plotters::style::text_anchor::Pos::new(
+                        plotters::style::text_anchor::HPos::Center,
+                        plotters::style::text_anchor::VPos::Top,
+                    )),
             )
         }))
         .map_err(draw)?;

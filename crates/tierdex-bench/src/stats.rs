@@ -174,10 +174,7 @@ pub struct Agreement {
 impl Agreement {
     /// Share of equal counts over all compared queries.
     pub fn rate(&self) -> f64 {
-        let (n, eq) = self
-            .by_category
-            .values()
-            .fold((0, 0), |(n, e), (a, b)| (n + a, e + b));
+        let (n, eq) = self.by_category.values().fold((0, 0), |(n, e), (a, b)| (n + a, e + b));
         if n == 0 {
             1.0
         } else {
@@ -231,7 +228,12 @@ pub fn top10_overlap(queries: &[BenchQuery], source: &str, ours: &[Answer], thei
             continue;
         }
         let theirs: std::collections::HashSet<&str> = y.hits.iter().take(10).map(|h| h.id.as_str()).collect();
-        let common = x.hits.iter().take(10).filter(|h| theirs.contains(h.id.as_str())).count();
+        let common = x
+            .hits
+            .iter()
+            .take(10)
+            .filter(|h| theirs.contains(h.id.as_str()))
+            .count();
         sum += common as f64 / theirs.len() as f64;
         n += 1;
     }
@@ -269,7 +271,13 @@ mod tests {
     #[test]
     fn medians_minimums_percentiles() {
         let t = query_times(&[vec![5, 1, 3], vec![7]]);
-        assert_eq!(t[0], QueryTime { min_us: 1, median_us: 3 });
+        assert_eq!(
+            t[0],
+            QueryTime {
+                min_us: 1,
+                median_us: 3
+            }
+        );
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(percentile(&v, 0.5), 50.0);
         assert_eq!(percentile(&v, 0.99), 99.0);
@@ -295,7 +303,11 @@ mod tests {
 
     #[test]
     fn agreement_and_overlap() {
-        let qs = vec![q("and", "COUNT", "+a +b"), q("and", "COUNT", "+a +b"), q("or", "TOP_10", "a b")];
+        let qs = vec![
+            q("and", "COUNT", "+a +b"),
+            q("and", "COUNT", "+a +b"),
+            q("or", "TOP_10", "a b"),
+        ];
         let ours = vec![ans(Some(3), &[]), ans(Some(3), &[]), ans(None, &["1", "2"])];
         let theirs = vec![ans(Some(4), &[]), ans(Some(4), &[]), ans(None, &["2", "3"])];
         let a = count_agreement(&qs, "commands", &ours, &theirs);

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
 use crate::query::collector::{self, TopK};
+use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
 use crate::query::planner::{build_scorer, Plan, Planner, ScoringContext};
 use crate::query::scorer::Scorer;
@@ -113,24 +114,29 @@ impl Searcher {
     pub fn execute(&self, plan: &Plan, mode: Mode, k: usize) -> Result<SearchResults> {
         let k = if mode == Mode::Count { 0 } else { k };
         let want_count = mode != Mode::TopK;
-        // A single term's count is its document frequency.
-        let known_count = match plan {
-            Plan::Term(t) if want_count => Some(self.index.term_stats(&t.key)?.0),
-            _ => None,
+        // A single term's count is its document frequency; plans of terms and
+        // boolean operators are counted with bitsets, leaving the top-k free
+        // to skip what cannot compete.
+        let (known_count, bitset_count) = match plan {
+            Plan::Term(t) if want_count => (Some(self.index.term_stats(&t.key)?.0), false),
+            _ => (None, want_count && count::supported(plan)),
         };
         let mut top = TopK::new(k);
-        let mut count = 0u64;
+        let mut total = 0u64;
         for (seg, &base) in self.index.segments().iter().zip(self.index.bases()) {
-            if k == 0 && known_count.is_some() {
-                break;
+            if bitset_count {
+                total += count::matches(plan, seg)?.len();
+            }
+            if k == 0 && (known_count.is_some() || bitset_count) {
+                continue;
             }
             let Some(mut s) = build_scorer(plan, seg, &self.scoring)? else {
                 continue;
             };
             if k == 0 {
-                count += collector::count(&mut s);
-            } else if want_count && known_count.is_none() {
-                collector::top_k(&mut s, base, &mut top, Some(&mut count));
+                total += collector::count(&mut s);
+            } else if want_count && known_count.is_none() && !bitset_count {
+                collector::top_k(&mut s, base, &mut top, Some(&mut total));
             } else {
                 collector::top_k(&mut s, base, &mut top, None);
             }
@@ -140,7 +146,7 @@ impl Searcher {
         }
         Ok(SearchResults {
             hits: top.into_hits(),
-            count: want_count.then(|| known_count.unwrap_or(count)),
+            count: want_count.then(|| known_count.unwrap_or(total)),
         })
     }
 

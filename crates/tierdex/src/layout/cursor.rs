@@ -330,6 +330,22 @@ impl<'a> TermCursor<'a> {
         self.doc
     }
 
+    /// Calls `f` with every remaining document (from the current one on),
+    /// decoding block by block; leaves the cursor exhausted.
+    pub fn for_each_doc(&mut self, mut f: impl FnMut(DocId)) {
+        while self.doc != TERMINATED {
+            for &d in &self.docs[self.i..self.n] {
+                f(d);
+            }
+            let next = self.block + 1;
+            if next >= self.n_blocks || !self.ensure_entry(next) {
+                self.doc = TERMINATED;
+                break;
+            }
+            self.decode_block(next);
+        }
+    }
+
     /// Moves the skip position (not the cursor) to the block holding the
     /// first document `>= target` and returns that block's last document, or
     /// [`TERMINATED`] when no document `>= target` exists.

@@ -5,13 +5,15 @@
 //!   statistics, and builds a scorer tree per segment.
 //! * [`scorer`] defines the cursor contract; [`boolean`] and [`phrase`] hold
 //!   the combinators; [`bm25`] the similarity.
-//! * [`collector`] drives a tree: top-k with block-max pruning, counts.
+//! * [`collector`] drives a tree: top-k with block-max pruning, counts;
+//!   [`count`] counts boolean plans of terms with bitsets.
 //! * [`highlight`] builds snippets from stored offsets.
 
 pub mod ast;
 pub mod bm25;
 pub mod boolean;
 pub mod collector;
+pub mod count;
 pub mod highlight;
 pub mod parser;
 pub mod phrase;

@@ -1,0 +1,152 @@
+//! Exact counts with bitsets: for plans made of terms and boolean operators,
+//! each term's postings are decoded block by block into a bitset of the
+//! segment's documents and the bitsets are combined (OR for SHOULD, AND for
+//! MUST, AND-NOT for MUST_NOT). No scoring, no merging of cursors, no call
+//! per document through the scorer tree. Phrases need positions and are
+//! left to the scorers.
+
+use crate::error::Result;
+use crate::index::SegmentReader;
+use crate::query::planner::Plan;
+
+/// A set of document numbers of one segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BitSet {
+    words: Vec<u64>,
+}
+
+impl BitSet {
+    /// An empty set over documents `0..len`.
+    pub fn new(len: u32) -> Self {
+        BitSet {
+            words: vec![0; (len as usize).div_ceil(64)],
+        }
+    }
+
+    /// Adds `doc` (ignored if out of range).
+    #[inline]
+    pub fn insert(&mut self, doc: u32) {
+        if let Some(w) = self.words.get_mut(doc as usize / 64) {
+            *w |= 1 << (doc % 64);
+        }
+    }
+
+    /// True if `doc` is in the set.
+    pub fn contains(&self, doc: u32) -> bool {
+        self.words
+            .get(doc as usize / 64)
+            .is_some_and(|w| w & (1 << (doc % 64)) != 0)
+    }
+
+    /// Number of documents in the set.
+    pub fn len(&self) -> u64 {
+        self.words.iter().map(|w| w.count_ones() as u64).sum()
+    }
+
+    /// True when the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+
+    /// `self |= other`.
+    pub fn union_with(&mut self, other: &BitSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+    }
+
+    /// `self &= other`.
+    pub fn intersect_with(&mut self, other: &BitSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= b;
+        }
+    }
+
+    /// `self &= !other`.
+    pub fn subtract(&mut self, other: &BitSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= !b;
+        }
+    }
+}
+
+/// True when [`matches`] can evaluate `plan` (no phrase anywhere).
+pub fn supported(plan: &Plan) -> bool {
+    match plan {
+        Plan::Term(_) | Plan::Nothing => true,
+        Plan::Phrase(_) => false,
+        Plan::Bool(b) => b.must.iter().chain(&b.should).chain(&b.must_not).all(supported),
+    }
+}
+
+/// The documents of `seg` matching `plan` (which must be [`supported`]).
+pub fn matches(plan: &Plan, seg: &SegmentReader) -> Result<BitSet> {
+    let n = seg.max_doc();
+    Ok(match plan {
+        Plan::Nothing | Plan::Phrase(_) => BitSet::new(n),
+        Plan::Term(t) => {
+            let mut set = BitSet::new(n);
+            if let Some(info) = seg.term_info(&t.key)? {
+                let mut c = seg.cursor(&info)?;
+                c.for_each_doc(|d| set.insert(d));
+                if let Some(e) = c.take_error() {
+                    return Err(e);
+                }
+            }
+            set
+        }
+        Plan::Bool(b) => {
+            let mut acc = if b.must.is_empty() {
+                let mut acc = BitSet::new(n);
+                for p in &b.should {
+                    acc.union_with(&matches(p, seg)?);
+                }
+                acc
+            } else {
+                let mut acc = matches(&b.must[0], seg)?;
+                for p in &b.must[1..] {
+                    if acc.is_empty() {
+                        break;
+                    }
+                    acc.intersect_with(&matches(p, seg)?);
+                }
+                acc
+            };
+            for p in &b.must_not {
+                if acc.is_empty() {
+                    break;
+                }
+                acc.subtract(&matches(p, seg)?);
+            }
+            acc
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_operations() {
+        let mut a = BitSet::new(200);
+        let mut b = BitSet::new(200);
+        for d in [0, 63, 64, 199] {
+            a.insert(d);
+        }
+        for d in [63, 100, 199] {
+            b.insert(d);
+        }
+        b.insert(500);
+        let mut u = a.clone();
+        u.union_with(&b);
+        assert_eq!(u.len(), 5);
+        let mut i = a.clone();
+        i.intersect_with(&b);
+        assert_eq!(i.len(), 2);
+        assert!(i.contains(199) && !i.contains(0));
+        a.subtract(&b);
+        assert_eq!(a.len(), 2);
+        assert!(!BitSet::new(10).contains(3));
+    }
+}
