@@ -36,6 +36,10 @@ public final class Main {
     } catch (UsageException e) {
       System.err.println("error: " + e.getMessage());
       code = 2;
+    } catch (java.io.IOException e) {
+      // e.g. the corpus or index cannot be read, or stdout was closed (broken pipe)
+      System.err.println("error: " + e);
+      code = 1;
     } catch (Throwable t) {
       System.err.println("error: " + t);
       t.printStackTrace(System.err);
