@@ -1,0 +1,536 @@
+package org.tierdex.bench.lucene;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.Locale;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.stream.Stream;
+import org.apache.lucene.analysis.Analyzer;
+import org.apache.lucene.document.Document;
+import org.apache.lucene.document.Field;
+import org.apache.lucene.document.FieldType;
+import org.apache.lucene.document.StringField;
+import org.apache.lucene.index.DirectoryReader;
+import org.apache.lucene.index.IndexOptions;
+import org.apache.lucene.index.IndexWriter;
+import org.apache.lucene.index.IndexWriterConfig;
+import org.apache.lucene.index.TieredMergePolicy;
+import org.apache.lucene.search.similarities.BM25Similarity;
+import org.apache.lucene.store.Directory;
+import org.apache.lucene.store.MMapDirectory;
+
+/**
+ * {@code index}: one reader thread cuts the JSON-lines corpus into chunks of whole lines and
+ * hands them through a bounded queue to N indexing threads, which parse the lines (Jackson
+ * streaming parser) and call {@link IndexWriter#addDocument} concurrently (one in-memory segment
+ * per thread). Then {@code forceMerge(1)}, commit, close.
+ */
+final class Indexer {
+  private Indexer() {}
+
+  /** Tokenised, stored, indexed with freqs, positions and offsets (the protocol's text field). */
+  static final FieldType TEXT_TYPE;
+
+  static {
+    FieldType t = new FieldType();
+    t.setTokenized(true);
+    t.setStored(true);
+    t.setIndexOptions(IndexOptions.DOCS_AND_FREQS_AND_POSITIONS_AND_OFFSETS);
+    t.freeze();
+    TEXT_TYPE = t;
+  }
+
+  /** Bytes of whole lines handed to a worker at once (a longer line makes a larger chunk). */
+  private static final int CHUNK_BYTES = 4 << 20;
+
+  private static final JsonFactory JSON =
+      JsonFactory.builder()
+          .streamReadConstraints(
+              StreamReadConstraints.builder()
+                  .maxStringLength(Integer.MAX_VALUE)
+                  .maxNameLength(Integer.MAX_VALUE)
+                  .maxNumberLength(Integer.MAX_VALUE)
+                  .build())
+          .build();
+
+  /** A run of whole lines: {@code data[0..len)}, the first being line {@code firstLine}. */
+  private record Chunk(byte[] data, int len, long firstLine) {}
+
+  private static final Chunk END = new Chunk(new byte[0], 0, -1);
+
+  /** A corpus error at a line (1-based). */
+  private record Failure(long line, String message) {}
+
+  /** A record that cannot be indexed. */
+  static final class BadRecord extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    BadRecord(String message) {
+      super(message);
+    }
+  }
+
+  /** Parsed record fields. */
+  static final class ParsedDoc {
+    String id;
+    String title;
+    String body;
+  }
+
+  static int run(String corpusArg, String indexArg, int threads, int memoryMb) throws Exception {
+    Path corpus = Paths.get(corpusArg);
+    Path indexDir = Paths.get(indexArg).toAbsolutePath();
+    if (!Files.isRegularFile(corpus)) {
+      throw new Main.UsageException("corpus file not found: " + corpusArg);
+    }
+    if (Files.exists(indexDir)) {
+      if (!Files.isDirectory(indexDir)) {
+        throw new Main.UsageException("index path exists and is not a directory: " + indexArg);
+      }
+      try (DirectoryStream<Path> ds = Files.newDirectoryStream(indexDir)) {
+        if (ds.iterator().hasNext()) {
+          throw new Main.UsageException("index directory is not empty: " + indexArg);
+        }
+      }
+    }
+    boolean created = !Files.exists(indexDir);
+    Files.createDirectories(indexDir);
+
+    log(
+        "lucene index: corpus=%s index=%s threads=%d memory-mb=%d (%s)",
+        corpus, indexDir, threads, memoryMb, Main.versionLine());
+
+    Analyzer analyzer = Analysis.analyzer();
+    IndexWriterConfig iwc = new IndexWriterConfig(analyzer);
+    iwc.setOpenMode(IndexWriterConfig.OpenMode.CREATE);
+    iwc.setSimilarity(new BM25Similarity());
+    iwc.setRAMBufferSizeMB(memoryMb);
+    iwc.setMaxBufferedDocs(IndexWriterConfig.DISABLE_AUTO_FLUSH);
+    // No compound files: the single final segment is read through the plain per-format files.
+    iwc.setUseCompoundFile(false);
+    // Lucene's default merge policy and scheduler (TieredMergePolicy, ConcurrentMergeScheduler),
+    // so background merges happen during indexing as for any Lucene user; forceMerge(1) at the end.
+    TieredMergePolicy mp = new TieredMergePolicy();
+    mp.setNoCFSRatio(0.0);
+    iwc.setMergePolicy(mp);
+
+    boolean ok = false;
+    Directory dir = new MMapDirectory(indexDir);
+    IndexWriter writer = null;
+    try {
+      writer = new IndexWriter(dir, iwc);
+      long t0 = System.nanoTime();
+      long docs = feed(corpus, writer, threads, t0);
+      writer.flush();
+      long t1 = System.nanoTime();
+      log("added %d documents in %.2f s; force-merging into one segment", docs, secs(t1 - t0));
+      writer.forceMerge(1, true);
+      writer.commit();
+      writer.close();
+      writer = null;
+      long t2 = System.nanoTime();
+      int segments;
+      int numDocs;
+      try (DirectoryReader r = DirectoryReader.open(dir)) {
+        segments = r.leaves().size();
+        numDocs = r.numDocs();
+      }
+      if (segments != 1 || numDocs != docs) {
+        throw new IllegalStateException(
+            "index check failed: " + segments + " segments, " + numDocs + " docs");
+      }
+      log(
+          "done: %d docs, index %.2f s, merge+commit %.2f s, %d MB on disk",
+          docs, secs(t1 - t0), secs(t2 - t1), sizeOnDisk(indexDir) >> 20);
+      System.out.printf(
+          Locale.ROOT,
+          "{\"docs\":%d,\"index_secs\":%.3f,\"merge_secs\":%.3f}%n",
+          docs,
+          secs(t1 - t0),
+          secs(t2 - t1));
+      System.out.flush();
+      ok = true;
+      return 0;
+    } catch (CorpusException e) {
+      System.err.println("error: " + e.getMessage());
+      return 1;
+    } finally {
+      if (writer != null) {
+        try {
+          writer.rollback();
+        } catch (Throwable t) {
+          System.err.println("warning: rollback failed: " + t);
+        }
+      }
+      dir.close();
+      if (!ok) {
+        // Leave no half-built index behind (the directory was new or empty when we started).
+        deleteRecursively(indexDir, created);
+      }
+    }
+  }
+
+  /** A bad corpus: message names the line. */
+  static final class CorpusException extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    CorpusException(String message) {
+      super(message);
+    }
+  }
+
+  /** Reads the corpus, feeds the workers; returns the number of documents added. */
+  private static long feed(Path corpus, IndexWriter writer, int threads, long t0)
+      throws Exception {
+    BlockingQueue<Chunk> queue = new ArrayBlockingQueue<>(2 * threads);
+    AtomicReference<Failure> failure = new AtomicReference<>();
+    LongAdder added = new LongAdder();
+    Thread[] workers = new Thread[threads];
+    for (int i = 0; i < threads; i++) {
+      Worker w = new Worker(writer, queue, failure, added);
+      workers[i] = new Thread(w, "indexer-" + i);
+      workers[i].start();
+    }
+    long lines = 0;
+    Throwable readError = null;
+    try (InputStream in = Files.newInputStream(corpus)) {
+      byte[] buf = new byte[CHUNK_BYTES];
+      int len = 0;
+      boolean first = true;
+      boolean eof = false;
+      long lastLog = System.nanoTime();
+      while (!eof && failure.get() == null) {
+        int n = in.read(buf, len, buf.length - len);
+        if (n < 0) {
+          eof = true;
+        } else {
+          len += n;
+        }
+        if (first && len >= 3) {
+          first = false;
+          if ((buf[0] & 0xFF) == 0xEF && (buf[1] & 0xFF) == 0xBB && (buf[2] & 0xFF) == 0xBF) {
+            buf[0] = buf[1] = buf[2] = ' '; // UTF-8 byte order mark: blank it out
+          }
+        }
+        int cut; // chunk = buf[0..cut)
+        if (eof) {
+          cut = len;
+        } else {
+          cut = lastIndexOf(buf, len, (byte) '\n') + 1;
+          if (cut == 0) {
+            if (len == buf.length) {
+              buf = Arrays.copyOf(buf, buf.length * 2); // a line longer than the buffer
+            }
+            continue;
+          }
+          if (len < buf.length / 2 && n > 0) {
+            continue; // keep filling: hand over reasonably large chunks
+          }
+        }
+        if (cut > 0) {
+          byte[] next = new byte[Math.max(CHUNK_BYTES, len - cut + 1)];
+          System.arraycopy(buf, cut, next, 0, len - cut);
+          queue.put(new Chunk(buf, cut, lines + 1));
+          lines += count(buf, cut, (byte) '\n');
+          buf = next;
+          len = len - cut;
+        }
+        long now = System.nanoTime();
+        if (now - lastLog > 10_000_000_000L) {
+          lastLog = now;
+          long d = added.sum();
+          log("  %d docs, %.0f docs/s", d, d / secs(now - t0));
+        }
+      }
+    } catch (IOException e) {
+      readError = e;
+    } finally {
+      for (int i = 0; i < threads; i++) {
+        queue.put(END);
+      }
+      for (Thread w : workers) {
+        w.join();
+      }
+    }
+    if (readError != null) {
+      throw new CorpusException("cannot read corpus " + corpus + ": " + readError);
+    }
+    Failure f = failure.get();
+    if (f != null) {
+      throw new CorpusException(corpus + ":" + f.line() + ": " + f.message());
+    }
+    long docs = added.sum();
+    if (docs == 0) {
+      throw new CorpusException("corpus " + corpus + " has no documents");
+    }
+    return docs;
+  }
+
+  /** An indexing thread: parses the lines of the chunks it takes and adds the documents. */
+  private static final class Worker implements Runnable {
+    private final IndexWriter writer;
+    private final BlockingQueue<Chunk> queue;
+    private final AtomicReference<Failure> failure;
+    private final LongAdder added;
+    // Reused Field instances (one document per thread; Lucene copies what it needs).
+    private final Field idField = new StringField("id", "", Field.Store.YES);
+    private final Field titleField = new Field("title", "", TEXT_TYPE);
+    private final Field bodyField = new Field("body", "", TEXT_TYPE);
+    private final Document doc = new Document();
+    private final ParsedDoc rec = new ParsedDoc();
+
+    Worker(
+        IndexWriter writer,
+        BlockingQueue<Chunk> queue,
+        AtomicReference<Failure> failure,
+        LongAdder added) {
+      this.writer = writer;
+      this.queue = queue;
+      this.failure = failure;
+      this.added = added;
+      doc.add(idField);
+      doc.add(titleField);
+      doc.add(bodyField);
+    }
+
+    @Override
+    public void run() {
+      while (true) {
+        Chunk c;
+        try {
+          c = queue.take();
+        } catch (InterruptedException e) {
+          fail(0, "interrupted");
+          return;
+        }
+        if (c == END) {
+          return;
+        }
+        if (failure.get() != null) {
+          continue; // drain the queue so that the reader never blocks
+        }
+        process(c);
+      }
+    }
+
+    private void process(Chunk c) {
+      byte[] b = c.data();
+      int end = c.len();
+      long line = c.firstLine();
+      int pos = 0;
+      long n = 0;
+      while (pos < end) {
+        int nl = indexOf(b, pos, end, (byte) '\n');
+        int lineEnd = nl < 0 ? end : nl;
+        int next = nl < 0 ? end : nl + 1;
+        if (!isBlank(b, pos, lineEnd)) {
+          try {
+            parse(b, pos, lineEnd - pos, rec);
+            idField.setStringValue(rec.id);
+            titleField.setStringValue(rec.title);
+            bodyField.setStringValue(rec.body);
+            writer.addDocument(doc);
+            n++;
+          } catch (BadRecord e) {
+            fail(line, e.getMessage());
+            break;
+          } catch (Throwable t) {
+            fail(line, "cannot index document: " + t);
+            break;
+          }
+        }
+        pos = next;
+        line++;
+      }
+      added.add(n);
+    }
+
+    private void fail(long line, String message) {
+      // Keep the earliest line when several workers fail.
+      Failure f = new Failure(line, message);
+      failure.accumulateAndGet(f, (a, b) -> a == null || b.line() < a.line() ? b : a);
+    }
+  }
+
+  /**
+   * Parses one record: an object with {@code id} (string or integer; or {@code url}), {@code
+   * title} and {@code body} (string or null, missing = empty); other fields ignored. Same rules as
+   * tierdex's corpus reader.
+   */
+  static void parse(byte[] b, int off, int len, ParsedDoc out) throws BadRecord {
+    String id = null;
+    String url = null;
+    String title = null;
+    String body = null;
+    boolean[] seen = new boolean[4];
+    String field = null;
+    try (JsonParser p = JSON.createParser(b, off, len)) {
+      if (p.nextToken() != JsonToken.START_OBJECT) {
+        throw new BadRecord("expected a JSON object");
+      }
+      JsonToken t;
+      while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
+        String name = p.currentName();
+        JsonToken v = p.nextToken();
+        int slot =
+            switch (name) {
+              case "id" -> 0;
+              case "url" -> 1;
+              case "title" -> 2;
+              case "body" -> 3;
+              default -> -1;
+            };
+        if (slot < 0) {
+          p.skipChildren();
+          continue;
+        }
+        if (seen[slot]) {
+          throw new BadRecord("duplicate field `" + name + "`");
+        }
+        seen[slot] = true;
+        field = name;
+        switch (slot) {
+          case 0, 1 -> {
+            String s;
+            if (v == JsonToken.VALUE_STRING || v == JsonToken.VALUE_NUMBER_INT) {
+              s = p.getText();
+            } else {
+              throw new BadRecord("field `" + name + "` must be a string or an integer");
+            }
+            if (slot == 0) {
+              id = s;
+            } else {
+              url = s;
+            }
+          }
+          default -> {
+            String s;
+            if (v == JsonToken.VALUE_STRING) {
+              s = p.getText();
+            } else if (v == JsonToken.VALUE_NULL) {
+              s = "";
+            } else {
+              throw new BadRecord("field `" + name + "` must be a string");
+            }
+            if (slot == 2) {
+              title = s;
+            } else {
+              body = s;
+            }
+          }
+        }
+        field = null;
+      }
+      if (t != JsonToken.END_OBJECT) {
+        throw new BadRecord("malformed JSON object");
+      }
+      if (p.nextToken() != null) {
+        throw new BadRecord("trailing characters after the JSON object");
+      }
+    } catch (JsonProcessingException e) {
+      String where = field == null ? "" : "bad value for field `" + field + "`: ";
+      throw new BadRecord("invalid JSON: " + where + e.getOriginalMessage()
+          + " (column " + e.getLocation().getColumnNr() + ")");
+    } catch (IOException e) {
+      throw new BadRecord("invalid JSON: " + e.getMessage());
+    }
+    String key = id != null ? id : url;
+    if (key == null) {
+      throw new BadRecord("missing `id` (or `url`) field");
+    }
+    if (key.isEmpty()) {
+      throw new BadRecord("empty `id` (or `url`)");
+    }
+    out.id = key;
+    out.title = title == null ? "" : title;
+    out.body = body == null ? "" : body;
+  }
+
+  private static boolean isBlank(byte[] b, int from, int to) {
+    for (int i = from; i < to; i++) {
+      byte c = b[i];
+      if (c != ' ' && c != '\t' && c != '\r') {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static int indexOf(byte[] b, int from, int to, byte x) {
+    for (int i = from; i < to; i++) {
+      if (b[i] == x) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static int lastIndexOf(byte[] b, int len, byte x) {
+    for (int i = len - 1; i >= 0; i--) {
+      if (b[i] == x) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static long count(byte[] b, int len, byte x) {
+    long n = 0;
+    for (int i = 0; i < len; i++) {
+      if (b[i] == x) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  private static double secs(long nanos) {
+    return nanos / 1e9;
+  }
+
+  private static long sizeOnDisk(Path dir) {
+    try (Stream<Path> s = Files.list(dir)) {
+      return s.mapToLong(
+              p -> {
+                try {
+                  return Files.size(p);
+                } catch (IOException e) {
+                  return 0;
+                }
+              })
+          .sum();
+    } catch (IOException e) {
+      return 0;
+    }
+  }
+
+  private static void deleteRecursively(Path dir, boolean alsoDir) {
+    try (Stream<Path> s = Files.walk(dir)) {
+      for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
+        if (alsoDir || !p.equals(dir)) {
+          Files.deleteIfExists(p);
+        }
+      }
+    } catch (IOException e) {
+      System.err.println("warning: could not remove " + dir + ": " + e);
+    }
+  }
+
+  static void log(String fmt, Object... args) {
+    System.err.println(String.format(Locale.ROOT, fmt, args));
+  }
+}
