@@ -198,13 +198,15 @@ impl Engine {
         })
     }
 
-    /// Streams `lines` through the engine's query process over `dir`: one
-    /// warm-up pass, then `passes` measured passes.
+    /// Streams `lines` through the engine's query process over `dir`:
+    /// `warmup` passes, then `passes` measured passes.
+    #[allow(clippy::too_many_arguments)]
     pub fn query(
         &self,
         dir: &Path,
         threads: usize,
         lines: &[String],
+        warmup: usize,
         passes: usize,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<QueryRun> {
@@ -223,7 +225,7 @@ impl Engine {
         let pid = child.id();
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let total = lines.len() * (passes + 1);
+        let total = lines.len() * (warmup + passes);
         let mut run = QueryRun {
             timings: vec![Vec::with_capacity(passes); lines.len()],
             ..Default::default()
@@ -231,7 +233,7 @@ impl Engine {
         let result = std::thread::scope(|scope| -> Result<()> {
             let feeder = scope.spawn(move || -> std::io::Result<()> {
                 let mut w = BufWriter::new(stdin);
-                for _ in 0..=passes {
+                for _ in 0..warmup + passes {
                     for l in lines {
                         w.write_all(l.as_bytes())?;
                         w.write_all(b"\n")?;
@@ -250,9 +252,9 @@ impl Engine {
                 let answer: Answer = serde_json::from_str(buf.trim_end())
                     .with_context(|| format!("{} answered `{}`", self.name, buf.trim_end()))?;
                 let (pass, q) = (i / lines.len(), i % lines.len());
-                if pass > 0 {
+                if pass >= warmup {
                     run.timings[q].push(answer.elapsed_us);
-                    if pass == 1 {
+                    if pass == warmup {
                         run.answers.push(answer);
                     }
                 }

@@ -48,9 +48,13 @@ struct CompareArgs {
     /// Engines to compare (comma-separated).
     #[arg(long, default_value = "tierdex,lucene,tantivy", value_delimiter = ',')]
     engines: Vec<String>,
-    /// Measured passes over the queries (after one warm-up pass).
+    /// Measured passes over the queries.
     #[arg(long)]
     passes: Option<usize>,
+    /// Warm-up passes before measuring (the JVM needs several to compile
+    /// Lucene's hot paths).
+    #[arg(long)]
+    warmup: Option<usize>,
     /// Query threads per engine.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -175,6 +179,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     let repo = repo_root();
     let shared = repo.join("../shared");
     let passes = a.passes.unwrap_or(if a.quick { 2 } else { 5 }).max(1);
+    let warmup = a.warmup.unwrap_or(if a.quick { 2 } else { 3 });
     let per_category = a.generated.unwrap_or(if a.quick { 20 } else { 100 });
     let sample = a.sample.unwrap_or(if a.quick { 4 } else { 1 });
     let name = format!(
@@ -202,6 +207,7 @@ fn compare(a: CompareArgs) -> Result<()> {
         machine: Machine::detect(),
         corpus: a.corpus.display().to_string(),
         passes,
+        warmup,
         threads: a.threads,
         quick: a.quick,
         ..Default::default()
@@ -258,13 +264,18 @@ fn compare(a: CompareArgs) -> Result<()> {
     }
     drop(searcher);
     let lines: Vec<String> = queries.iter().map(|q| q.line()).collect();
-    eprintln!("{} queries x {} passes (+1 warm-up) per engine", lines.len(), passes);
+    eprintln!(
+        "{} queries x ({warmup} warm-up + {passes} measured passes) per engine",
+        lines.len()
+    );
 
     let mut answers: BTreeMap<String, Vec<Answer>> = BTreeMap::new();
     let mut times: BTreeMap<String, Vec<QueryTime>> = BTreeMap::new();
     for (e, r) in engines.iter().zip(results.engines.iter_mut()) {
-        let pb = bar((lines.len() * (passes + 1)) as u64, &e.name);
-        let run = e.query(&work.join(&e.name), a.threads, &lines, passes, &|n| pb.set_position(n))?;
+        let pb = bar((lines.len() * (warmup + passes)) as u64, &e.name);
+        let run = e.query(&work.join(&e.name), a.threads, &lines, warmup, passes, &|n| {
+            pb.set_position(n)
+        })?;
         pb.finish_and_clear();
         r.query_peak_rss_kb = run.peak_rss_kb;
         r.query_wall_secs = run.wall_secs;
@@ -302,7 +313,7 @@ fn compare(a: CompareArgs) -> Result<()> {
                 let dir = work.join("quality").join(&c.name).join(&e.name);
                 let report = e.index(&c.docs, &dir, a.index_threads, a.memory_mb)?;
                 qr.docs = report.docs;
-                let run = e.query(&dir, 1, &lines, 1, &|_| {})?;
+                let run = e.query(&dir, 1, &lines, 0, 1, &|_| {})?;
                 qr.engines.insert(e.name.clone(), c.evaluate(&ids, &run.answers));
             }
             eprintln!("quality {}: {:?}", c.name, qr.engines);

@@ -92,8 +92,10 @@ pub struct Results {
     pub corpus: String,
     /// Documents indexed.
     pub docs: u64,
-    /// Measured passes per query (after one warm-up pass).
+    /// Measured passes per query.
     pub passes: usize,
+    /// Warm-up passes before measuring.
+    pub warmup: usize,
     /// Query threads per engine.
     pub threads: usize,
     /// Whether this was a `--quick` run.
@@ -152,9 +154,10 @@ impl Results {
         let _ = writeln!(s, "## Peer comparison: {}\n", self.corpus);
         let _ = writeln!(
             s,
-            "{} documents; {} measured passes after one warm-up pass; {} query thread(s){}; machine: {} ({} CPUs, {:.0} GiB, Linux {}); whole run {:.0} s.\n",
+            "{} documents; {} measured passes after {} warm-up passes; {} query thread(s){}; machine: {} ({} CPUs, {:.0} GiB, Linux {}); whole run {:.0} s.\n",
             self.docs,
             self.passes,
+            self.warmup,
             self.threads,
             if self.quick { "; **quick run** (sampled queries)" } else { "" },
             m.cpu,
