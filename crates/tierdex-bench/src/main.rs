@@ -31,6 +31,24 @@ enum Cmd {
     /// Build the engines, index a corpus with each, run the query sets,
     /// measure ranking quality, and write JSON, markdown and charts.
     Compare(CompareArgs),
+    /// Print a generated workload over a tierdex index as `MODE<TAB>QUERY`
+    /// lines with the category in a third column.
+    Workload(WorkloadArgs),
+}
+
+#[derive(clap::Args)]
+struct WorkloadArgs {
+    /// A tierdex index.
+    index: PathBuf,
+    /// Queries per category.
+    #[arg(long, default_value_t = 100)]
+    per_category: usize,
+    /// Seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Mode of every line.
+    #[arg(long, default_value = "TOP_10")]
+    mode: String,
 }
 
 #[derive(clap::Args)]
@@ -109,11 +127,20 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.command {
         Cmd::Compare(a) => compare(a),
+        Cmd::Workload(a) => print_workload(a),
     };
     if let Err(e) = r {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+fn print_workload(a: WorkloadArgs) -> Result<()> {
+    let searcher = Searcher::open(&a.index)?;
+    for q in workload::generate(&searcher, a.per_category, a.seed)? {
+        println!("{}\t{}\t{}", a.mode, q.text, q.category);
+    }
+    Ok(())
 }
 
 fn bar(len: u64, what: &str) -> ProgressBar {

@@ -119,7 +119,7 @@ impl Searcher {
         // to skip what cannot compete.
         let (known_count, bitset_count) = match plan {
             Plan::Term(t) if want_count => (Some(self.index.term_stats(&t.key)?.0), false),
-            _ => (None, want_count && count::supported(plan)),
+            _ => (None, want_count && count::prefer_bitsets(plan)),
         };
         let mut top = TopK::new(k);
         let mut total = 0u64;

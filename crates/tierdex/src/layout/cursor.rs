@@ -31,7 +31,9 @@ struct SkipEntry {
     /// `pos_index`; likewise in the offsets section.
     pos_byte: u32,
     off_byte: u32,
-    impacts: Impacts,
+    /// Where the block's impacts start in the skip table (decoded only when
+    /// a bound is asked for); `u32::MAX`: the term's impacts.
+    impacts_at: u32,
 }
 
 /// Reads 128-value blocks of `W` parallel arrays (positions: 1, offsets: 2).
@@ -254,7 +256,7 @@ impl<'a> TermCursor<'a> {
                 pos_index: 0,
                 pos_byte: 0,
                 off_byte: 0,
-                impacts: term_impacts,
+                impacts_at: u32::MAX,
             });
             c.skip_pos = c.skip.len();
         }
@@ -330,22 +332,6 @@ impl<'a> TermCursor<'a> {
         self.doc
     }
 
-    /// Calls `f` with every remaining document (from the current one on),
-    /// decoding block by block; leaves the cursor exhausted.
-    pub fn for_each_doc(&mut self, mut f: impl FnMut(DocId)) {
-        while self.doc != TERMINATED {
-            for &d in &self.docs[self.i..self.n] {
-                f(d);
-            }
-            let next = self.block + 1;
-            if next >= self.n_blocks || !self.ensure_entry(next) {
-                self.doc = TERMINATED;
-                break;
-            }
-            self.decode_block(next);
-        }
-    }
-
     /// Moves the skip position (not the cursor) to the block holding the
     /// first document `>= target` and returns that block's last document, or
     /// [`TERMINATED`] when no document `>= target` exists.
@@ -370,13 +356,62 @@ impl<'a> TermCursor<'a> {
         }
     }
 
+    /// Number of the block at the skip position, or `None` past the end
+    /// (identifies what [`TermCursor::block_impacts`] would return).
+    #[inline]
+    pub fn shallow_block(&self) -> Option<usize> {
+        (!self.shallow_done).then_some(self.shallow)
+    }
+
     /// Impacts of the block at the skip position (`None` past the end).
     #[inline]
-    pub fn block_impacts(&self) -> Option<&Impacts> {
+    pub fn block_impacts(&mut self) -> Option<Impacts> {
         if self.shallow_done {
-            None
-        } else {
-            Some(&self.entries[self.shallow].impacts)
+            return None;
+        }
+        let at = self.entries[self.shallow].impacts_at;
+        if at == u32::MAX {
+            return Some(self.term_impacts);
+        }
+        let mut pos = at as usize;
+        match Impacts::read(self.skip, &mut pos) {
+            Some(i) => Some(i),
+            None => {
+                // Damage: report it, and bound nothing away meanwhile.
+                let err = self.corrupt("block impacts");
+                self.fail(err);
+                Some(self.term_impacts)
+            }
+        }
+    }
+
+    /// Sets the bit of every remaining document (from the current one on)
+    /// in `words` (a bitset over the segment's documents); leaves the cursor
+    /// exhausted. Bits of one word are gathered in a register first.
+    pub fn union_into(&mut self, words: &mut [u64]) {
+        while self.doc != TERMINATED {
+            let mut word = usize::MAX;
+            let mut acc = 0u64;
+            for &d in &self.docs[self.i..self.n] {
+                let w = (d >> 6) as usize;
+                if w != word {
+                    if let Some(slot) = words.get_mut(word) {
+                        *slot |= acc;
+                    }
+                    word = w;
+                    acc = 0;
+                }
+                acc |= 1 << (d & 63);
+            }
+            if let Some(slot) = words.get_mut(word) {
+                *slot |= acc;
+            }
+            let next = self.block + 1;
+            if next >= self.n_blocks || !self.ensure_entry(next) {
+                self.doc = TERMINATED;
+                break;
+            }
+            self.decode_block(next);
         }
     }
 
@@ -500,7 +535,12 @@ impl<'a> TermCursor<'a> {
         let off_byte = prev
             .map_or(0, |p| p.off_byte)
             .checked_add(codec::read_u32(data, pos)?)?;
-        let impacts = Impacts::read(data, pos)?;
+        let impacts_len = *data.get(*pos)? as usize;
+        let impacts_at = u32::try_from(*pos + 1).ok()?;
+        *pos += 1 + impacts_len;
+        if *pos > data.len() {
+            return None;
+        }
         let block_off = prev.map_or(0, |p| p.block_off + p.block_len as u64);
         if prev.is_some_and(|p| p.last_doc >= last_doc) {
             return None;
@@ -512,7 +552,7 @@ impl<'a> TermCursor<'a> {
             pos_index,
             pos_byte,
             off_byte,
-            impacts,
+            impacts_at,
         })
     }
 

@@ -100,6 +100,7 @@ proptest! {
                 // Impacts of the doc's block dominate it.
                 prop_assert_eq!(c.shallow_advance(d) >= d, true);
                 let imp = c.block_impacts().unwrap();
+                let imp = &imp;
                 prop_assert!(imp.as_slice().iter().any(|i| i.freq >= f && i.norm <= norms[d as usize]));
                 prop_assert!(c.term_impacts().as_slice().iter().any(|i| i.freq >= f && i.norm <= norms[d as usize]));
                 c.advance();

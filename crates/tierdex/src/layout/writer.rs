@@ -176,7 +176,11 @@ impl TermWriter {
                 codec::write_u64(&mut self.skip, pos_index - prev_entry.1);
                 codec::write_u32(&mut self.skip, pos_byte - prev_entry.2);
                 codec::write_u32(&mut self.skip, off_byte - prev_entry.3);
-                Impacts::frontier(block_pairs.iter().copied(), MAX_BLOCK_IMPACTS).write(&mut self.skip);
+                // Length-prefixed, so readers can step over impacts they do not need.
+                let mut imp = Vec::with_capacity(32);
+                Impacts::frontier(block_pairs.iter().copied(), MAX_BLOCK_IMPACTS).write(&mut imp);
+                self.skip.push(imp.len() as u8);
+                self.skip.extend_from_slice(&imp);
                 prev_entry = (last_doc, pos_index, pos_byte, off_byte);
             }
             pos_index += bfreqs.iter().map(|&f| f as u64).sum::<u64>();

@@ -145,52 +145,56 @@ impl<S: Scorer> Scorer for Conjunction<S> {
 }
 
 /// At least one child must match; the score is the sum of the matching ones.
-/// With a minimum competitive score it runs MaxScore: children whose summed
-/// maxima stay below the threshold are only probed for documents found by
-/// the others, and candidates are dropped as soon as their best possible
-/// score falls short.
+/// With a minimum competitive score it runs windowed MaxScore (as Lucene's
+/// `MaxScoreBulkScorer`): documents are taken in windows that end at the
+/// nearest block boundary of any child; in each window the children are
+/// ordered by their block maxima there, and those whose summed maxima stay
+/// below the threshold are *non-essential*: they are only probed for
+/// documents the others produce, and a candidate is dropped as soon as its
+/// best possible score falls short. A window where every child is
+/// non-essential is skipped unread.
 pub struct Disjunction<S> {
     subs: Vec<S>,
     doc: DocId,
     score: Option<f32>,
     min_comp: f32,
-    /// Children by increasing max score, and prefix sums of those maxima.
-    order: Vec<usize>,
-    prefix: Vec<f32>,
-    /// The first `non_essential` children of `order` cannot make a
-    /// competitive document on their own.
-    non_essential: usize,
     live: Vec<bool>,
     max_score: f32,
+    /// The current window `[.., win_end]`: children by increasing block
+    /// maximum, prefix sums of those maxima, and how many are non-essential.
+    win_valid: bool,
+    win_end: DocId,
+    win_order: Vec<usize>,
+    win_max: Vec<f32>,
+    win_prefix: Vec<f32>,
+    win_ne: usize,
 }
 
 impl<S: Scorer> Disjunction<S> {
     /// The disjunction of `subs` (at least one), positioned on its first match.
     pub fn new(subs: Vec<S>) -> Self {
         assert!(!subs.is_empty(), "disjunction of nothing");
-        let mut order: Vec<usize> = (0..subs.len()).collect();
-        order.sort_by(|&a, &b| subs[a].max_score().total_cmp(&subs[b].max_score()));
-        let mut prefix = vec![0.0f32; subs.len() + 1];
-        for (j, &i) in order.iter().enumerate() {
-            prefix[j + 1] = prefix[j] + subs[i].max_score();
-        }
+        let n = subs.len();
         let doc = subs.iter().map(|s| s.doc()).min().unwrap_or(TERMINATED);
         Disjunction {
-            live: vec![false; subs.len()],
-            max_score: prefix[subs.len()],
+            live: vec![false; n],
+            max_score: subs.iter().map(|s| s.max_score()).sum(),
             subs,
             doc,
             score: None,
             min_comp: 0.0,
-            order,
-            prefix,
-            non_essential: 0,
+            win_valid: false,
+            win_end: 0,
+            win_order: (0..n).collect(),
+            win_max: vec![0.0; n],
+            win_prefix: vec![0.0; n + 1],
+            win_ne: 0,
         }
     }
 
     fn next_from(&mut self, target: DocId) -> DocId {
         self.score = None;
-        if self.non_essential == 0 {
+        if self.min_comp <= 0.0 {
             let mut doc = TERMINATED;
             for s in &mut self.subs {
                 let d = if s.doc() < target { s.seek(target) } else { s.doc() };
@@ -202,32 +206,73 @@ impl<S: Scorer> Disjunction<S> {
         self.next_pruned(target)
     }
 
+    /// Plans the window starting at `target`; false when every child is
+    /// exhausted.
+    fn plan_window(&mut self, target: DocId) -> bool {
+        let mut end = TERMINATED;
+        for (i, s) in self.subs.iter_mut().enumerate() {
+            let e = s.shallow_advance(target);
+            if e == TERMINATED {
+                self.win_max[i] = 0.0;
+            } else {
+                self.win_max[i] = s.block_max_score();
+                end = end.min(e);
+            }
+        }
+        if end == TERMINATED {
+            return false;
+        }
+        let max = &self.win_max;
+        self.win_order.sort_by(|&a, &b| max[a].total_cmp(&max[b]));
+        let mut ne = 0;
+        for (j, &i) in self.win_order.iter().enumerate() {
+            self.win_prefix[j + 1] = self.win_prefix[j] + max[i];
+            if self.win_prefix[j + 1] < self.min_comp {
+                ne = j + 1;
+            }
+        }
+        self.win_ne = ne;
+        self.win_end = end;
+        self.win_valid = true;
+        true
+    }
+
     fn next_pruned(&mut self, mut target: DocId) -> DocId {
-        let ne = self.non_essential;
         loop {
+            if target == TERMINATED || ((!self.win_valid || target > self.win_end) && !self.plan_window(target)) {
+                self.doc = TERMINATED;
+                return TERMINATED;
+            }
+            let ne = self.win_ne;
             let mut cand = TERMINATED;
-            for &i in &self.order[ne..] {
+            for &i in &self.win_order[ne..] {
                 let s = &mut self.subs[i];
                 let d = if s.doc() < target { s.seek(target) } else { s.doc() };
                 cand = cand.min(d);
             }
-            if cand == TERMINATED {
-                self.doc = TERMINATED;
-                return TERMINATED;
+            if cand > self.win_end {
+                // Nothing competitive left in this window.
+                if self.win_end == TERMINATED {
+                    self.doc = TERMINATED;
+                    return TERMINATED;
+                }
+                target = self.win_end + 1;
+                self.win_valid = false;
+                continue;
             }
             let mut score = 0.0f32;
-            for &i in &self.order[ne..] {
+            for &i in &self.win_order[ne..] {
                 if self.subs[i].doc() == cand {
                     score += self.subs[i].score();
                 }
             }
             let mut competitive = true;
             for j in (0..ne).rev() {
-                if score + self.prefix[j + 1] < self.min_comp {
+                if score + self.win_prefix[j + 1] < self.min_comp {
                     competitive = false;
                     break;
                 }
-                let s = &mut self.subs[self.order[j]];
+                let s = &mut self.subs[self.win_order[j]];
                 let d = if s.doc() < cand { s.seek(cand) } else { s.doc() };
                 if d == cand {
                     score += s.score();
@@ -300,11 +345,8 @@ impl<S: Scorer> Scorer for Disjunction<S> {
     }
     fn set_min_competitive_score(&mut self, min: f32) {
         self.min_comp = min;
-        let mut ne = self.non_essential;
-        while ne < self.subs.len() && self.prefix[ne + 1] < min {
-            ne += 1;
-        }
-        self.non_essential = ne;
+        // The partition depends on the threshold: plan the window anew.
+        self.win_valid = false;
     }
     fn take_error(&mut self) -> Option<Error> {
         first_error(&mut self.subs)

@@ -79,6 +79,37 @@ pub fn supported(plan: &Plan) -> bool {
     }
 }
 
+/// Postings a bitset count decodes: every posting of every term.
+fn bitset_cost(plan: &Plan) -> f64 {
+    match plan {
+        Plan::Term(t) => t.doc_freq as f64,
+        Plan::Nothing | Plan::Phrase(_) => 0.0,
+        Plan::Bool(b) => b.must.iter().chain(&b.should).chain(&b.must_not).map(bitset_cost).sum(),
+    }
+}
+
+/// Rough work of counting by iterating the scorer tree: a conjunction is led
+/// by its cheapest clause and seeks the others (a few units per candidate),
+/// a disjunction merges all its clauses (two units per posting).
+fn iteration_cost(plan: &Plan) -> f64 {
+    match plan {
+        Plan::Term(t) => t.doc_freq as f64,
+        Plan::Nothing => 0.0,
+        Plan::Phrase(p) => p.terms.iter().map(|t| t.doc_freq as f64).sum::<f64>() * 8.0,
+        Plan::Bool(b) if !b.must.is_empty() => {
+            let lead = b.must.iter().map(iteration_cost).fold(f64::INFINITY, f64::min);
+            lead * 3.0 * (b.must.len() + b.must_not.len()) as f64
+        }
+        Plan::Bool(b) => 2.0 * b.should.iter().map(iteration_cost).sum::<f64>(),
+    }
+}
+
+/// True when counting `plan` with bitsets is expected to be cheaper than
+/// iterating its scorers (and possible: no phrase).
+pub fn prefer_bitsets(plan: &Plan) -> bool {
+    supported(plan) && bitset_cost(plan) <= iteration_cost(plan)
+}
+
 /// The documents of `seg` matching `plan` (which must be [`supported`]).
 pub fn matches(plan: &Plan, seg: &SegmentReader) -> Result<BitSet> {
     let n = seg.max_doc();
@@ -88,7 +119,7 @@ pub fn matches(plan: &Plan, seg: &SegmentReader) -> Result<BitSet> {
             let mut set = BitSet::new(n);
             if let Some(info) = seg.term_info(&t.key)? {
                 let mut c = seg.cursor(&info)?;
-                c.for_each_doc(|d| set.insert(d));
+                c.union_into(&mut set.words);
                 if let Some(e) = c.take_error() {
                     return Err(e);
                 }

@@ -171,9 +171,9 @@ impl Scorer for PhraseScorer<'_> {
     fn block_max_score(&mut self) -> f32 {
         // The phrase frequency is at most each term's frequency.
         let mut bound = f32::INFINITY;
-        for t in &self.terms {
+        for t in &mut self.terms {
             match t.block_impacts() {
-                Some(i) => bound = bound.min(self.bm25.bound(i)),
+                Some(i) => bound = bound.min(self.bm25.bound(&i)),
                 None => return 0.0,
             }
         }

@@ -29,6 +29,8 @@ pub struct TermPlan {
     pub key: Vec<u8>,
     /// Global IDF.
     pub idf: f32,
+    /// Global document frequency.
+    pub doc_freq: u64,
 }
 
 /// A phrase in one field.
@@ -203,6 +205,7 @@ impl<'i> Planner<'i> {
             term: term.to_string(),
             key: self.key.clone(),
             idf: bm25::idf(df, n),
+            doc_freq: df,
         }))
     }
 }

@@ -87,6 +87,9 @@ pub struct TermScorer<'a> {
     bm25: Bm25<'a>,
     norms: &'a [u8],
     max_score: f32,
+    /// Block whose bound was computed last, and that bound.
+    bound_block: usize,
+    bound: f32,
 }
 
 impl<'a> TermScorer<'a> {
@@ -98,6 +101,8 @@ impl<'a> TermScorer<'a> {
             bm25,
             norms,
             max_score,
+            bound_block: usize::MAX,
+            bound: 0.0,
         }
     }
 
@@ -145,10 +150,14 @@ impl Scorer for TermScorer<'_> {
     }
     #[inline]
     fn block_max_score(&mut self) -> f32 {
-        match self.cursor.block_impacts() {
-            Some(i) => self.bm25.bound(i),
-            None => 0.0,
+        let Some(block) = self.cursor.shallow_block() else {
+            return 0.0;
+        };
+        if block != self.bound_block {
+            self.bound = self.cursor.block_impacts().map_or(0.0, |i| self.bm25.bound(&i));
+            self.bound_block = block;
         }
+        self.bound
     }
     fn take_error(&mut self) -> Option<Error> {
         self.cursor.take_error()

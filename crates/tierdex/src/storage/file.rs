@@ -294,6 +294,18 @@ impl IndexFile {
     /// not verified before.
     #[inline]
     pub fn bytes(&self, range: Range<usize>) -> Result<&[u8]> {
+        // Fast path: a non-empty range inside one already verified page.
+        if range.start < range.end
+            && range.end <= self.content_len
+            && range.start / PAGE_SIZE == (range.end - 1) / PAGE_SIZE
+            && self.is_verified(range.start / PAGE_SIZE)
+        {
+            return Ok(&self.bytes.as_slice()[range]);
+        }
+        self.bytes_checked(range)
+    }
+
+    fn bytes_checked(&self, range: Range<usize>) -> Result<&[u8]> {
         if range.start > range.end || range.end > self.content_len {
             return Err(Error::corrupt(
                 &self.path,
