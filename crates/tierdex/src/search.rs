@@ -134,6 +134,7 @@ impl Searcher {
                 continue;
             };
             if k == 0 {
+                s.set_count_only();
                 total += collector::count(&mut s);
             } else if want_count && known_count.is_none() && !bitset_count {
                 collector::top_k(&mut s, base, &mut top, Some(&mut total));

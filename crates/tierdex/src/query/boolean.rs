@@ -10,7 +10,10 @@ use crate::schema::{DocId, TERMINATED};
 /// competitive score it skips whole windows whose summed block maxima
 /// cannot reach it (block-max AND).
 pub struct Conjunction<S> {
+    /// Clauses iterated to find candidates (leapfrog), cheapest first, then
+    /// the two-phase clauses that only confirm candidates.
     subs: Vec<S>,
+    approx: usize,
     doc: DocId,
     min_comp: f32,
     window_end: DocId,
@@ -23,10 +26,14 @@ impl<S: Scorer> Conjunction<S> {
     /// The conjunction of `subs` (at least one), positioned on its first match.
     pub fn new(mut subs: Vec<S>) -> Self {
         assert!(!subs.is_empty(), "conjunction of nothing");
-        subs.sort_by_key(|s| s.cost());
+        // Cheap clauses first (by cost), expensive-to-confirm ones last; at
+        // least one clause iterates.
+        subs.sort_by_key(|s| (s.two_phase(), s.cost()));
+        let approx = subs.iter().filter(|s| !s.two_phase()).count().max(1);
         let max_score = subs.iter().map(|s| s.max_score()).sum();
         let mut c = Conjunction {
             subs,
+            approx,
             doc: 0,
             min_comp: 0.0,
             window_end: 0,
@@ -80,10 +87,16 @@ impl<S: Scorer> Conjunction<S> {
                 continue;
             }
             target = lead;
-            for i in 1..self.subs.len() {
+            for i in 1..self.approx {
                 let d = self.subs[i].seek(target);
                 if d > target {
                     target = d;
+                    continue 'outer;
+                }
+            }
+            for i in self.approx..self.subs.len() {
+                if !self.subs[i].matches_at(target) {
+                    target += 1;
                     continue 'outer;
                 }
             }
@@ -138,6 +151,12 @@ impl<S: Scorer> Scorer for Conjunction<S> {
     }
     fn set_min_competitive_score(&mut self, min: f32) {
         self.min_comp = min;
+    }
+    fn two_phase(&self) -> bool {
+        self.subs[0].two_phase()
+    }
+    fn set_count_only(&mut self) {
+        self.subs.iter_mut().for_each(|s| s.set_count_only());
     }
     fn take_error(&mut self) -> Option<Error> {
         first_error(&mut self.subs)
@@ -348,6 +367,31 @@ impl<S: Scorer> Scorer for Disjunction<S> {
         // The partition depends on the threshold: plan the window anew.
         self.win_valid = false;
     }
+    fn two_phase(&self) -> bool {
+        self.subs.iter().any(|s| s.two_phase())
+    }
+    fn matches_at(&mut self, target: DocId) -> bool {
+        if target < self.doc {
+            return false;
+        }
+        // A child that does not match may still sit on `target` (an
+        // exclusion whose required part matched), so the score is summed
+        // here over the children that do.
+        let mut any = false;
+        let mut sum = 0.0;
+        for s in &mut self.subs {
+            if s.matches_at(target) {
+                any = true;
+                sum += s.score();
+            }
+        }
+        self.doc = target;
+        self.score = Some(sum);
+        any
+    }
+    fn set_count_only(&mut self) {
+        self.subs.iter_mut().for_each(|s| s.set_count_only());
+    }
     fn take_error(&mut self) -> Option<Error> {
         first_error(&mut self.subs)
     }
@@ -388,12 +432,7 @@ impl<R: Scorer, O: Scorer> Scorer for ReqOpt<R, O> {
     fn score(&mut self) -> f32 {
         let doc = self.req.doc();
         let mut s = self.req.score();
-        let o = if self.opt.doc() < doc {
-            self.opt.seek(doc)
-        } else {
-            self.opt.doc()
-        };
-        if o == doc {
+        if self.opt.matches_at(doc) {
             s += self.opt.score();
         }
         s
@@ -424,6 +463,16 @@ impl<R: Scorer, O: Scorer> Scorer for ReqOpt<R, O> {
             self.req.set_min_competitive_score(rest);
         }
     }
+    fn two_phase(&self) -> bool {
+        self.req.two_phase()
+    }
+    fn matches_at(&mut self, target: DocId) -> bool {
+        self.req.matches_at(target)
+    }
+    fn set_count_only(&mut self) {
+        self.req.set_count_only();
+        self.opt.set_count_only();
+    }
     fn take_error(&mut self) -> Option<Error> {
         let a = self.req.take_error();
         let b = self.opt.take_error();
@@ -448,12 +497,7 @@ impl<R: Scorer, E: Scorer> ReqExcl<R, E> {
 
     fn skip_excluded(&mut self, mut doc: DocId) -> DocId {
         while doc != TERMINATED {
-            let e = if self.excl.doc() < doc {
-                self.excl.seek(doc)
-            } else {
-                self.excl.doc()
-            };
-            if e != doc {
+            if !self.excl.matches_at(doc) {
                 return doc;
             }
             doc = self.req.advance();
@@ -492,6 +536,16 @@ impl<R: Scorer, E: Scorer> Scorer for ReqExcl<R, E> {
     }
     fn set_min_competitive_score(&mut self, min: f32) {
         self.req.set_min_competitive_score(min)
+    }
+    fn two_phase(&self) -> bool {
+        self.req.two_phase()
+    }
+    fn matches_at(&mut self, target: DocId) -> bool {
+        self.req.matches_at(target) && !self.excl.matches_at(target)
+    }
+    fn set_count_only(&mut self) {
+        self.req.set_count_only();
+        self.excl.set_count_only();
     }
     fn take_error(&mut self) -> Option<Error> {
         let a = self.req.take_error();

@@ -21,6 +21,8 @@ pub struct PhraseScorer<'a> {
     positions: Vec<Vec<u32>>,
     ptrs: Vec<usize>,
     max_score: f32,
+    /// Counting: the first matching position is enough.
+    count_only: bool,
     error: Option<Error>,
 }
 
@@ -49,6 +51,7 @@ impl<'a> PhraseScorer<'a> {
             positions: vec![Vec::new(); n],
             ptrs: vec![0; n],
             max_score,
+            count_only: false,
             error: None,
         };
         let first = p.terms[p.order[0]].doc();
@@ -125,6 +128,9 @@ impl<'a> PhraseScorer<'a> {
                 }
             }
             count += 1;
+            if self.count_only {
+                break;
+            }
         }
         count
     }
@@ -178,6 +184,31 @@ impl Scorer for PhraseScorer<'_> {
             }
         }
         bound
+    }
+    fn two_phase(&self) -> bool {
+        true
+    }
+    fn matches_at(&mut self, target: DocId) -> bool {
+        if target < self.doc {
+            return false;
+        }
+        if target == self.doc {
+            return self.freq > 0;
+        }
+        // Positioned on `target` whether it matches or not; the next
+        // advance continues after it.
+        self.doc = target;
+        self.freq = 0;
+        for t in &mut self.terms {
+            if t.seek(target) != target {
+                return false;
+            }
+        }
+        self.freq = self.phrase_freq();
+        self.freq > 0
+    }
+    fn set_count_only(&mut self) {
+        self.count_only = true;
     }
     fn take_error(&mut self) -> Option<Error> {
         let mut first = self.error.take();

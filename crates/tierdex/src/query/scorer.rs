@@ -40,6 +40,20 @@ pub trait Scorer {
     fn block_max_score(&mut self) -> f32;
     /// From now on, documents scoring below `min` may be skipped.
     fn set_min_competitive_score(&mut self, _min: f32) {}
+    /// True for nodes whose matching is expensive to confirm (phrases):
+    /// combinators should find candidates with the other clauses first and
+    /// confirm them with [`Scorer::matches_at`] (two-phase iteration).
+    fn two_phase(&self) -> bool {
+        false
+    }
+    /// Whether `target` (`>=` every earlier target) matches; afterwards
+    /// `score` is valid if it does. Unlike `seek`, never does work beyond
+    /// `target`.
+    fn matches_at(&mut self, target: DocId) -> bool {
+        self.seek(target) == target
+    }
+    /// Scores will not be asked for (counting): nodes may stop early.
+    fn set_count_only(&mut self) {}
     /// The error that ended iteration early, if any.
     fn take_error(&mut self) -> Option<Error>;
 }
@@ -75,6 +89,15 @@ impl<S: Scorer + ?Sized> Scorer for Box<S> {
     }
     fn set_min_competitive_score(&mut self, min: f32) {
         (**self).set_min_competitive_score(min)
+    }
+    fn two_phase(&self) -> bool {
+        (**self).two_phase()
+    }
+    fn matches_at(&mut self, target: DocId) -> bool {
+        (**self).matches_at(target)
+    }
+    fn set_count_only(&mut self) {
+        (**self).set_count_only()
     }
     fn take_error(&mut self) -> Option<Error> {
         (**self).take_error()
