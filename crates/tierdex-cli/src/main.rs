@@ -8,6 +8,7 @@ mod inspect;
 mod progress;
 mod query_stream;
 mod search;
+mod tier;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -22,6 +22,12 @@ pub struct Args {
     /// Worker threads evaluating queries (output stays in input order).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    #[command(flatten)]
+    tier: crate::tier::TierArgs,
+    /// Add `bytes_requested`, `bytes_needed`, `ios` (and, with one thread,
+    /// `device_bytes`) to each answer.
+    #[arg(long)]
+    io_stats: bool,
 }
 
 #[derive(Serialize)]
@@ -35,6 +41,8 @@ struct Answer {
     count: Option<u64>,
     hits: Vec<Hit>,
     elapsed_us: u64,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    io: Option<crate::tier::QueryIo>,
 }
 
 /// The mode and k of a protocol mode name.
@@ -49,8 +57,9 @@ fn mode(name: &str) -> Option<(Mode, usize)> {
     })
 }
 
-/// Answers one protocol line as a JSON line (without the newline).
-fn answer(s: &Searcher, line: &str) -> String {
+/// Answers one protocol line as a JSON line (without the newline); with
+/// `io` (`Some(device)`), adds the query's I/O figures.
+fn answer(s: &Searcher, line: &str, io: Option<bool>) -> String {
     let Some((mode_name, query)) = line.split_once('\t') else {
         return error("expected MODE<TAB>QUERY");
     };
@@ -58,9 +67,11 @@ fn answer(s: &Searcher, line: &str) -> String {
         return error(&format!("unknown mode `{mode_name}`"));
     };
     let started = Instant::now();
-    let result = tierdex::query::parse(query)
-        .map_err(tierdex::Error::from)
-        .and_then(|q| s.search_parsed(&q, mode, k));
+    let (result, query_io) = crate::tier::measure(io == Some(true), || {
+        tierdex::query::parse(query)
+            .map_err(tierdex::Error::from)
+            .and_then(|q| s.search_parsed(&q, mode, k))
+    });
     let elapsed_us = started.elapsed().as_micros() as u64;
     let result = result.and_then(|r| {
         let mut hits = Vec::with_capacity(r.hits.len());
@@ -74,6 +85,7 @@ fn answer(s: &Searcher, line: &str) -> String {
             count: r.count,
             hits,
             elapsed_us,
+            io: io.map(|_| query_io),
         })
     });
     match result {
@@ -88,13 +100,15 @@ fn error(message: &str) -> String {
 
 /// Runs `tierdex query-stream`.
 pub fn run(a: Args) -> Result<()> {
-    let searcher = Searcher::open(&a.dir)?;
+    let searcher = Searcher::open_with(&a.dir, a.tier.open_options())?;
+    // Device bytes are per process: meaningful per query on one thread only.
+    let io = a.io_stats.then_some(a.threads <= 1);
     let stdin = std::io::stdin().lock();
     if a.threads <= 1 {
         let mut out = BufWriter::new(std::io::stdout().lock());
         for line in stdin.lines() {
             let line = line.context("reading stdin")?;
-            writeln!(out, "{}", answer(&searcher, &line))?;
+            writeln!(out, "{}", answer(&searcher, &line, io))?;
             out.flush()?;
         }
         return Ok(());
@@ -106,7 +120,7 @@ pub fn run(a: Args) -> Result<()> {
             let (jobs_rx, done_tx, searcher) = (jobs_rx.clone(), done_tx.clone(), &searcher);
             scope.spawn(move || {
                 for (i, line) in jobs_rx {
-                    if done_tx.send((i, answer(searcher, &line))).is_err() {
+                    if done_tx.send((i, answer(searcher, &line, io))).is_err() {
                         break;
                     }
                 }

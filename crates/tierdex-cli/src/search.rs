@@ -61,6 +61,12 @@ pub struct Args {
     /// One JSON object per query on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    tier: crate::tier::TierArgs,
+    /// Report each query's I/O: bytes requested from the tier, bytes
+    /// decoded, read operations, device bytes.
+    #[arg(long)]
+    io_stats: bool,
 }
 
 #[derive(Serialize)]
@@ -78,11 +84,13 @@ struct JsonResult<'q> {
     count: Option<u64>,
     hits: Vec<JsonHit>,
     elapsed_us: u64,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    io: Option<crate::tier::QueryIo>,
 }
 
 /// Runs `tierdex search`.
 pub fn run(a: Args) -> Result<()> {
-    let searcher = Searcher::open(&a.dir)?;
+    let searcher = Searcher::open_with(&a.dir, a.tier.open_options())?;
     let mut queries = Vec::new();
     for q in &a.queries {
         if q == "-" {
@@ -125,10 +133,15 @@ pub fn run(a: Args) -> Result<()> {
 
 fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Result<(), Error> {
     let started = Instant::now();
-    let parsed = tierdex::query::parse(q)?;
-    let plan = s.plan(&parsed)?;
-    let results = s.execute(&plan, a.mode.into(), a.k)?;
+    let (evaluated, query_io) = crate::tier::measure(true, || -> Result<_, Error> {
+        let parsed = tierdex::query::parse(q)?;
+        let plan = s.plan(&parsed)?;
+        let results = s.execute(&plan, a.mode.into(), a.k)?;
+        Ok((plan, results))
+    });
+    let (plan, results) = evaluated?;
     let elapsed = started.elapsed();
+    let query_io = a.io_stats.then_some(query_io);
     let io = |e: std::io::Error| Error::io("<stdout>", e);
     if a.json {
         let mut hits = Vec::with_capacity(results.hits.len());
@@ -151,6 +164,7 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
             count: results.count,
             hits,
             elapsed_us: elapsed.as_micros() as u64,
+            io: query_io,
         };
         writeln!(out, "{}", serde_json::to_string(&r).expect("serialisable")).map_err(io)?;
         return Ok(());
@@ -164,6 +178,18 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
         elapsed.as_secs_f64() * 1e3
     )
     .map_err(io)?;
+    if let Some(qi) = query_io {
+        writeln!(
+            out,
+            "  I/O: {} requested in {} reads, {} decoded (read amplification {:.2}), {} from the device",
+            qi.bytes_requested,
+            qi.ios,
+            qi.bytes_needed,
+            qi.bytes_requested as f64 / qi.bytes_needed.max(1) as f64,
+            qi.device_bytes.map_or("?".into(), |b| b.to_string())
+        )
+        .map_err(io)?;
+    }
     for (i, h) in results.hits.iter().enumerate() {
         let doc = s.doc(h.doc)?;
         if a.highlight {

@@ -10,7 +10,7 @@ use crate::query::ast;
 use crate::query::collector::{self, TopK};
 use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
-use crate::query::planner::{build_scorer, Plan, Planner, ScoringContext};
+use crate::query::planner::{build_scorer, prefetch_zones, Build, Plan, Planner, ScoringContext};
 use crate::query::scorer::Scorer;
 use crate::schema::{DocId, Document, Field, TERMINATED};
 
@@ -130,7 +130,12 @@ impl Searcher {
             if k == 0 && (known_count.is_some() || bitset_count) {
                 continue;
             }
-            let Some(mut s) = build_scorer(plan, seg, &self.scoring)? else {
+            let mut build = Build::new(seg, &self.scoring);
+            let tier = self.index.storage().options();
+            if tier.prefetches() {
+                build.prefetch = prefetch_zones(plan, seg, tier.prefetch_threshold)?;
+            }
+            let Some(mut s) = build_scorer(plan, build)? else {
                 continue;
             };
             if k == 0 {

@@ -104,6 +104,33 @@ struct Tally {
 
 /// Indexes corpus `corpus_no` and checks its queries. `false` when the
 /// engine is still a stub.
+/// The storage tier corpus `n` is searched on: ram, mmap with each advice,
+/// buffered, and direct with a 64 KiB buffer pool (constant eviction).
+fn tier_for(n: u64) -> tierdex::storage::TierOptions {
+    use tierdex::storage::{Madvise, Tier, TierOptions};
+    let mut t = TierOptions::default();
+    match n % 6 {
+        0 => t.tier = Tier::Mmap,
+        1 => t.tier = Tier::Ram,
+        2 => {
+            t.tier = Tier::Mmap;
+            t.madvise = Madvise::Random;
+        }
+        3 => {
+            t.tier = Tier::Mmap;
+            t.madvise = Madvise::Adaptive;
+            t.prefetch_threshold = 64;
+        }
+        4 => t.tier = Tier::Buffered,
+        _ => {
+            t.tier = Tier::Direct;
+            t.pool_bytes = 64 << 10;
+            t.prefetch_threshold = 64;
+        }
+    }
+    t
+}
+
 fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Tally) -> bool {
     let seed = gen::mix(base, corpus_no);
     let corpus = gen::corpus(seed, corpus_no);
@@ -135,7 +162,14 @@ fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Ta
         }
         Err(e) => panic!("{where_}\nbuild_index failed: {e}"),
     }
-    let searcher = match Searcher::open(dir.path()) {
+    // Every storage tier answers the same: the tier rotates with the corpus.
+    let tier = tier_for(corpus_no);
+    let where_ = format!("{where_}\ntier {tier:?}");
+    let open = tierdex::index::OpenOptions {
+        tier,
+        ..Default::default()
+    };
+    let searcher = match Searcher::open_with(dir.path(), open) {
         Ok(s) => s,
         Err(e) if not_implemented(&e) => {
             eprintln!("SKIPPED: Searcher::open is a stub ({e}); nothing compared");

@@ -16,7 +16,7 @@ use crate::storage::FileInfo;
 /// File name of the manifest inside an index directory.
 pub const MANIFEST: &str = "manifest.json";
 /// Current on-disk format version.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Per-field statistics of a segment (or, summed, of the index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ pub use segment::SegmentReader;
 use crate::analysis::Analyzer;
 use crate::error::Result;
 use crate::schema::{DocId, Field};
-use crate::storage::Tier;
+use crate::storage::{Storage, TierOptions};
 
 /// A term with its global statistics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +27,8 @@ pub struct TermStats {
 /// How to open an index.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenOptions {
-    /// Where index bytes are read from.
-    pub tier: Tier,
+    /// Where index bytes are read from, and how.
+    pub tier: TierOptions,
     /// Verify every page of every file at open (otherwise pages are verified
     /// on first read).
     pub verify: bool,
@@ -40,6 +40,7 @@ pub struct Index {
     manifest: Manifest,
     segments: Vec<SegmentReader>,
     bases: Vec<DocId>,
+    storage: Storage,
     analyzer: Analyzer,
     stats: [FieldStats; Field::COUNT],
 }
@@ -48,12 +49,13 @@ impl Index {
     /// Opens the index in `dir`.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Index> {
         let manifest = Manifest::load(dir)?;
+        let storage = Storage::new(options.tier)?;
         let mut segments = Vec::with_capacity(manifest.segments.len());
         let mut bases = Vec::with_capacity(manifest.segments.len());
         let mut stats = [FieldStats::default(); Field::COUNT];
         let mut base: u64 = 0;
         for meta in &manifest.segments {
-            let seg = SegmentReader::open(dir, meta, options.tier)?;
+            let seg = SegmentReader::open(dir, meta, &storage)?;
             if options.verify {
                 seg.verify_all()?;
             }
@@ -76,8 +78,14 @@ impl Index {
             manifest,
             segments,
             bases,
+            storage,
             stats,
         })
+    }
+
+    /// The storage the index is read from (tier, buffer pool).
+    pub fn storage(&self) -> &Storage {
+        &self.storage
     }
 
     /// The index directory.

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::index::manifest::SegmentMeta;
 use crate::layout::TermCursor;
 use crate::schema::Field;
-use crate::storage::{IndexFile, Tier};
+use crate::storage::{IndexFile, Storage};
 use crate::store::StoreReader;
 use crate::termdict::{TermDict, TermInfo};
 
@@ -33,16 +33,16 @@ pub struct SegmentReader {
     meta: SegmentMeta,
     terms: TermDict,
     postings: IndexFile,
-    norms: IndexFile,
+    norms: Box<[u8]>,
     store: StoreReader,
 }
 
 impl SegmentReader {
     /// Opens the files of `meta` in `dir`, checking them against the manifest.
-    pub fn open(dir: &Path, meta: &SegmentMeta, tier: Tier) -> Result<SegmentReader> {
+    pub fn open(dir: &Path, meta: &SegmentMeta, storage: &Storage) -> Result<SegmentReader> {
         let open = |e: &str| -> Result<IndexFile> {
             let path = dir.join(meta.file_name(e));
-            let f = IndexFile::open(&path, tier)?;
+            let f = storage.open(&path)?;
             let expected = meta.files.get(e).ok_or_else(|| {
                 Error::corrupt(
                     dir.join("manifest.json"),
@@ -59,20 +59,22 @@ impl SegmentReader {
         };
         let terms = TermDict::open(open(ext::TERMS)?, open(ext::TERM_INFOS)?)?;
         let postings = open(ext::POSTINGS)?;
-        let norms = open(ext::NORMS)?;
-        norms.verify_all()?;
-        if norms.len() != meta.max_doc as usize * Field::COUNT {
+        let norms_file = open(ext::NORMS)?;
+        if norms_file.len() != meta.max_doc as usize * Field::COUNT {
             return Err(Error::corrupt(
-                norms.path(),
+                norms_file.path(),
                 "norms size does not match the document count",
             ));
         }
+        // Two bytes per document, read on every scored hit: kept in memory.
+        let mut buf = Vec::new();
+        let norms: Box<[u8]> = norms_file.read(0..norms_file.len(), &mut buf)?.into();
         open(ext::STORE)?;
         open(ext::STORE_INDEX)?;
-        let store = StoreReader::open(
+        let store = StoreReader::open_on(
             &dir.join(meta.file_name(ext::STORE)),
             &dir.join(meta.file_name(ext::STORE_INDEX)),
-            tier,
+            storage,
         )?;
         if store.num_docs() != meta.max_doc {
             return Err(Error::corrupt(
@@ -114,12 +116,20 @@ impl SegmentReader {
         TermCursor::open(&self.postings, info)
     }
 
+    /// A cursor that keeps prefetching the term's zone in `segment`-byte
+    /// pieces, the first of which the caller has prefetched already.
+    pub fn prefetching_cursor(&self, info: &TermInfo, segment: usize) -> Result<TermCursor<'_>> {
+        let mut c = TermCursor::open(&self.postings, info)?;
+        let start = info.offset as usize;
+        c.enable_prefetch(segment, start + segment.min(info.region.zone_len as usize));
+        Ok(c)
+    }
+
     /// Norm bytes of `field`, one per document.
     pub fn norms(&self, field: Field) -> &[u8] {
         let n = self.meta.max_doc as usize;
         let start = field.id() as usize * n;
-        // Verified in full at open.
-        self.norms.bytes(start..start + n).unwrap_or(&[])
+        &self.norms[start..start + n]
     }
 
     /// The document store.
@@ -131,8 +141,14 @@ impl SegmentReader {
     pub fn verify_all(&self) -> Result<()> {
         self.terms.verify_all()?;
         self.postings.verify_all()?;
-        self.norms.verify_all()?;
         self.store.verify_all()
+    }
+
+    /// Prefetches term regions' zones (see [`TierOptions::prefetches`]).
+    ///
+    /// [`TierOptions::prefetches`]: crate::storage::TierOptions::prefetches
+    pub fn prefetch(&self, ranges: &[std::ops::Range<usize>]) -> Result<()> {
+        self.postings.prefetch(ranges)
     }
 
     /// The postings file (for inspection).

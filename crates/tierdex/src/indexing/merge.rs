@@ -12,7 +12,7 @@ use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::layout::writer::{TermPostings, TermWriter};
 use crate::schema::{DocId, Field, TERMINATED};
-use crate::storage::{FileWriter, Tier};
+use crate::storage::{FileWriter, Storage, Tier, TierOptions};
 use crate::store::{StoreOptions, StoreWriter};
 use crate::termdict::{TermDictWriter, TermInfo};
 
@@ -25,9 +25,10 @@ pub fn merge_segments(
     name: &str,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
+    let storage = Storage::new(TierOptions::on(Tier::Mmap))?;
     let readers = metas
         .iter()
-        .map(|m| SegmentReader::open(dir, m, Tier::Mmap))
+        .map(|m| SegmentReader::open(dir, m, &storage))
         .collect::<Result<Vec<_>>>()?;
     let mut bases = Vec::with_capacity(readers.len());
     let mut max_doc: u64 = 0;

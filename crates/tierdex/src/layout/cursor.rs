@@ -14,8 +14,12 @@ use crate::codec::{self, BLOCK};
 use crate::error::Error;
 use crate::layout::impacts::Impacts;
 use crate::schema::{DocId, TERMINATED};
-use crate::storage::IndexFile;
+use crate::storage::{io, IndexFile, PageWindow};
 use crate::termdict::TermInfo;
+
+/// Longest encoding of one skip entry (five VBytes, the impacts length
+/// byte and at most 255 bytes of impacts).
+const MAX_ENTRY: usize = 5 + 5 + 10 + 5 + 5 + 1 + 255;
 
 const NONE: usize = usize::MAX;
 
@@ -31,9 +35,10 @@ struct SkipEntry {
     /// `pos_index`; likewise in the offsets section.
     pos_byte: u32,
     off_byte: u32,
-    /// Where the block's impacts start in the skip table (decoded only when
-    /// a bound is asked for); `u32::MAX`: the term's impacts.
-    impacts_at: u32,
+    /// File offset of the block's impacts (decoded only when a bound is
+    /// asked for), and their length; `usize::MAX`: the term's impacts.
+    impacts_at: usize,
+    impacts_len: u8,
 }
 
 /// Reads 128-value blocks of `W` parallel arrays (positions: 1, offsets: 2).
@@ -44,6 +49,7 @@ struct PackedStream<const W: usize> {
     cur: u64,
     next_off: usize,
     vals: [[u32; BLOCK]; W],
+    win: PageWindow,
 }
 
 impl<const W: usize> PackedStream<W> {
@@ -55,6 +61,7 @@ impl<const W: usize> PackedStream<W> {
             cur: u64::MAX,
             next_off: 0,
             vals: [[0; BLOCK]; W],
+            win: PageWindow::new(),
         }
     }
 
@@ -67,11 +74,11 @@ impl<const W: usize> PackedStream<W> {
     }
 
     /// Byte size of the full block at `off`.
-    fn full_block_len(&self, file: &IndexFile, off: usize) -> Result<usize, Error> {
+    fn full_block_len(&mut self, file: &IndexFile, off: usize) -> Result<usize, Error> {
         let mut len = 0;
         for _ in 0..W {
             let at = self.section + off + len;
-            let bits = file.bytes(at..at + 1)?[0];
+            let bits = self.win.get(file, at..at + 1)?[0];
             if bits > 32 {
                 return Err(Self::corrupt(file, "position"));
             }
@@ -98,25 +105,38 @@ impl<const W: usize> PackedStream<W> {
         if off > self.section_len {
             return Err(Self::corrupt(file, "position"));
         }
+        let section_end = self.section + self.section_len;
         if b < self.full_blocks() {
             let mut at = self.section + off;
             for w in 0..W {
-                let end = (at + 1 + 16 * 32).min(self.section + self.section_len);
-                let data = file.bytes(at..end)?;
+                let bits = self
+                    .win
+                    .get(file, at..(at + 1).min(section_end))?
+                    .first()
+                    .copied()
+                    .unwrap_or(u8::MAX);
+                if bits > 32 || at + codec::packed_len(bits) > section_end {
+                    return Err(Self::corrupt(file, "position"));
+                }
+                let data = self.win.get(file, at..at + codec::packed_len(bits))?;
                 let used =
                     codec::unpack_block(data, &mut self.vals[w]).ok_or_else(|| Self::corrupt(file, "position"))?;
                 at += used;
             }
+            io::record_needed((at - self.section - off) as u64);
             self.next_off = at - self.section;
         } else {
+            // The tail: at most 127 entries of W VBytes (5 bytes each at most).
             let count = (self.total - b * BLOCK as u64) as usize;
-            let data = file.bytes(self.section + off..self.section + self.section_len)?;
+            let end = (self.section + off + count * W * 5).min(section_end);
+            let data = self.win.get(file, self.section + off..end)?;
             let mut pos = 0;
             for i in 0..count {
                 for w in 0..W {
                     self.vals[w][i] = codec::read_u32(data, &mut pos).ok_or_else(|| Self::corrupt(file, "position"))?;
                 }
             }
+            io::record_needed(pos as u64);
             self.next_off = off + pos;
         }
         self.cur = b;
@@ -163,8 +183,11 @@ pub struct TermCursor<'a> {
     df: u32,
     n_blocks: usize,
     term_impacts: Impacts,
-    skip: &'a [u8],
+    /// The skip table: file range, parse position, window.
+    skip_start: usize,
+    skip_end: usize,
     skip_pos: usize,
+    skip_win: PageWindow,
     blocks_start: usize,
     entries: Vec<SkipEntry>,
     shallow: usize,
@@ -172,7 +195,9 @@ pub struct TermCursor<'a> {
     block: usize,
     docs: [DocId; BLOCK],
     freqs: [u32; BLOCK],
-    freq_data: &'a [u8],
+    /// File range of the current full block's packed frequencies.
+    freq_range: std::ops::Range<usize>,
+    block_win: PageWindow,
     freqs_ready: bool,
     n: usize,
     i: usize,
@@ -183,6 +208,11 @@ pub struct TermCursor<'a> {
     occ_sum: u64,
     positions: PackedStream<1>,
     offsets: PackedStream<2>,
+    /// Adaptive prefetch: segment size (0: off), how far the zone is
+    /// prefetched, and where it ends.
+    prefetch_segment: usize,
+    prefetched_to: usize,
+    zone_end: usize,
     error: Option<Error>,
 }
 
@@ -200,16 +230,17 @@ impl<'a> TermCursor<'a> {
             return Err(Error::corrupt(file.path(), "term with no documents"));
         }
         let bad = || Error::corrupt(file.path(), format!("damaged term header at byte {start}"));
-        let head = file.bytes(start..zone_end.min(start + 64))?;
+        let mut skip_win = PageWindow::new();
+        let head = skip_win.get(file, start..zone_end.min(start + 64))?;
         let mut pos = 0;
         let term_impacts = Impacts::read(head, &mut pos).ok_or_else(bad)?;
         let n_blocks = (r.doc_freq as usize).div_ceil(BLOCK);
-        let (skip, blocks_start) = if n_blocks == 1 {
+        let mut single_last_doc = 0;
+        let (skip_start, blocks_start) = if n_blocks == 1 {
             // The single "skip entry" is the last doc, right after the header.
             let skip_start = start + pos;
-            let mut p = pos;
-            codec::read_u32(head, &mut p).ok_or_else(bad)?;
-            (file.bytes(skip_start..start + p)?, start + p)
+            single_last_doc = codec::read_u32(head, &mut pos).ok_or_else(bad)?;
+            (skip_start, start + pos)
         } else {
             let skip_len = codec::read_u32(head, &mut pos).ok_or_else(bad)? as usize;
             let skip_start = start + pos;
@@ -217,8 +248,9 @@ impl<'a> TermCursor<'a> {
                 .checked_add(skip_len)
                 .filter(|&e| e <= zone_end)
                 .ok_or_else(bad)?;
-            (file.bytes(skip_start..blocks_start)?, blocks_start)
+            (skip_start, blocks_start)
         };
+        io::record_needed((skip_start - start) as u64);
         let pos_start = zone_end;
         let off_start = pos_start + r.pos_len as usize;
         let mut c = TermCursor {
@@ -226,8 +258,10 @@ impl<'a> TermCursor<'a> {
             df: r.doc_freq,
             n_blocks,
             term_impacts,
-            skip,
+            skip_start,
+            skip_end: blocks_start,
             skip_pos: 0,
+            skip_win,
             blocks_start,
             entries: Vec::new(),
             shallow: 0,
@@ -235,7 +269,8 @@ impl<'a> TermCursor<'a> {
             block: NONE,
             docs: [0; BLOCK],
             freqs: [0; BLOCK],
-            freq_data: &[],
+            freq_range: 0..0,
+            block_win: PageWindow::new(),
             freqs_ready: false,
             n: 0,
             i: 0,
@@ -244,21 +279,23 @@ impl<'a> TermCursor<'a> {
             occ_sum: 0,
             positions: PackedStream::new(pos_start, r.pos_len as usize, r.total_term_freq),
             offsets: PackedStream::new(off_start, r.off_len as usize, r.total_term_freq),
+            prefetch_segment: 0,
+            prefetched_to: 0,
+            zone_end,
             error: None,
         };
         if n_blocks == 1 {
-            let mut p = 0;
-            let last_doc = codec::read_u32(c.skip, &mut p).ok_or_else(bad)?;
             c.entries.push(SkipEntry {
-                last_doc,
+                last_doc: single_last_doc,
                 block_off: 0,
                 block_len: (zone_end - blocks_start) as u32,
                 pos_index: 0,
                 pos_byte: 0,
                 off_byte: 0,
-                impacts_at: u32::MAX,
+                impacts_at: usize::MAX,
+                impacts_len: 0,
             });
-            c.skip_pos = c.skip.len();
+            c.skip_pos = blocks_start - skip_start;
         }
         if !c.ensure_entry(0) {
             return Err(c.error.take().unwrap_or_else(bad));
@@ -268,6 +305,14 @@ impl<'a> TermCursor<'a> {
             return Err(e);
         }
         Ok(c)
+    }
+
+    /// Keeps prefetching the term's zone in segments of `segment` bytes
+    /// ahead of the blocks being decoded, the zone having been prefetched up
+    /// to `prefetched_to` already (see [`crate::storage::TierOptions::prefetches`]).
+    pub fn enable_prefetch(&mut self, segment: usize, prefetched_to: usize) {
+        self.prefetch_segment = segment;
+        self.prefetched_to = prefetched_to;
     }
 
     /// Number of documents containing the term.
@@ -369,12 +414,22 @@ impl<'a> TermCursor<'a> {
         if self.shallow_done {
             return None;
         }
-        let at = self.entries[self.shallow].impacts_at;
-        if at == u32::MAX {
+        let e = self.entries[self.shallow];
+        if e.impacts_at == usize::MAX {
             return Some(self.term_impacts);
         }
-        let mut pos = at as usize;
-        match Impacts::read(self.skip, &mut pos) {
+        let file = self.file;
+        let decoded = match self
+            .skip_win
+            .get(file, e.impacts_at..e.impacts_at + e.impacts_len as usize)
+        {
+            Ok(data) => Impacts::read(data, &mut 0),
+            Err(err) => {
+                self.fail(err);
+                return Some(self.term_impacts);
+            }
+        };
+        match decoded {
             Some(i) => Some(i),
             None => {
                 // Damage: report it, and bound nothing away meanwhile.
@@ -520,7 +575,17 @@ impl<'a> TermCursor<'a> {
     }
 
     fn parse_entry(&mut self) -> Option<SkipEntry> {
-        let (data, pos) = (self.skip, &mut self.skip_pos);
+        let at = self.skip_start + self.skip_pos;
+        let end = (at + MAX_ENTRY).min(self.skip_end);
+        let file = self.file;
+        let data = match self.skip_win.get(file, at..end) {
+            Ok(d) => d,
+            Err(e) => {
+                self.fail(e);
+                return None;
+            }
+        };
+        let pos = &mut 0;
         let prev = self.entries.last();
         let last_doc = prev
             .map_or(0, |p| p.last_doc)
@@ -535,9 +600,9 @@ impl<'a> TermCursor<'a> {
         let off_byte = prev
             .map_or(0, |p| p.off_byte)
             .checked_add(codec::read_u32(data, pos)?)?;
-        let impacts_len = *data.get(*pos)? as usize;
-        let impacts_at = u32::try_from(*pos + 1).ok()?;
-        *pos += 1 + impacts_len;
+        let impacts_len = *data.get(*pos)?;
+        let impacts_at = at + *pos + 1;
+        *pos += 1 + impacts_len as usize;
         if *pos > data.len() {
             return None;
         }
@@ -545,6 +610,8 @@ impl<'a> TermCursor<'a> {
         if prev.is_some_and(|p| p.last_doc >= last_doc) {
             return None;
         }
+        self.skip_pos += *pos;
+        io::record_needed(*pos as u64);
         Some(SkipEntry {
             last_doc,
             block_off,
@@ -553,6 +620,7 @@ impl<'a> TermCursor<'a> {
             pos_byte,
             off_byte,
             impacts_at,
+            impacts_len,
         })
     }
 
@@ -566,26 +634,38 @@ impl<'a> TermCursor<'a> {
             Some(self.entries[b - 1].last_doc)
         };
         let start = self.blocks_start + e.block_off as usize;
-        let data = match self.file.bytes(start..start + e.block_len as usize) {
-            Ok(d) => d,
-            Err(err) => return self.fail(err),
-        };
+        let end = start + e.block_len as usize;
         let n = if b + 1 == self.n_blocks {
             self.df as usize - BLOCK * (self.n_blocks - 1)
         } else {
             BLOCK
         };
+        let file = self.file;
+        if self.prefetch_segment > 0 && end > self.prefetched_to && self.prefetched_to < self.zone_end {
+            let from = self.prefetched_to.max(start);
+            let to = (from + self.prefetch_segment).min(self.zone_end);
+            if let Err(err) = file.prefetch(std::slice::from_ref(&(from..to))) {
+                return self.fail(err);
+            }
+            self.prefetched_to = to;
+        }
+        let data = match self.block_win.get(file, start..end) {
+            Ok(d) => d,
+            Err(err) => return self.fail(err),
+        };
+        io::record_needed(e.block_len as u64);
         let ok = if n == BLOCK {
             match codec::unpack_sorted_block(prev_last, data, &mut self.docs) {
                 Some(used) => {
-                    self.freq_data = &data[used..];
+                    self.freq_range = start + used..end;
                     self.freqs_ready = false;
                     true
                 }
                 None => false,
             }
         } else {
-            self.decode_tail(data, prev_last, n).is_some()
+            self.freqs_ready = true;
+            decode_tail(data, prev_last, &mut self.docs[..n], &mut self.freqs[..n]).is_some()
         };
         if !ok || self.docs[n - 1] != e.last_doc || prev_last.is_some_and(|p| self.docs[0] <= p) {
             let err = self.corrupt("doc block");
@@ -600,27 +680,18 @@ impl<'a> TermCursor<'a> {
         self.doc = self.docs[0];
     }
 
-    fn decode_tail(&mut self, data: &[u8], prev_last: Option<DocId>, n: usize) -> Option<()> {
-        let mut pos = 0;
-        let mut prev = prev_last;
-        for slot in self.docs.iter_mut().take(n) {
-            let delta = codec::read_u32(data, &mut pos)?;
-            let d = match prev {
-                Some(p) => p.checked_add(delta)?.checked_add(1)?,
-                None => delta,
-            };
-            *slot = d;
-            prev = Some(d);
-        }
-        for slot in self.freqs.iter_mut().take(n) {
-            *slot = codec::read_u32(data, &mut pos)?.checked_add(1)?;
-        }
-        self.freqs_ready = true;
-        Some(())
-    }
-
     fn decode_freqs(&mut self) {
-        match codec::unpack_block(self.freq_data, &mut self.freqs) {
+        let file = self.file;
+        let unpacked = match self.block_win.get(file, self.freq_range.clone()) {
+            Ok(data) => codec::unpack_block(data, &mut self.freqs),
+            Err(err) => {
+                self.fail(err);
+                self.freqs = [1; BLOCK];
+                self.freqs_ready = true;
+                return;
+            }
+        };
+        match unpacked {
             Some(_) => {
                 for f in self.freqs.iter_mut() {
                     *f += 1;
@@ -635,4 +706,23 @@ impl<'a> TermCursor<'a> {
             }
         }
     }
+}
+
+/// Decodes a VByte tail block: doc deltas (from `prev_last`), then freqs.
+fn decode_tail(data: &[u8], prev_last: Option<DocId>, docs: &mut [DocId], freqs: &mut [u32]) -> Option<()> {
+    let mut pos = 0;
+    let mut prev = prev_last;
+    for slot in docs.iter_mut() {
+        let delta = codec::read_u32(data, &mut pos)?;
+        let d = match prev {
+            Some(p) => p.checked_add(delta)?.checked_add(1)?,
+            None => delta,
+        };
+        *slot = d;
+        prev = Some(d);
+    }
+    for slot in freqs.iter_mut() {
+        *slot = codec::read_u32(data, &mut pos)?.checked_add(1)?;
+    }
+    Some(())
 }

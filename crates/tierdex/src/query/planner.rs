@@ -10,13 +10,14 @@
 use crate::analysis::Analyzer;
 use crate::error::Result;
 use crate::index::{Index, SegmentReader};
+use crate::layout::TermCursor;
 use crate::query::ast::{self, Occur};
 use crate::query::bm25::{self, Bm25, NormCache};
 use crate::query::boolean::{Conjunction, Disjunction, ReqExcl, ReqOpt};
 use crate::query::phrase::PhraseScorer;
 use crate::query::scorer::{Scorer, TermScorer};
 use crate::schema::Field;
-use crate::termdict::term_key;
+use crate::termdict::{term_key, TermInfo};
 
 /// A term in one field, with its global IDF.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +72,20 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// Term plans of every clause, excluded ones included.
+    pub fn all_terms<'p>(&'p self, out: &mut Vec<&'p TermPlan>) {
+        match self {
+            Plan::Term(t) => out.push(t),
+            Plan::Phrase(p) => out.extend(p.terms.iter()),
+            Plan::Bool(b) => {
+                for c in b.must.iter().chain(&b.should).chain(&b.must_not) {
+                    c.all_terms(out);
+                }
+            }
+            Plan::Nothing => {}
+        }
+    }
+
     /// Term plans of every positive (non-excluded) clause, for highlighting.
     pub fn positive_terms<'p>(&'p self, out: &mut Vec<&'p TermPlan>) {
         match self {
@@ -272,52 +287,103 @@ impl ScoringContext {
     }
 }
 
+/// What building a segment's scorer tree needs: the segment, the scoring
+/// context, and whether cursors prefetch (and in what segment size).
+#[derive(Clone, Copy)]
+pub struct Build<'a> {
+    /// The segment.
+    pub seg: &'a SegmentReader,
+    /// Norm caches.
+    pub ctx: &'a ScoringContext,
+    /// Adaptive prefetch segment size, when the query qualifies.
+    pub prefetch: Option<usize>,
+}
+
+impl<'a> Build<'a> {
+    /// A build over `seg` without prefetching.
+    pub fn new(seg: &'a SegmentReader, ctx: &'a ScoringContext) -> Self {
+        Build {
+            seg,
+            ctx,
+            prefetch: None,
+        }
+    }
+
+    fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'a>> {
+        match self.prefetch {
+            Some(segment) => self.seg.prefetching_cursor(info, segment),
+            None => self.seg.cursor(info),
+        }
+    }
+}
+
+/// Segment size of adaptive prefetching.
+pub const PREFETCH_SEGMENT: usize = 1 << 20;
+
+/// Adaptive prefetch (DESIGN §0): when every term of `plan` has a prefetch
+/// zone of at least `threshold` bytes in `seg`, prefetches the first
+/// segment of every zone in one request and returns the segment size for the
+/// cursors to continue with; otherwise does nothing.
+pub fn prefetch_zones(plan: &Plan, seg: &SegmentReader, threshold: usize) -> Result<Option<usize>> {
+    let mut terms = Vec::new();
+    plan.all_terms(&mut terms);
+    let mut ranges = Vec::with_capacity(terms.len());
+    for t in terms {
+        let Some(info) = seg.term_info(&t.key)? else {
+            continue;
+        };
+        let zone = info.region.zone_len as usize;
+        if zone < threshold {
+            return Ok(None);
+        }
+        let start = info.offset as usize;
+        ranges.push(start..start + zone.min(PREFETCH_SEGMENT));
+    }
+    if ranges.is_empty() {
+        return Ok(None);
+    }
+    seg.prefetch(&ranges)?;
+    Ok(Some(PREFETCH_SEGMENT))
+}
+
 /// A scorer tree whose node types are erased.
 pub type BoxedScorer<'a> = Box<dyn Scorer + 'a>;
 
 /// Builds the scorer of `plan` over `seg`; `None` when nothing can match.
-pub fn build_scorer<'a>(
-    plan: &Plan,
-    seg: &'a SegmentReader,
-    ctx: &'a ScoringContext,
-) -> Result<Option<BoxedScorer<'a>>> {
+pub fn build_scorer<'a>(plan: &Plan, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
     Ok(match plan {
         Plan::Nothing => None,
-        Plan::Term(t) => term_scorer(t, seg, ctx)?.map(|s| Box::new(s) as BoxedScorer<'a>),
-        Plan::Phrase(p) => phrase_scorer(p, seg, ctx)?.map(|s| Box::new(s) as BoxedScorer<'a>),
-        Plan::Bool(b) => bool_scorer(b, seg, ctx)?,
+        Plan::Term(t) => term_scorer(t, b)?.map(|s| Box::new(s) as BoxedScorer<'a>),
+        Plan::Phrase(p) => phrase_scorer(p, b)?.map(|s| Box::new(s) as BoxedScorer<'a>),
+        Plan::Bool(bp) => bool_scorer(bp, b)?,
     })
 }
 
-fn term_scorer<'a>(t: &TermPlan, seg: &'a SegmentReader, ctx: &'a ScoringContext) -> Result<Option<TermScorer<'a>>> {
-    let Some(info) = seg.term_info(&t.key)? else {
+fn term_scorer<'a>(t: &TermPlan, b: Build<'a>) -> Result<Option<TermScorer<'a>>> {
+    let Some(info) = b.seg.term_info(&t.key)? else {
         return Ok(None);
     };
-    let cursor = seg.cursor(&info)?;
+    let cursor = b.cursor(&info)?;
     Ok(Some(TermScorer::new(
         cursor,
-        ctx.bm25(t.field, t.idf),
-        seg.norms(t.field),
+        b.ctx.bm25(t.field, t.idf),
+        b.seg.norms(t.field),
     )))
 }
 
-fn phrase_scorer<'a>(
-    p: &PhrasePlan,
-    seg: &'a SegmentReader,
-    ctx: &'a ScoringContext,
-) -> Result<Option<PhraseScorer<'a>>> {
+fn phrase_scorer<'a>(p: &PhrasePlan, b: Build<'a>) -> Result<Option<PhraseScorer<'a>>> {
     let mut cursors = Vec::with_capacity(p.terms.len());
     for t in &p.terms {
-        let Some(info) = seg.term_info(&t.key)? else {
+        let Some(info) = b.seg.term_info(&t.key)? else {
             return Ok(None);
         };
-        cursors.push(seg.cursor(&info)?);
+        cursors.push(b.cursor(&info)?);
     }
     Ok(Some(PhraseScorer::new(
         cursors,
         p.rel.clone(),
-        ctx.bm25(p.field, p.idf),
-        seg.norms(p.field),
+        b.ctx.bm25(p.field, p.idf),
+        b.seg.norms(p.field),
     )))
 }
 
@@ -332,11 +398,11 @@ fn all_terms(plans: &[Plan]) -> Option<Vec<&TermPlan>> {
 }
 
 /// The disjunction of `plans` (matching children only); `None` if none match.
-fn disjunction<'a>(plans: &[Plan], seg: &'a SegmentReader, ctx: &'a ScoringContext) -> Result<Option<BoxedScorer<'a>>> {
+fn disjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
     if let Some(terms) = all_terms(plans) {
         let mut subs = Vec::with_capacity(terms.len());
         for t in terms {
-            subs.extend(term_scorer(t, seg, ctx)?);
+            subs.extend(term_scorer(t, b)?);
         }
         return Ok(match subs.len() {
             0 => None,
@@ -346,7 +412,7 @@ fn disjunction<'a>(plans: &[Plan], seg: &'a SegmentReader, ctx: &'a ScoringConte
     }
     let mut subs = Vec::with_capacity(plans.len());
     for p in plans {
-        subs.extend(build_scorer(p, seg, ctx)?);
+        subs.extend(build_scorer(p, b)?);
     }
     Ok(match subs.len() {
         0 => None,
@@ -356,11 +422,11 @@ fn disjunction<'a>(plans: &[Plan], seg: &'a SegmentReader, ctx: &'a ScoringConte
 }
 
 /// The conjunction of `plans`; `None` if any cannot match.
-fn conjunction<'a>(plans: &[Plan], seg: &'a SegmentReader, ctx: &'a ScoringContext) -> Result<Option<BoxedScorer<'a>>> {
+fn conjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
     if let Some(terms) = all_terms(plans) {
         let mut subs = Vec::with_capacity(terms.len());
         for t in terms {
-            match term_scorer(t, seg, ctx)? {
+            match term_scorer(t, b)? {
                 Some(s) => subs.push(s),
                 None => return Ok(None),
             }
@@ -373,7 +439,7 @@ fn conjunction<'a>(plans: &[Plan], seg: &'a SegmentReader, ctx: &'a ScoringConte
     }
     let mut subs = Vec::with_capacity(plans.len());
     for p in plans {
-        match build_scorer(p, seg, ctx)? {
+        match build_scorer(p, b)? {
             Some(s) => subs.push(s),
             None => return Ok(None),
         }
@@ -385,22 +451,22 @@ fn conjunction<'a>(plans: &[Plan], seg: &'a SegmentReader, ctx: &'a ScoringConte
     }))
 }
 
-fn bool_scorer<'a>(b: &BoolPlan, seg: &'a SegmentReader, ctx: &'a ScoringContext) -> Result<Option<BoxedScorer<'a>>> {
-    let req: BoxedScorer<'a> = if b.must.is_empty() {
-        match disjunction(&b.should, seg, ctx)? {
+fn bool_scorer<'a>(bp: &BoolPlan, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+    let req: BoxedScorer<'a> = if bp.must.is_empty() {
+        match disjunction(&bp.should, b)? {
             Some(s) => s,
             None => return Ok(None),
         }
     } else {
-        let Some(req) = conjunction(&b.must, seg, ctx)? else {
+        let Some(req) = conjunction(&bp.must, b)? else {
             return Ok(None);
         };
-        match disjunction(&b.should, seg, ctx)? {
-            Some(opt) if !b.should.is_empty() => Box::new(ReqOpt::new(req, opt)),
+        match disjunction(&bp.should, b)? {
+            Some(opt) if !bp.should.is_empty() => Box::new(ReqOpt::new(req, opt)),
             _ => req,
         }
     };
-    Ok(Some(match disjunction(&b.must_not, seg, ctx)? {
+    Ok(Some(match disjunction(&bp.must_not, b)? {
         Some(excl) => Box::new(ReqExcl::new(req, excl)),
         None => req,
     }))

@@ -13,7 +13,18 @@
 //! remembered as verified, so a query never pays twice for a page and never
 //! reads more than it needs; [`IndexFile::verify_all`] checks everything (used
 //! by `tierdex inspect --verify` and after writing).
+//!
+//! Tiers (DESIGN §3, chosen at open time with [`TierOptions`]): `ram`,
+//! `mmap` (with `madvise` policy), `buffered` (`pread`) and `direct`
+//! (O_DIRECT through io_uring into a bounded [`direct::BufferPool`]).
+//! Readers go through [`PageWindow`]s and [`IndexFile::read`]; [`io`]
+//! accounts what each thread requested and decoded.
 
+pub mod direct;
 mod file;
+pub mod io;
+mod window;
 
-pub use file::{FileInfo, FileWriter, IndexFile, Tier, FOOTER_LEN, PAGE_SIZE};
+pub use file::{FileInfo, FileWriter, IndexFile, Madvise, Storage, Tier, TierOptions, FOOTER_LEN, PAGE_SIZE};
+pub use io::IoStats;
+pub use window::PageWindow;

@@ -1,6 +1,5 @@
 //! Reading a document store.
 
-use std::ops::Range;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -11,7 +10,7 @@ use super::format::{self, DataHeader, IndexTrailer, DATA_HEADER_LEN, INDEX_ENTRY
 use super::zstd_codec;
 use crate::error::{Error, Result};
 use crate::schema::{DocId, Document};
-use crate::storage::{IndexFile, Tier};
+use crate::storage::{io, IndexFile, Storage, Tier, TierOptions};
 
 /// Pooled decompression buffers larger than this are dropped after use, so a
 /// rare huge document does not pin memory.
@@ -31,7 +30,7 @@ pub struct StoreReader {
 
 struct ReaderDictionary {
     ddict: DDict<'static>,
-    range: Range<usize>,
+    bytes: Vec<u8>,
     hash: u64,
 }
 
@@ -53,16 +52,23 @@ impl std::fmt::Debug for StoreReader {
 }
 
 impl StoreReader {
-    /// Opens a store on `tier`, checking that the two files belong together
-    /// and that every index entry lies inside the data file, in order.
+    /// Opens a store on `tier` with default settings (see [`StoreReader::open_on`]).
     pub fn open(data_path: &Path, index_path: &Path, tier: Tier) -> Result<StoreReader> {
-        let data = IndexFile::open(data_path, tier)?;
-        let index = IndexFile::open(index_path, tier)?;
+        Self::open_on(data_path, index_path, &Storage::new(TierOptions::on(tier))?)
+    }
+
+    /// Opens a store on `storage`, checking that the two files belong
+    /// together and that every index entry lies inside the data file, in
+    /// order (the index is streamed once; entries are read on demand later).
+    pub fn open_on(data_path: &Path, index_path: &Path, storage: &Storage) -> Result<StoreReader> {
+        let data = storage.open(data_path)?;
+        let index = storage.open(index_path)?;
+        let mut buf = Vec::new();
         let data_corrupt = |reason: String| Error::corrupt(data_path, reason);
         let index_corrupt = |reason: String| Error::corrupt(index_path, reason);
 
         let header_len = DATA_HEADER_LEN.min(data.len());
-        let header = DataHeader::decode(data.bytes(0..header_len)?).map_err(data_corrupt)?;
+        let header = DataHeader::decode(data.read(0..header_len, &mut buf)?).map_err(data_corrupt)?;
         let dict_len = header.dict_len as usize;
         let records_start = DATA_HEADER_LEN
             .checked_add(dict_len)
@@ -74,14 +80,13 @@ impl StoreReader {
                 ))
             })?;
         let dict = if dict_len > 0 {
-            let range = DATA_HEADER_LEN..records_start;
-            let bytes = data.bytes(range.clone())?;
-            let hash = xxh3_64(bytes);
+            let bytes = data.read(DATA_HEADER_LEN..records_start, &mut buf)?.to_vec();
+            let hash = xxh3_64(&bytes);
             if hash != header.dict_hash {
                 return Err(data_corrupt("dictionary does not match its hash".into()));
             }
-            let ddict = DDict::try_create(bytes).ok_or_else(|| data_corrupt("zstd rejects the dictionary".into()))?;
-            Some(ReaderDictionary { ddict, range, hash })
+            let ddict = DDict::try_create(&bytes).ok_or_else(|| data_corrupt("zstd rejects the dictionary".into()))?;
+            Some(ReaderDictionary { ddict, bytes, hash })
         } else {
             None
         };
@@ -93,8 +98,8 @@ impl StoreReader {
             )));
         }
         let entries_len = index.len() - INDEX_TRAILER_LEN;
-        let trailer =
-            IndexTrailer::decode(index.len(), index.bytes(entries_len..index.len())?).map_err(index_corrupt)?;
+        let trailer = IndexTrailer::decode(index.len(), index.read(entries_len..index.len(), &mut buf)?)
+            .map_err(index_corrupt)?;
         if trailer.data_len != data.len() as u64 || trailer.data_checksum != data.checksum() {
             return Err(index_corrupt(format!(
                 "index was written for another data file ({} bytes, fingerprint {:016x}) than {} ({} bytes, fingerprint {:016x})",
@@ -106,25 +111,34 @@ impl StoreReader {
             )));
         }
         let mut end = records_start as u64;
-        for (doc, e) in index.bytes(0..entries_len)?.chunks_exact(INDEX_ENTRY_LEN).enumerate() {
-            let (offset, len) = format::decode_entry(e);
-            if len == 0 {
-                return Err(index_corrupt(format!("document {doc}: empty record")));
-            }
-            if offset < end {
-                return Err(index_corrupt(format!(
+        const CHUNK: usize = INDEX_ENTRY_LEN * (1 << 16);
+        let mut entries = Vec::new();
+        for chunk_start in (0..entries_len).step_by(CHUNK) {
+            let chunk = index.read(chunk_start..(chunk_start + CHUNK).min(entries_len), &mut buf)?;
+            entries.clear();
+            entries.extend_from_slice(chunk);
+            let first_doc = chunk_start / INDEX_ENTRY_LEN;
+            for (i, e) in entries.chunks_exact(INDEX_ENTRY_LEN).enumerate() {
+                let doc = first_doc + i;
+                let (offset, len) = format::decode_entry(e);
+                if len == 0 {
+                    return Err(index_corrupt(format!("document {doc}: empty record")));
+                }
+                if offset < end {
+                    return Err(index_corrupt(format!(
                     "document {doc}: record offset {offset} is before the end {end} of the previous record or header"
                 )));
-            }
-            end = match offset.checked_add(u64::from(len)) {
-                Some(end) if end <= data.len() as u64 => end,
-                _ => {
-                    return Err(index_corrupt(format!(
-                        "document {doc}: record {offset}+{len} runs past the end of the {}-byte data file",
-                        data.len()
-                    )))
                 }
-            };
+                end = match offset.checked_add(u64::from(len)) {
+                    Some(end) if end <= data.len() as u64 => end,
+                    _ => {
+                        return Err(index_corrupt(format!(
+                            "document {doc}: record {offset}+{len} runs past the end of the {}-byte data file",
+                            data.len()
+                        )))
+                    }
+                };
+            }
         }
         if end != data.len() as u64 {
             return Err(index_corrupt(format!(
@@ -154,26 +168,40 @@ impl StoreReader {
 
     /// Size of the store's zstd dictionary (0 without one).
     pub fn dictionary_len(&self) -> usize {
-        self.dict.as_ref().map_or(0, |d| d.range.len())
+        self.dict.as_ref().map_or(0, |d| d.bytes.len())
     }
 
     /// Reads and decompresses document `doc`.
     pub fn get(&self, doc: DocId) -> Result<Document> {
-        let record = self.raw(doc)?;
+        let mut raw = Vec::new();
+        let record = self.raw_into(doc, &mut raw)?;
         let mut scratch = self.take_scratch()?;
         let result = self.decode(&mut scratch, record, doc);
         self.put_back(scratch);
         result
     }
 
-    /// The compressed record of `doc`, as [`StoreWriter::add_raw`] takes it.
+    /// The compressed record of `doc`, as [`StoreWriter::add_raw`] takes it,
+    /// on a resident tier (`ram`, `mmap`); [`StoreReader::raw_into`] works on
+    /// every tier.
     ///
     /// [`StoreWriter::add_raw`]: super::StoreWriter::add_raw
     pub fn raw(&self, doc: DocId) -> Result<&[u8]> {
         let (offset, len) = self.entry(doc)?;
         let start = offset as usize; // checked against the data length at open
+        io::record_needed(u64::from(len));
         self.data
             .bytes(start..start + len as usize)
+            .map_err(|e| with_doc(e, doc))
+    }
+
+    /// The compressed record of `doc`, read into `buf` unless resident.
+    pub fn raw_into<'a>(&'a self, doc: DocId, buf: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+        let (offset, len) = self.entry(doc)?;
+        let start = offset as usize; // checked against the data length at open
+        io::record_needed(u64::from(len));
+        self.data
+            .read(start..start + len as usize, buf)
             .map_err(|e| with_doc(e, doc))
     }
 
@@ -187,14 +215,14 @@ impl StoreReader {
     /// The dictionary's bytes, if the store has one.
     pub(super) fn dictionary(&self) -> Result<Option<&[u8]>> {
         match &self.dict {
-            Some(d) => Ok(Some(self.data.bytes(d.range.clone())?)),
+            Some(d) => Ok(Some(&d.bytes)),
             None => Ok(None),
         }
     }
 
     /// What identifies the dictionary: its length and hash.
     pub(super) fn dictionary_id(&self) -> Option<(usize, u64)> {
-        self.dict.as_ref().map(|d| (d.range.len(), d.hash))
+        self.dict.as_ref().map(|d| (d.bytes.len(), d.hash))
     }
 
     /// Content length of the data file.
@@ -204,7 +232,8 @@ impl StoreReader {
 
     /// Decompresses `doc` into `out` (its serialised form), checking it.
     pub(super) fn read_serialised(&self, doc: DocId, out: &mut Vec<u8>) -> Result<()> {
-        let record = self.raw(doc)?;
+        let mut raw = Vec::new();
+        let record = self.raw_into(doc, &mut raw)?;
         let mut scratch = self.take_scratch()?;
         let result = zstd_codec::decompress(&mut scratch.dctx, self.ddict(), record, out)
             .and_then(|()| format::parse(out).map(|_| ()))
@@ -231,8 +260,10 @@ impl StoreReader {
             )));
         }
         let start = doc as usize * INDEX_ENTRY_LEN;
-        let e = self.index.bytes(start..start + INDEX_ENTRY_LEN)?;
-        Ok(format::decode_entry(e))
+        let mut e = [0u8; INDEX_ENTRY_LEN];
+        self.index.read_small(start..start + INDEX_ENTRY_LEN, &mut e)?;
+        io::record_needed(INDEX_ENTRY_LEN as u64);
+        Ok(format::decode_entry(&e))
     }
 
     fn decode(&self, scratch: &mut Scratch, record: &[u8], doc: DocId) -> Result<Document> {

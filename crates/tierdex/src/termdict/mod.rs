@@ -107,20 +107,27 @@ impl TermDictWriter {
     }
 }
 
-/// Verified bytes of an index file, for the `fst` crate.
+/// The FST's bytes: the verified resident file, or a verified copy on
+/// tiers that do not keep files in memory.
 #[derive(Clone)]
-struct VerifiedBytes(Arc<IndexFile>);
+enum FstBytes {
+    File(Arc<IndexFile>),
+    Owned(Arc<[u8]>),
+}
 
-impl AsRef<[u8]> for VerifiedBytes {
+impl AsRef<[u8]> for FstBytes {
     fn as_ref(&self) -> &[u8] {
-        // Verified in full when the dictionary was opened.
-        self.0.all().unwrap_or(&[])
+        match self {
+            // Verified in full when the dictionary was opened.
+            FstBytes::File(f) => f.all().unwrap_or(&[]),
+            FstBytes::Owned(b) => b,
+        }
     }
 }
 
 /// A term dictionary opened for reading.
 pub struct TermDict {
-    fst: fst::Map<VerifiedBytes>,
+    fst: fst::Map<FstBytes>,
     infos: IndexFile,
     len: u64,
 }
@@ -130,8 +137,14 @@ impl TermDict {
     pub fn open(fst_file: IndexFile, infos: IndexFile) -> Result<TermDict> {
         fst_file.verify_all()?;
         let path = fst_file.path().to_path_buf();
-        let fst = fst::Map::new(VerifiedBytes(Arc::new(fst_file)))
-            .map_err(|e| Error::corrupt(&path, format!("invalid FST: {e}")))?;
+        let bytes = if fst_file.resident().is_some() {
+            FstBytes::File(Arc::new(fst_file))
+        } else {
+            let mut buf = Vec::new();
+            let copy: Arc<[u8]> = fst_file.read(0..fst_file.len(), &mut buf)?.into();
+            FstBytes::Owned(copy)
+        };
+        let fst = fst::Map::new(bytes).map_err(|e| Error::corrupt(&path, format!("invalid FST: {e}")))?;
         if infos.len() % TERM_INFO_LEN != 0 || (infos.len() / TERM_INFO_LEN) as u64 != fst.len() as u64 {
             return Err(Error::corrupt(
                 infos.path(),
@@ -168,7 +181,10 @@ impl TermDict {
     /// The info of the term with ordinal `ord`.
     pub fn info(&self, ord: u64) -> Result<TermInfo> {
         let start = ord as usize * TERM_INFO_LEN;
-        Ok(TermInfo::decode(self.infos.bytes(start..start + TERM_INFO_LEN)?))
+        let mut b = [0u8; TERM_INFO_LEN];
+        self.infos.read_small(start..start + TERM_INFO_LEN, &mut b)?;
+        crate::storage::io::record_needed(TERM_INFO_LEN as u64);
+        Ok(TermInfo::decode(&b))
     }
 
     /// The underlying FST (for merges and inspection).
