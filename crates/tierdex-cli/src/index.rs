@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use tierdex::analysis::AnalyzerConfig;
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::indexing::{build_index_with_progress, BuildStats, IndexOptions, Progress};
+use tierdex::layout::{Codec, Layout};
 
 use crate::human_bytes;
 use crate::progress::bar;
@@ -46,6 +47,13 @@ pub struct Args {
     /// Replace an index already in --out.
     #[arg(long)]
     force: bool,
+    /// Postings layout: grouped (one region per term, metadata inline) or
+    /// split (Lucene-like separate streams).
+    #[arg(long, default_value = "grouped", value_parser = |s: &str| s.parse::<Layout>().map_err(|e| e.to_string()))]
+    layout: Layout,
+    /// Postings codec: compressed (bit-packed) or direct (raw u32 arrays).
+    #[arg(long, default_value = "compressed", value_parser = |s: &str| s.parse::<Codec>().map_err(|e| e.to_string()))]
+    codec: Codec,
     /// Print the build statistics as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -64,6 +72,8 @@ pub fn run(a: Args) -> Result<()> {
         threads: a.threads,
         merge: !a.no_merge,
         overwrite: a.force,
+        layout: a.layout,
+        codec: a.codec,
     };
     let read = corpus.progress();
     let pb = bar(Some(corpus.total_bytes()), true, "indexing");

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::indexing::{build_index, IndexOptions};
+use tierdex::layout::{Codec, Layout};
 use tierdex::search::{Mode, Searcher};
 use tierdex::{Document, Error};
 
@@ -18,8 +19,14 @@ fn docs(n: usize) -> Vec<Document> {
 }
 
 fn build(dir: &Path, n: usize) {
+    build_with(dir, n, Layout::Grouped, Codec::Compressed)
+}
+
+fn build_with(dir: &Path, n: usize, layout: Layout, codec: Codec) {
     let opts = IndexOptions {
         segment_docs: 150,
+        layout,
+        codec,
         ..Default::default()
     };
     build_index(docs(n).into_iter().map(Ok), dir, &opts).unwrap();
@@ -158,10 +165,19 @@ fn query_index(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The index kinds the corruption tests run on.
+const KINDS: [(Layout, Codec); 2] = [(Layout::Grouped, Codec::Compressed), (Layout::Split, Codec::Direct)];
+
 #[test]
 fn truncated_files_are_detected() {
+    for (layout, codec) in KINDS {
+        truncated_files_are_detected_in(layout, codec);
+    }
+}
+
+fn truncated_files_are_detected_in(layout: Layout, codec: Codec) {
     let tmp = tempfile::tempdir().unwrap();
-    build(tmp.path(), 400);
+    build_with(tmp.path(), 400, layout, codec);
     for file in index_files(tmp.path()) {
         let clean = std::fs::read(&file).unwrap();
         for cut in [1, clean.len() / 2] {
@@ -180,8 +196,14 @@ fn truncated_files_are_detected() {
 
 #[test]
 fn bit_flips_are_detected() {
+    for (layout, codec) in KINDS {
+        bit_flips_are_detected_in(layout, codec);
+    }
+}
+
+fn bit_flips_are_detected_in(layout: Layout, codec: Codec) {
     let tmp = tempfile::tempdir().unwrap();
-    build(tmp.path(), 400);
+    build_with(tmp.path(), 400, layout, codec);
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     for file in index_files(tmp.path()) {
         let clean = std::fs::read(&file).unwrap();

@@ -10,13 +10,14 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::analysis::AnalyzerConfig;
 use crate::error::{Error, Result};
+use crate::layout::{Codec, Layout};
 use crate::schema::Field;
 use crate::storage::FileInfo;
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST: &str = "manifest.json";
 /// Current on-disk format version.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Per-field statistics of a segment (or, summed, of the index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -70,9 +71,9 @@ pub struct Manifest {
     /// Analyzer options (queries are analysed the same way).
     pub analyzer: AnalyzerConfig,
     /// Posting codec.
-    pub codec: String,
+    pub codec: Codec,
     /// Posting layout.
-    pub layout: String,
+    pub layout: Layout,
     /// Segments in document order.
     pub segments: Vec<SegmentMeta>,
     /// Next unused segment number.
@@ -84,12 +85,12 @@ pub struct Manifest {
 
 impl Manifest {
     /// An empty manifest for a new index.
-    pub fn new(analyzer: AnalyzerConfig) -> Manifest {
+    pub fn new(analyzer: AnalyzerConfig, layout: Layout, codec: Codec) -> Manifest {
         Manifest {
             format: FORMAT_VERSION,
             analyzer,
-            codec: "compressed".into(),
-            layout: "grouped".into(),
+            codec,
+            layout,
             segments: Vec::new(),
             next_segment: 0,
             checksum: String::new(),
@@ -128,12 +129,6 @@ impl Manifest {
                     "index format {} is not supported (this build reads {FORMAT_VERSION})",
                     m.format
                 ),
-            ));
-        }
-        if m.codec != "compressed" || m.layout != "grouped" {
-            return Err(Error::corrupt(
-                &path,
-                format!("unknown codec/layout {}/{}", m.codec, m.layout),
             ));
         }
         Ok(m)

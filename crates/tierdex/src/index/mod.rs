@@ -55,7 +55,7 @@ impl Index {
         let mut stats = [FieldStats::default(); Field::COUNT];
         let mut base: u64 = 0;
         for meta in &manifest.segments {
-            let seg = SegmentReader::open(dir, meta, &storage)?;
+            let seg = SegmentReader::open(dir, meta, manifest.layout, manifest.codec, &storage)?;
             if options.verify {
                 seg.verify_all()?;
             }
@@ -150,7 +150,8 @@ impl Index {
         while let Some((key, hits)) = union.next() {
             let (mut df, mut ttf) = (0u64, 0u64);
             for h in hits {
-                let info = self.segments[h.index].terms().info(h.value)?;
+                let seg = &self.segments[h.index];
+                let info = seg.postings().resolve(seg.terms().term_ref(h.value))?;
                 df += info.region.doc_freq as u64;
                 ttf += info.region.total_term_freq;
             }

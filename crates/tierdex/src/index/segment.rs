@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::index::manifest::SegmentMeta;
-use crate::layout::TermCursor;
+use crate::layout::{Codec, Layout, PostingsFiles, TermCursor};
 use crate::schema::Field;
 use crate::storage::{IndexFile, Storage};
 use crate::store::StoreReader;
@@ -12,34 +12,44 @@ use crate::termdict::{TermDict, TermInfo};
 
 /// Extensions of a segment's files.
 pub mod ext {
-    /// FST of term keys.
-    pub const TERMS: &str = "fst";
-    /// Term info table.
-    pub const TERM_INFOS: &str = "tin";
-    /// Postings (grouped term regions).
-    pub const POSTINGS: &str = "pst";
+    pub use crate::layout::postings::ext::{DOCS, PAYLOADS, POSITIONS, POSTINGS, TERMS, TERM_INFOS};
     /// Field-length norms.
     pub const NORMS: &str = "nrm";
     /// Document store data.
     pub const STORE: &str = "sto";
     /// Document store index.
     pub const STORE_INDEX: &str = "sti";
-    /// All of them.
-    pub const ALL: [&str; 6] = [TERMS, TERM_INFOS, POSTINGS, NORMS, STORE, STORE_INDEX];
+    /// Every extension any layout writes.
+    pub const ALL: [&str; 9] = [
+        TERMS,
+        TERM_INFOS,
+        POSTINGS,
+        DOCS,
+        POSITIONS,
+        PAYLOADS,
+        NORMS,
+        STORE,
+        STORE_INDEX,
+    ];
 }
 
 /// A segment's readers.
 pub struct SegmentReader {
     meta: SegmentMeta,
-    terms: TermDict,
-    postings: IndexFile,
+    postings: PostingsFiles,
     norms: Box<[u8]>,
     store: StoreReader,
 }
 
 impl SegmentReader {
     /// Opens the files of `meta` in `dir`, checking them against the manifest.
-    pub fn open(dir: &Path, meta: &SegmentMeta, storage: &Storage) -> Result<SegmentReader> {
+    pub fn open(
+        dir: &Path,
+        meta: &SegmentMeta,
+        layout: Layout,
+        codec: Codec,
+        storage: &Storage,
+    ) -> Result<SegmentReader> {
         let open = |e: &str| -> Result<IndexFile> {
             let path = dir.join(meta.file_name(e));
             let f = storage.open(&path)?;
@@ -57,8 +67,7 @@ impl SegmentReader {
             }
             Ok(f)
         };
-        let terms = TermDict::open(open(ext::TERMS)?, open(ext::TERM_INFOS)?)?;
-        let postings = open(ext::POSTINGS)?;
+        let postings = PostingsFiles::open(layout, codec, open)?;
         let norms_file = open(ext::NORMS)?;
         if norms_file.len() != meta.max_doc as usize * Field::COUNT {
             return Err(Error::corrupt(
@@ -84,7 +93,6 @@ impl SegmentReader {
         }
         Ok(SegmentReader {
             meta: meta.clone(),
-            terms,
             postings,
             norms,
             store,
@@ -103,24 +111,29 @@ impl SegmentReader {
 
     /// The term dictionary.
     pub fn terms(&self) -> &TermDict {
-        &self.terms
+        self.postings.terms()
+    }
+
+    /// The postings files.
+    pub fn postings(&self) -> &PostingsFiles {
+        &self.postings
     }
 
     /// Looks up a term key (see [`crate::termdict::term_key`]).
     pub fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
-        self.terms.get(key)
+        self.postings.term_info(key)
     }
 
     /// A cursor over a term of this segment.
     pub fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'_>> {
-        TermCursor::open(&self.postings, info)
+        self.postings.cursor(info)
     }
 
     /// A cursor that keeps prefetching the term's zone in `segment`-byte
     /// pieces, the first of which the caller has prefetched already.
     pub fn prefetching_cursor(&self, info: &TermInfo, segment: usize) -> Result<TermCursor<'_>> {
-        let mut c = TermCursor::open(&self.postings, info)?;
-        let start = info.offset as usize;
+        let mut c = self.postings.cursor(info)?;
+        let start = info.doc_offset as usize;
         c.enable_prefetch(segment, start + segment.min(info.region.zone_len as usize));
         Ok(c)
     }
@@ -139,7 +152,6 @@ impl SegmentReader {
 
     /// Verifies every page of every file of the segment.
     pub fn verify_all(&self) -> Result<()> {
-        self.terms.verify_all()?;
         self.postings.verify_all()?;
         self.store.verify_all()
     }
@@ -148,11 +160,6 @@ impl SegmentReader {
     ///
     /// [`TierOptions::prefetches`]: crate::storage::TierOptions::prefetches
     pub fn prefetch(&self, ranges: &[std::ops::Range<usize>]) -> Result<()> {
-        self.postings.prefetch(ranges)
-    }
-
-    /// The postings file (for inspection).
-    pub fn postings_file(&self) -> &IndexFile {
-        &self.postings
+        self.postings.doc_file().prefetch(ranges)
     }
 }

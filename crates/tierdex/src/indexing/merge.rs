@@ -10,25 +10,28 @@ use fst::{IntoStreamer, Streamer};
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
-use crate::layout::writer::{TermPostings, TermWriter};
+use crate::layout::writer::TermPostings;
+use crate::layout::{Codec, Layout, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileWriter, Storage, Tier, TierOptions};
 use crate::store::{StoreOptions, StoreWriter};
-use crate::termdict::{TermDictWriter, TermInfo};
 
-/// Merges `metas` (segments of the index in `dir`, in document order) into a
-/// new segment `name`; calls `progress(terms_done)` now and then. The input
+/// Merges `metas` (segments of the index in `dir`, in document order, with
+/// `layout` and `codec`) into a new segment `name` of the same layout and
+/// codec; calls `progress(terms_done)` now and then. The input
 /// segments' files are left in place.
 pub fn merge_segments(
     dir: &Path,
     metas: &[SegmentMeta],
     name: &str,
+    layout: Layout,
+    codec: Codec,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
     let storage = Storage::new(TierOptions::on(Tier::Mmap))?;
     let readers = metas
         .iter()
-        .map(|m| SegmentReader::open(dir, m, &storage))
+        .map(|m| SegmentReader::open(dir, m, layout, codec, &storage))
         .collect::<Result<Vec<_>>>()?;
     let mut bases = Vec::with_capacity(readers.len());
     let mut max_doc: u64 = 0;
@@ -55,9 +58,7 @@ pub fn merge_segments(
         }
     }
 
-    let mut postings = FileWriter::create(path(ext::POSTINGS))?;
-    let mut dict = TermDictWriter::create(&path(ext::TERM_INFOS))?;
-    let mut writer = TermWriter::new();
+    let mut postings = PostingsWriter::create(dir, name, layout, codec)?;
     let mut tp = TermPostings::default();
     let (mut pos, mut off) = (Vec::new(), Vec::new());
     let mut op = fst::map::OpBuilder::new();
@@ -72,7 +73,7 @@ pub fn merge_segments(
         tp.clear();
         for h in hits {
             let r = &readers[h.index];
-            let info = r.terms().info(h.value)?;
+            let info = r.postings().resolve(r.terms().term_ref(h.value))?;
             let mut c = r.cursor(&info)?;
             let base = bases[h.index];
             while c.doc() != TERMINATED {
@@ -98,31 +99,18 @@ pub fn merge_segments(
                 "term key with an unknown field",
             )
         })?;
-        let region = writer.write(&tp, field_norms).map_err(|e| {
-            Error::corrupt(
-                dir.join(metas[0].file_name(ext::POSTINGS)),
-                format!("cannot merge a term: {e}"),
-            )
-        })?;
-        postings.align_for(region.len() as usize)?;
-        let info = TermInfo {
-            offset: postings.position(),
-            region,
-        };
-        postings.write_all(writer.region())?;
-        dict.insert(key, &info)?;
+        postings.add(key, &tp, field_norms)?;
         done += 1;
         if done % 65_536 == 0 {
             progress(done);
         }
     }
     progress(done);
-    let num_terms = dict.len();
+    let num_terms = postings.len();
     let mut files = BTreeMap::new();
-    files.insert(ext::POSTINGS.to_string(), postings.finish()?);
-    let (fst_info, tin_info) = dict.finish(&path(ext::TERMS))?;
-    files.insert(ext::TERMS.to_string(), fst_info);
-    files.insert(ext::TERM_INFOS.to_string(), tin_info);
+    for (e, info) in postings.finish()? {
+        files.insert(e.to_string(), info);
+    }
     let mut norms_file = FileWriter::create(path(ext::NORMS))?;
     for n in &norms {
         norms_file.write_all(n)?;

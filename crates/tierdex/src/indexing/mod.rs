@@ -26,6 +26,7 @@ use crate::corpus::CorpusError;
 use crate::error::{Error, Result};
 use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::segment::ext;
+use crate::layout::{Codec, Layout};
 use crate::schema::Document;
 use crate::store::{train_dictionary, StoreOptions};
 pub use segment_writer::SegmentWriter;
@@ -46,6 +47,10 @@ pub struct IndexOptions {
     pub merge: bool,
     /// Replace an index already in the output directory.
     pub overwrite: bool,
+    /// Where each term's sections go.
+    pub layout: Layout,
+    /// How postings integers are stored.
+    pub codec: Codec,
 }
 
 impl Default for IndexOptions {
@@ -57,6 +62,8 @@ impl Default for IndexOptions {
             threads: 0,
             merge: false,
             overwrite: false,
+            layout: Layout::default(),
+            codec: Codec::default(),
         }
     }
 }
@@ -156,7 +163,7 @@ where
                     if failed.load(Ordering::Relaxed) {
                         continue;
                     }
-                    match build_segment(dir, seg, &docs, analyzer, dict.as_deref()) {
+                    match build_segment(dir, seg, &docs, analyzer, dict.as_deref(), opts) {
                         Ok(meta) => results.lock().unwrap().push((seg, meta)),
                         Err(e) => {
                             failed.store(true, Ordering::Relaxed);
@@ -239,7 +246,9 @@ where
         progress(Progress::MergeStarted { segments: metas.len() });
         let name = segment_name(next_segment);
         next_segment += 1;
-        let merged = match merge::merge_segments(dir, &metas, &name, &|terms| progress(Progress::Merging { terms })) {
+        let merged = match merge::merge_segments(dir, &metas, &name, opts.layout, opts.codec, &|terms| {
+            progress(Progress::Merging { terms })
+        }) {
             Ok(m) => m,
             Err(e) => return fail(e),
         };
@@ -250,7 +259,7 @@ where
     }
     let merge_secs = merge_started.elapsed().as_secs_f64();
 
-    let mut manifest = Manifest::new(opts.analyzer);
+    let mut manifest = Manifest::new(opts.analyzer, opts.layout, opts.codec);
     manifest.segments = metas;
     manifest.next_segment = next_segment;
     manifest.store(dir)?;
@@ -284,8 +293,16 @@ fn build_segment(
     docs: &[Document],
     analyzer: &Analyzer,
     dictionary: Option<&[u8]>,
+    opts: &IndexOptions,
 ) -> Result<SegmentMeta> {
-    let mut w = SegmentWriter::new(dir, &segment_name(seg), analyzer.clone(), dictionary)?;
+    let mut w = SegmentWriter::new(
+        dir,
+        &segment_name(seg),
+        analyzer.clone(),
+        dictionary,
+        opts.layout,
+        opts.codec,
+    )?;
     for d in docs {
         w.add(d)?;
     }

@@ -11,11 +11,11 @@ use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::ext;
 use crate::indexing::term_table::TermTable;
 use crate::layout::norms;
-use crate::layout::writer::{TermPostings, TermWriter};
+use crate::layout::writer::TermPostings;
+use crate::layout::{Codec, Layout, PostingsWriter};
 use crate::schema::{DocId, Document, Field};
 use crate::storage::FileWriter;
 use crate::store::{StoreOptions, StoreWriter};
-use crate::termdict::{TermDictWriter, TermInfo};
 
 /// One term's postings while a segment is being built, VByte-coded.
 #[derive(Default)]
@@ -58,13 +58,22 @@ pub struct SegmentWriter {
     scratch: Vec<Occurrence>,
     key: Vec<u8>,
     postings_bytes: usize,
+    layout: Layout,
+    codec: Codec,
 }
 
 impl SegmentWriter {
     /// Starts segment `name` in `dir` (the store file is written as documents
     /// come). The document store uses `dictionary` when given (shared by the
     /// segments of one build), else trains its own.
-    pub fn new(dir: &Path, name: &str, analyzer: Analyzer, dictionary: Option<&[u8]>) -> Result<Self> {
+    pub fn new(
+        dir: &Path,
+        name: &str,
+        analyzer: Analyzer,
+        dictionary: Option<&[u8]>,
+        layout: Layout,
+        codec: Codec,
+    ) -> Result<Self> {
         let (data, index) = (
             dir.join(format!("{name}.{}", ext::STORE)),
             dir.join(format!("{name}.{}", ext::STORE_INDEX)),
@@ -86,6 +95,8 @@ impl SegmentWriter {
             scratch: Vec::new(),
             key: Vec::new(),
             postings_bytes: 0,
+            layout,
+            codec,
         })
     }
 
@@ -189,32 +200,19 @@ impl SegmentWriter {
         let mut keys: Vec<(&[u8], u32)> = self.terms.entries().collect();
         keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
 
-        let mut postings = FileWriter::create(path(ext::POSTINGS))?;
-        let mut dict = TermDictWriter::create(&path(ext::TERM_INFOS))?;
-        let mut writer = TermWriter::new();
+        let mut postings = PostingsWriter::create(&self.dir, &self.name, self.layout, self.codec)?;
         let mut tp = TermPostings::default();
         for (key, id) in &keys {
             let buf = &self.bufs[*id as usize];
             decode_buf(buf, &mut tp)
                 .ok_or_else(|| Error::InvalidArgument("internal: damaged in-memory postings".into()))?;
-            let field = key[0] as usize;
-            let region = writer
-                .write(&tp, &self.norms[field])
-                .map_err(|e| Error::InvalidArgument(format!("cannot encode term: {e}")))?;
-            postings.align_for(region.len() as usize)?;
-            let info = TermInfo {
-                offset: postings.position(),
-                region,
-            };
-            postings.write_all(writer.region())?;
-            dict.insert(key, &info)?;
+            postings.add(key, &tp, &self.norms[key[0] as usize])?;
         }
-        let num_terms = dict.len();
+        let num_terms = postings.len();
         let mut files = BTreeMap::new();
-        files.insert(ext::POSTINGS.to_string(), postings.finish()?);
-        let (fst_info, tin_info) = dict.finish(&path(ext::TERMS))?;
-        files.insert(ext::TERMS.to_string(), fst_info);
-        files.insert(ext::TERM_INFOS.to_string(), tin_info);
+        for (e, info) in postings.finish()? {
+            files.insert(e.to_string(), info);
+        }
         let mut norms_file = FileWriter::create(path(ext::NORMS))?;
         for n in &self.norms {
             norms_file.write_all(n)?;

@@ -13,6 +13,8 @@
 use crate::codec::{self, BLOCK};
 use crate::error::Error;
 use crate::layout::impacts::Impacts;
+use crate::layout::postings::PostingsFiles;
+use crate::layout::Codec;
 use crate::schema::{DocId, TERMINATED};
 use crate::storage::{io, IndexFile, PageWindow};
 use crate::termdict::TermInfo;
@@ -43,6 +45,7 @@ struct SkipEntry {
 
 /// Reads 128-value blocks of `W` parallel arrays (positions: 1, offsets: 2).
 struct PackedStream<const W: usize> {
+    codec: Codec,
     section: usize,
     section_len: usize,
     total: u64,
@@ -53,8 +56,9 @@ struct PackedStream<const W: usize> {
 }
 
 impl<const W: usize> PackedStream<W> {
-    fn new(section: usize, section_len: usize, total: u64) -> Self {
+    fn new(codec: Codec, section: usize, section_len: usize, total: u64) -> Self {
         PackedStream {
+            codec,
             section,
             section_len,
             total,
@@ -75,6 +79,9 @@ impl<const W: usize> PackedStream<W> {
 
     /// Byte size of the full block at `off`.
     fn full_block_len(&mut self, file: &IndexFile, off: usize) -> Result<usize, Error> {
+        if self.codec == Codec::Direct {
+            return Ok(W * BLOCK * 4);
+        }
         let mut len = 0;
         for _ in 0..W {
             let at = self.section + off + len;
@@ -106,7 +113,28 @@ impl<const W: usize> PackedStream<W> {
             return Err(Self::corrupt(file, "position"));
         }
         let section_end = self.section + self.section_len;
-        if b < self.full_blocks() {
+        if self.codec == Codec::Direct {
+            // W raw arrays of `count` u32 each.
+            let count = if b < self.full_blocks() {
+                BLOCK
+            } else {
+                (self.total - b * BLOCK as u64) as usize
+            };
+            let at = self.section + off;
+            let len = W * count * 4;
+            if at + len > section_end {
+                return Err(Self::corrupt(file, "position"));
+            }
+            let data = self.win.get(file, at..at + len)?;
+            for (w, vals) in self.vals.iter_mut().enumerate() {
+                let arr = &data[w * count * 4..(w + 1) * count * 4];
+                for (v, c) in vals.iter_mut().zip(arr.chunks_exact(4)) {
+                    *v = u32::from_le_bytes(c.try_into().unwrap());
+                }
+            }
+            io::record_needed(len as u64);
+            self.next_off = off + len;
+        } else if b < self.full_blocks() {
             let mut at = self.section + off;
             for w in 0..W {
                 let bits = self
@@ -180,6 +208,9 @@ impl<const W: usize> PackedStream<W> {
 /// A cursor over one term's postings in one segment.
 pub struct TermCursor<'a> {
     file: &'a IndexFile,
+    pos_file: &'a IndexFile,
+    pay_file: &'a IndexFile,
+    codec: Codec,
     df: u32,
     n_blocks: usize,
     term_impacts: Impacts,
@@ -219,13 +250,24 @@ pub struct TermCursor<'a> {
 impl<'a> TermCursor<'a> {
     /// Opens the term described by `info` in the postings `file`, positioned
     /// on its first document.
-    pub fn open(file: &'a IndexFile, info: &TermInfo) -> Result<TermCursor<'a>, Error> {
+    pub fn open(files: &'a PostingsFiles, info: &TermInfo) -> Result<TermCursor<'a>, Error> {
+        let (file, pos_file, pay_file) = (files.doc_file(), files.pos_file(), files.pay_file());
         let r = &info.region;
-        let start = usize::try_from(info.offset).map_err(|_| Error::corrupt(file.path(), "term offset too large"))?;
-        let zone_end = start
-            .checked_add(r.zone_len as usize)
-            .filter(|&e| e + r.pos_len as usize + r.off_len as usize <= file.len())
-            .ok_or_else(|| Error::corrupt(file.path(), "term region beyond the end of the postings file"))?;
+        let within = |f: &IndexFile, off: u64, len: u32| -> Result<usize, Error> {
+            usize::try_from(off)
+                .ok()
+                .filter(|&o| o.checked_add(len as usize).is_some_and(|e| e <= f.len()))
+                .ok_or_else(|| {
+                    Error::corrupt(
+                        f.path(),
+                        format!("term section at byte {off} beyond the end of the file"),
+                    )
+                })
+        };
+        let start = within(file, info.doc_offset, r.zone_len)?;
+        let pos_start = within(pos_file, info.pos_offset, r.pos_len)?;
+        let off_start = within(pay_file, info.off_offset, r.off_len)?;
+        let zone_end = start + r.zone_len as usize;
         if r.doc_freq == 0 {
             return Err(Error::corrupt(file.path(), "term with no documents"));
         }
@@ -251,10 +293,12 @@ impl<'a> TermCursor<'a> {
             (skip_start, blocks_start)
         };
         io::record_needed((skip_start - start) as u64);
-        let pos_start = zone_end;
-        let off_start = pos_start + r.pos_len as usize;
+        let codec = files.codec();
         let mut c = TermCursor {
             file,
+            pos_file,
+            pay_file,
+            codec,
             df: r.doc_freq,
             n_blocks,
             term_impacts,
@@ -277,8 +321,8 @@ impl<'a> TermCursor<'a> {
             doc: 0,
             occ_i: 0,
             occ_sum: 0,
-            positions: PackedStream::new(pos_start, r.pos_len as usize, r.total_term_freq),
-            offsets: PackedStream::new(off_start, r.off_len as usize, r.total_term_freq),
+            positions: PackedStream::new(codec, pos_start, r.pos_len as usize, r.total_term_freq),
+            offsets: PackedStream::new(codec, off_start, r.off_len as usize, r.total_term_freq),
             prefetch_segment: 0,
             prefetched_to: 0,
             zone_end,
@@ -367,11 +411,8 @@ impl<'a> TermCursor<'a> {
                 return TERMINATED;
             }
         }
-        // The block's last doc is >= target, so the scan stops inside it.
-        let mut i = self.i;
-        while self.docs[i] < target {
-            i += 1;
-        }
+        // The block's last doc is >= target: gallop to it inside the block.
+        let i = gallop(&self.docs[..self.n], self.i, target);
         self.i = i;
         self.doc = self.docs[i];
         self.doc
@@ -486,7 +527,7 @@ impl<'a> TermCursor<'a> {
             return;
         };
         let mut pos = 0u32;
-        let res = self.positions.read(self.file, start, count, hint, |[delta]| {
+        let res = self.positions.read(self.pos_file, start, count, hint, |[delta]| {
             pos = pos.wrapping_add(delta);
             out.push(pos);
         });
@@ -504,7 +545,7 @@ impl<'a> TermCursor<'a> {
             return;
         };
         let mut end = 0u32;
-        let res = self.offsets.read(self.file, start, count, hint, |[gap, len]| {
+        let res = self.offsets.read(self.pay_file, start, count, hint, |[gap, len]| {
             let s = end.wrapping_add(gap);
             end = s.wrapping_add(len);
             out.push((s, end));
@@ -654,7 +695,19 @@ impl<'a> TermCursor<'a> {
             Err(err) => return self.fail(err),
         };
         io::record_needed(e.block_len as u64);
-        let ok = if n == BLOCK {
+        let ok = if self.codec == Codec::Direct {
+            // n raw doc ids, then n raw frequencies.
+            if data.len() == 8 * n {
+                for (d, c) in self.docs[..n].iter_mut().zip(data[..4 * n].chunks_exact(4)) {
+                    *d = u32::from_le_bytes(c.try_into().unwrap());
+                }
+                self.freq_range = start + 4 * n..end;
+                self.freqs_ready = false;
+                self.docs[..n].windows(2).all(|w| w[0] < w[1])
+            } else {
+                false
+            }
+        } else if n == BLOCK {
             match codec::unpack_sorted_block(prev_last, data, &mut self.docs) {
                 Some(used) => {
                     self.freq_range = start + used..end;
@@ -682,7 +735,16 @@ impl<'a> TermCursor<'a> {
 
     fn decode_freqs(&mut self) {
         let file = self.file;
+        let (direct, n) = (self.codec == Codec::Direct, self.n);
         let unpacked = match self.block_win.get(file, self.freq_range.clone()) {
+            Ok(data) if direct => {
+                for (f, c) in self.freqs[..n].iter_mut().zip(data.chunks_exact(4)) {
+                    *f = u32::from_le_bytes(c.try_into().unwrap());
+                }
+                // Stored as they are: undo the +1 below.
+                self.freqs[..n].iter_mut().for_each(|f| *f = f.wrapping_sub(1));
+                (data.len() == 4 * n).then_some(n)
+            }
             Ok(data) => codec::unpack_block(data, &mut self.freqs),
             Err(err) => {
                 self.fail(err);
@@ -694,9 +756,13 @@ impl<'a> TermCursor<'a> {
         match unpacked {
             Some(_) => {
                 for f in self.freqs.iter_mut() {
-                    *f += 1;
+                    *f = f.wrapping_add(1);
                 }
                 self.freqs_ready = true;
+                if self.freqs[..self.n].contains(&0) {
+                    let err = self.corrupt("frequency block");
+                    self.fail(err);
+                }
             }
             None => {
                 let err = self.corrupt("frequency block");
@@ -706,6 +772,23 @@ impl<'a> TermCursor<'a> {
             }
         }
     }
+}
+
+/// The first index `>= from` of sorted `docs` holding a value `>= target`
+/// (which must exist): exponential probes from `from`, then a binary search
+/// in the last interval, so short hops cost a comparison or two.
+#[inline]
+fn gallop(docs: &[DocId], from: usize, target: DocId) -> usize {
+    if docs[from] >= target {
+        return from;
+    }
+    let (mut lo, mut step) = (from, 1);
+    while lo + step < docs.len() && docs[lo + step] < target {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(docs.len() - 1);
+    lo + 1 + docs[lo + 1..=hi].partition_point(|&d| d < target)
 }
 
 /// Decodes a VByte tail block: doc deltas (from `prev_last`), then freqs.
@@ -725,4 +808,20 @@ fn decode_tail(data: &[u8], prev_last: Option<DocId>, docs: &mut [DocId], freqs:
         *slot = codec::read_u32(data, &mut pos)?.checked_add(1)?;
     }
     Some(())
+}
+
+#[cfg(test)]
+mod gallop_tests {
+    use super::gallop;
+
+    #[test]
+    fn finds_the_first_not_less() {
+        let docs: Vec<u32> = (0..128).map(|i| i * 3).collect();
+        for from in [0, 5, 64, 127] {
+            for target in docs[from]..=docs[127] {
+                let want = (from..128).find(|&i| docs[i] >= target).unwrap();
+                assert_eq!(gallop(&docs, from, target), want, "from {from} target {target}");
+            }
+        }
+    }
 }

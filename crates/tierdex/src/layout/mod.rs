@@ -1,5 +1,10 @@
 //! How one term's postings are laid out on storage, and how they are read.
 //!
+//! Two index-time choices, independent of each other and of the storage
+//! tier: the [`Layout`] (grouped or split) and the [`Codec`] (compressed or
+//! direct). The description below is the grouped layout; the split layout
+//! writes the same three sections into three files.
+//!
 //! The grouped layout (DESIGN §0) keeps everything a query reads for a term
 //! in one contiguous region, in read order:
 //!
@@ -20,11 +25,85 @@
 pub mod cursor;
 pub mod impacts;
 pub mod norms;
+pub mod postings;
 pub mod writer;
 
 pub use cursor::TermCursor;
 pub use impacts::{Impact, Impacts};
+pub use postings::{PostingsFiles, PostingsWriter};
 pub use writer::{TermPostings, TermWriter};
+
+use serde::{Deserialize, Serialize};
+
+/// Where a term's sections live (chosen at index time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// One region per term, in read order, its metadata first: the term
+    /// dictionary (an FST in memory) points straight at it, so a small term
+    /// costs one page.
+    #[default]
+    Grouped,
+    /// Separate streams as in Lucene: a term-info table, then doc ids and
+    /// frequencies (`.doc`), positions (`.pos`) and offsets (`.pay`).
+    Split,
+}
+
+/// How postings integers are stored (chosen at index time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Codec {
+    /// Bit-packed frame-of-reference blocks of 128 (SIMD), VByte tails.
+    #[default]
+    Compressed,
+    /// Raw little-endian `u32` arrays: doc ids (absolute), frequencies,
+    /// position and offset deltas. No decoding; about 3-4x the bytes.
+    Direct,
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::Grouped => "grouped",
+            Layout::Split => "split",
+        })
+    }
+}
+
+impl std::fmt::Display for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Codec::Compressed => "compressed",
+            Codec::Direct => "direct",
+        })
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Layout> {
+        match s {
+            "grouped" => Ok(Layout::Grouped),
+            "split" => Ok(Layout::Split),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "unknown layout `{s}` (grouped, split)"
+            ))),
+        }
+    }
+}
+
+impl std::str::FromStr for Codec {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Codec> {
+        match s {
+            "compressed" => Ok(Codec::Compressed),
+            "direct" => Ok(Codec::Direct),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "unknown codec `{s}` (compressed, direct)"
+            ))),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,9 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::layout::{Codec, Layout, PostingsFiles, PostingsWriter};
 use crate::schema::TERMINATED;
-use crate::storage::{FileWriter, IndexFile, Tier};
+use crate::storage::{FileWriter, IndexFile, Storage, Tier, TierOptions};
 use crate::termdict::TermInfo;
 
 /// Random postings over `max_doc` documents.
@@ -43,24 +44,35 @@ fn postings(max_doc: u32) -> impl Strategy<Value = TermPostings> {
         })
 }
 
-fn write_terms(terms: &[TermPostings], norms: &[u8]) -> (tempfile::TempDir, IndexFile, Vec<TermInfo>) {
+/// Every layout x codec combination.
+const KINDS: [(Layout, Codec); 4] = [
+    (Layout::Grouped, Codec::Compressed),
+    (Layout::Grouped, Codec::Direct),
+    (Layout::Split, Codec::Compressed),
+    (Layout::Split, Codec::Direct),
+];
+
+/// Writes `terms` (keys "t0", "t1", ...) with the real postings writer and
+/// opens them on `tier`.
+fn write_terms(
+    terms: &[TermPostings],
+    norms: &[u8],
+    layout: Layout,
+    codec: Codec,
+    tier: Tier,
+) -> (tempfile::TempDir, PostingsFiles, Vec<TermInfo>) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p");
-    let mut w = FileWriter::create(&path).unwrap();
-    let mut tw = TermWriter::new();
-    let mut infos = Vec::new();
-    for t in terms {
-        let region = tw.write(t, norms).unwrap();
-        w.align_for(region.len() as usize).unwrap();
-        infos.push(TermInfo {
-            offset: w.position(),
-            region,
-        });
-        w.write_all(tw.region()).unwrap();
+    let mut w = PostingsWriter::create(dir.path(), "s", layout, codec).unwrap();
+    for (i, t) in terms.iter().enumerate() {
+        w.add(format!("t{i:04}").as_bytes(), t, norms).unwrap();
     }
     w.finish().unwrap();
-    let f = IndexFile::open(&path, Tier::Ram).unwrap();
-    (dir, f, infos)
+    let storage = Storage::new(TierOptions::on(tier)).unwrap();
+    let files = PostingsFiles::open(layout, codec, |e| storage.open(dir.path().join(format!("s.{e}")))).unwrap();
+    let infos = (0..terms.len())
+        .map(|i| files.term_info(format!("t{i:04}").as_bytes()).unwrap().unwrap())
+        .collect();
+    (dir, files, infos)
 }
 
 /// Doc, frequency, positions and offsets of one posting.
@@ -85,10 +97,12 @@ proptest! {
     #[test]
     fn iterate_everything(terms in proptest::collection::vec(postings(3000), 1..4)) {
         let norms: Vec<u8> = (0..3000u32).map(|d| (d * 7 % 251) as u8).collect();
-        let (_dir, file, infos) = write_terms(&terms, &norms);
+        for (k, (layout, codec)) in KINDS.into_iter().enumerate() {
+        let tier = [Tier::Ram, Tier::Mmap, Tier::Buffered, Tier::Direct][k];
+        let (_dir, files, infos) = write_terms(&terms, &norms, layout, codec, tier);
         let (mut pos, mut off) = (Vec::new(), Vec::new());
         for (t, info) in terms.iter().zip(&infos) {
-            let mut c = TermCursor::open(&file, info).unwrap();
+            let mut c = files.cursor(info).unwrap();
             prop_assert_eq!(c.doc_freq() as usize, t.docs.len());
             for (d, f, p, o) in per_doc(t) {
                 prop_assert_eq!(c.doc(), d);
@@ -108,16 +122,18 @@ proptest! {
             prop_assert_eq!(c.doc(), TERMINATED);
             prop_assert!(c.take_error().is_none());
         }
+        }
     }
 
     #[test]
     fn seeks_with_sparse_positions(t in postings(5000), targets in proptest::collection::vec(0u32..5200, 1..60), every in 1usize..5) {
         let norms = vec![10u8; 5000];
-        let (_dir, file, infos) = write_terms(std::slice::from_ref(&t), &norms);
+        let (layout, codec) = KINDS[every % 4];
+        let (_dir, files, infos) = write_terms(std::slice::from_ref(&t), &norms, layout, codec, Tier::Mmap);
         let docs = per_doc(&t);
         let mut targets = targets;
         targets.sort_unstable();
-        let mut c = TermCursor::open(&file, &infos[0]).unwrap();
+        let mut c = files.cursor(&infos[0]).unwrap();
         let mut pos = Vec::new();
         for (n, &target) in targets.iter().enumerate() {
             // Sometimes look ahead with the skip position first.
@@ -156,27 +172,47 @@ fn damaged_blocks_stop_the_cursor_with_an_error() {
         t.ends.push(4);
     }
     let norms = vec![5u8; 3000];
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p");
-    let mut w = FileWriter::create(&path).unwrap();
-    let mut tw = TermWriter::new();
-    let region = tw.write(&t, &norms).unwrap();
-    let info = TermInfo { offset: 0, region };
-    let mut bytes = tw.region().to_vec();
-    // Corrupt a doc block but rewrite the file so its checksums are valid:
-    // the cursor's own structural checks must notice.
-    let at = region.zone_len as usize - 100;
-    bytes[at] ^= 0xff;
-    w.write_all(&bytes).unwrap();
-    w.finish().unwrap();
-    let f = IndexFile::open(&path, Tier::Mmap).unwrap();
-    let mut c = TermCursor::open(&f, &info).unwrap();
-    let mut n = 0;
-    while c.doc() != TERMINATED && n < 2000 {
-        c.freq();
-        c.advance();
-        n += 1;
+    for (layout, codec) in KINDS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = PostingsWriter::create(dir.path(), "s", layout, codec).unwrap();
+        w.add(b"t", &t, &norms).unwrap();
+        w.finish().unwrap();
+        // Corrupt a doc block but rewrite the file so its checksums are
+        // valid: the cursor's own structural checks must notice.
+        let ext = if layout == Layout::Grouped { "pst" } else { "doc" };
+        let path = dir.path().join(format!("s.{ext}"));
+        let f = IndexFile::open(&path, Tier::Ram).unwrap();
+        let mut bytes = f.all().unwrap().to_vec();
+        drop(f);
+        let files = PostingsFiles::open(layout, codec, |e| {
+            IndexFile::open(dir.path().join(format!("s.{e}")), Tier::Ram)
+        })
+        .unwrap();
+        let info = files.term_info(b"t").unwrap().unwrap();
+        drop(files);
+        let zone_end = info.doc_offset as usize + info.region.zone_len as usize;
+        // Direct blocks end with raw frequencies (any value is valid there;
+        // only checksums catch it): damage the last block's doc ids instead.
+        let at = match codec {
+            Codec::Compressed => zone_end - 100,
+            Codec::Direct => zone_end - 8 * (1000 % 128) + 10,
+        };
+        bytes[at] ^= 0xff;
+        let mut w = FileWriter::create(&path).unwrap();
+        w.write_all(&bytes).unwrap();
+        w.finish().unwrap();
+        let files = PostingsFiles::open(layout, codec, |e| {
+            IndexFile::open(dir.path().join(format!("s.{e}")), Tier::Mmap)
+        })
+        .unwrap();
+        let mut c = files.cursor(&info).unwrap();
+        let mut n = 0;
+        while c.doc() != TERMINATED && n < 2000 {
+            c.freq();
+            c.advance();
+            n += 1;
+        }
+        assert!(n < 1000, "{layout:?}/{codec:?}: damage went unnoticed");
+        assert!(c.take_error().unwrap().to_string().contains("corrupt"));
     }
-    assert!(n < 1000, "damage went unnoticed");
-    assert!(c.take_error().unwrap().to_string().contains("corrupt"));
 }

@@ -2,6 +2,7 @@
 
 use crate::codec::{self, BLOCK};
 use crate::layout::impacts::{Impacts, MAX_BLOCK_IMPACTS, MAX_TERM_IMPACTS};
+use crate::layout::Codec;
 use crate::schema::DocId;
 
 /// One term's postings in plain arrays: the writer's input and the merger's
@@ -64,9 +65,11 @@ impl RegionInfo {
     }
 }
 
-/// Encodes term regions, reusing its buffers from term to term.
+/// Encodes a term's sections (zone, positions, offsets), reusing its
+/// buffers from term to term.
 #[derive(Default)]
 pub struct TermWriter {
+    codec: Codec,
     region: Vec<u8>,
     skip: Vec<u8>,
     blocks: Vec<u8>,
@@ -79,18 +82,36 @@ pub struct TermWriter {
 }
 
 impl TermWriter {
-    /// A writer with empty buffers.
+    /// A writer for the compressed codec.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The last encoded region.
-    pub fn region(&self) -> &[u8] {
+    /// A writer for `codec`.
+    pub fn with_codec(codec: Codec) -> Self {
+        TermWriter {
+            codec,
+            ..Self::default()
+        }
+    }
+
+    /// The last term's zone: impacts, skip table, doc/freq blocks.
+    pub fn zone(&self) -> &[u8] {
         &self.region
     }
 
+    /// The last term's positions section.
+    pub fn positions(&self) -> &[u8] {
+        &self.pos
+    }
+
+    /// The last term's offsets section.
+    pub fn offsets(&self) -> &[u8] {
+        &self.off
+    }
+
     /// Encodes `p` (whose documents' norms for the field are `norms[doc]`)
-    /// into [`TermWriter::region`].
+    /// into the three sections.
     pub fn write(&mut self, p: &TermPostings, norms: &[u8]) -> Result<RegionInfo, String> {
         let df = p.docs.len();
         if df == 0 || p.freqs.len() != df {
@@ -138,7 +159,14 @@ impl TermWriter {
             if bfreqs.contains(&0) {
                 return Err("zero frequency".into());
             }
-            if hi - lo == BLOCK {
+            if self.codec == Codec::Direct {
+                for &d in bdocs {
+                    self.blocks.extend_from_slice(&d.to_le_bytes());
+                }
+                for &f in bfreqs {
+                    self.blocks.extend_from_slice(&f.to_le_bytes());
+                }
+            } else if hi - lo == BLOCK {
                 docs.copy_from_slice(bdocs);
                 codec::pack_sorted_block(prev_last, &docs, &mut self.blocks);
                 for (dst, &f) in freqs.iter_mut().zip(bfreqs) {
@@ -195,8 +223,6 @@ impl TermWriter {
         self.region.extend_from_slice(&self.skip);
         self.region.extend_from_slice(&self.blocks);
         let zone_len = self.region.len();
-        self.region.extend_from_slice(&self.pos);
-        self.region.extend_from_slice(&self.off);
         let fits = |n: usize| u32::try_from(n).map_err(|_| "term region larger than 4 GiB".to_string());
         Ok(RegionInfo {
             doc_freq: df as u32,
@@ -241,7 +267,15 @@ impl TermWriter {
             self.pos_block_bytes.push(self.pos.len() as u32);
             self.off_block_bytes.push(self.off.len() as u32);
             let hi = (lo + BLOCK).min(n);
-            if hi - lo == BLOCK {
+            if self.codec == Codec::Direct {
+                // Raw arrays: positions; then starts and lengths.
+                for &v in &self.vals[lo..hi] {
+                    self.pos.extend_from_slice(&v.to_le_bytes());
+                }
+                for &v in starts[lo..hi].iter().chain(&self.lens[lo..hi]) {
+                    self.off.extend_from_slice(&v.to_le_bytes());
+                }
+            } else if hi - lo == BLOCK {
                 block.copy_from_slice(&self.vals[lo..hi]);
                 codec::pack_block(&block, &mut self.pos);
                 block.copy_from_slice(&starts[lo..hi]);

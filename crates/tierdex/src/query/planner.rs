@@ -336,7 +336,7 @@ pub fn prefetch_zones(plan: &Plan, seg: &SegmentReader, threshold: usize) -> Res
         if zone < threshold {
             return Ok(None);
         }
-        let start = info.offset as usize;
+        let start = info.doc_offset as usize;
         ranges.push(start..start + zone.min(PREFETCH_SEGMENT));
     }
     if ranges.is_empty() {

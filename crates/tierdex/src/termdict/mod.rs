@@ -1,54 +1,109 @@
-//! The term dictionary: an FST from term keys to ordinals, and a table of
-//! fixed-size [`TermInfo`] records indexed by ordinal.
+//! The term dictionary: an FST from term keys to where each term's postings
+//! are described.
 //!
 //! A term key is the field id byte followed by the term's UTF-8 bytes, so
 //! both fields share one FST and each field's terms are contiguous.
+//!
+//! * [`Layout::Grouped`]: the FST value is the offset of the term's region,
+//!   which starts with its metadata ([`encode_meta`]); looking a term up
+//!   reads nothing but the region itself.
+//! * [`Layout::Split`]: the FST value is an ordinal into a table of
+//!   fixed-size [`TermInfo`] records (`.tin`), as Lucene's term dictionary
+//!   blocks; looking a term up reads that table first.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout::writer::RegionInfo;
+use crate::layout::Layout;
 use crate::schema::Field;
-use crate::storage::{FileInfo, FileWriter, IndexFile};
+use crate::storage::{io, FileInfo, FileWriter, IndexFile};
 
-/// Bytes of one encoded [`TermInfo`].
-pub const TERM_INFO_LEN: usize = 32;
+/// Bytes of one encoded [`TermInfo`] in a split layout's table.
+pub const TERM_INFO_LEN: usize = 48;
+/// Longest encoding of a grouped region's metadata.
+pub const MAX_META_LEN: usize = 5 + 10 + 5 + 5 + 5;
 
-/// Where a term's region is and what it holds.
+/// Where a term's sections are and what they hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TermInfo {
-    /// Byte offset of the region in the postings file.
-    pub offset: u64,
-    /// Sizes and statistics of the region.
+    /// Byte offset of the zone (impacts, skip table, doc/freq blocks) in
+    /// the doc file (the postings file when grouped).
+    pub doc_offset: u64,
+    /// Byte offset of the positions section (in the positions file).
+    pub pos_offset: u64,
+    /// Byte offset of the offsets section (in the offsets file).
+    pub off_offset: u64,
+    /// Sizes and statistics of the sections.
     pub region: RegionInfo,
 }
 
 impl TermInfo {
     fn encode(&self) -> [u8; TERM_INFO_LEN] {
         let mut b = [0u8; TERM_INFO_LEN];
-        b[0..8].copy_from_slice(&self.offset.to_le_bytes());
-        b[8..16].copy_from_slice(&self.region.total_term_freq.to_le_bytes());
-        b[16..20].copy_from_slice(&self.region.doc_freq.to_le_bytes());
-        b[20..24].copy_from_slice(&self.region.zone_len.to_le_bytes());
-        b[24..28].copy_from_slice(&self.region.pos_len.to_le_bytes());
-        b[28..32].copy_from_slice(&self.region.off_len.to_le_bytes());
+        b[0..8].copy_from_slice(&self.doc_offset.to_le_bytes());
+        b[8..16].copy_from_slice(&self.pos_offset.to_le_bytes());
+        b[16..24].copy_from_slice(&self.off_offset.to_le_bytes());
+        b[24..32].copy_from_slice(&self.region.total_term_freq.to_le_bytes());
+        b[32..36].copy_from_slice(&self.region.doc_freq.to_le_bytes());
+        b[36..40].copy_from_slice(&self.region.zone_len.to_le_bytes());
+        b[40..44].copy_from_slice(&self.region.pos_len.to_le_bytes());
+        b[44..48].copy_from_slice(&self.region.off_len.to_le_bytes());
         b
     }
 
-    fn decode(b: &[u8]) -> TermInfo {
+    fn decode(b: &[u8; TERM_INFO_LEN]) -> TermInfo {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         TermInfo {
-            offset: u64::from_le_bytes(b[0..8].try_into().unwrap()),
+            doc_offset: u64_at(0),
+            pos_offset: u64_at(8),
+            off_offset: u64_at(16),
             region: RegionInfo {
-                total_term_freq: u64::from_le_bytes(b[8..16].try_into().unwrap()),
-                doc_freq: u32_at(16),
-                zone_len: u32_at(20),
-                pos_len: u32_at(24),
-                off_len: u32_at(28),
+                total_term_freq: u64_at(24),
+                doc_freq: u32_at(32),
+                zone_len: u32_at(36),
+                pos_len: u32_at(40),
+                off_len: u32_at(44),
             },
         }
     }
+}
+
+/// Appends a grouped region's metadata (its sections' sizes, statistics).
+pub fn encode_meta(r: &RegionInfo, out: &mut Vec<u8>) {
+    codec::write_u32(out, r.doc_freq);
+    codec::write_u64(out, r.total_term_freq);
+    codec::write_u32(out, r.zone_len);
+    codec::write_u32(out, r.pos_len);
+    codec::write_u32(out, r.off_len);
+}
+
+/// Decodes the metadata at the start of a grouped region beginning at file
+/// offset `start`; returns the term's info and the metadata's length.
+pub fn decode_meta(data: &[u8], start: u64) -> Option<(TermInfo, usize)> {
+    let pos = &mut 0;
+    let region = RegionInfo {
+        doc_freq: codec::read_u32(data, pos)?,
+        total_term_freq: codec::read_u64(data, pos)?,
+        zone_len: codec::read_u32(data, pos)?,
+        pos_len: codec::read_u32(data, pos)?,
+        off_len: codec::read_u32(data, pos)?,
+    };
+    let doc_offset = start.checked_add(*pos as u64)?;
+    let pos_offset = doc_offset.checked_add(region.zone_len as u64)?;
+    let off_offset = pos_offset.checked_add(region.pos_len as u64)?;
+    Some((
+        TermInfo {
+            doc_offset,
+            pos_offset,
+            off_offset,
+            region,
+        },
+        *pos,
+    ))
 }
 
 /// Builds the key of `term` in `field` into `out`.
@@ -58,29 +113,47 @@ pub fn term_key(field: Field, term: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(term.as_bytes());
 }
 
+/// What the FST holds for a term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermRef {
+    /// Grouped: the offset of the term's region.
+    Region(u64),
+    /// Split: the term's ordinal in the info table.
+    Ordinal(u64),
+}
+
 /// Writes a term dictionary; keys must come in strictly increasing order.
 pub struct TermDictWriter {
     fst: fst::MapBuilder<Vec<u8>>,
-    infos: FileWriter,
+    infos: Option<FileWriter>,
     count: u64,
 }
 
 impl TermDictWriter {
-    /// Starts a dictionary whose info table goes to `info_path`.
-    pub fn create(info_path: &Path) -> Result<Self> {
+    /// Starts a dictionary; the split layout's info table goes to `info_path`.
+    pub fn create(layout: Layout, info_path: &Path) -> Result<Self> {
         Ok(TermDictWriter {
             fst: fst::MapBuilder::memory(),
-            infos: FileWriter::create(info_path)?,
+            infos: match layout {
+                Layout::Grouped => None,
+                Layout::Split => Some(FileWriter::create(info_path)?),
+            },
             count: 0,
         })
     }
 
-    /// Adds the next term.
-    pub fn insert(&mut self, key: &[u8], info: &TermInfo) -> Result<()> {
+    /// Adds the next term: its region offset (grouped) or its info (split).
+    pub fn insert(&mut self, key: &[u8], region_offset: u64, info: &TermInfo) -> Result<()> {
+        let value = match &mut self.infos {
+            None => region_offset,
+            Some(w) => {
+                w.write_all(&info.encode())?;
+                self.count
+            }
+        };
         self.fst
-            .insert(key, self.count)
+            .insert(key, value)
             .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
-        self.infos.write_all(&info.encode())?;
         self.count += 1;
         Ok(())
     }
@@ -95,15 +168,17 @@ impl TermDictWriter {
         self.count == 0
     }
 
-    /// Writes the FST to `fst_path` and finishes both files.
-    pub fn finish(self, fst_path: &Path) -> Result<(FileInfo, FileInfo)> {
+    /// Writes the FST to `fst_path` and finishes the files; the info table's
+    /// summary is `None` for the grouped layout.
+    pub fn finish(self, fst_path: &Path) -> Result<(FileInfo, Option<FileInfo>)> {
         let bytes = self
             .fst
             .into_inner()
             .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
         let mut w = FileWriter::create(fst_path)?;
         w.write_all(&bytes)?;
-        Ok((w.finish()?, self.infos.finish()?))
+        let infos = self.infos.map(|w| w.finish()).transpose()?;
+        Ok((w.finish()?, infos))
     }
 }
 
@@ -128,13 +203,14 @@ impl AsRef<[u8]> for FstBytes {
 /// A term dictionary opened for reading.
 pub struct TermDict {
     fst: fst::Map<FstBytes>,
-    infos: IndexFile,
+    infos: Option<IndexFile>,
     len: u64,
 }
 
 impl TermDict {
-    /// Opens the FST (verified in full) and the info table.
-    pub fn open(fst_file: IndexFile, infos: IndexFile) -> Result<TermDict> {
+    /// Opens the FST (verified in full; kept in memory) and, for the split
+    /// layout, the info table.
+    pub fn open(fst_file: IndexFile, infos: Option<IndexFile>) -> Result<TermDict> {
         fst_file.verify_all()?;
         let path = fst_file.path().to_path_buf();
         let bytes = if fst_file.resident().is_some() {
@@ -145,14 +221,21 @@ impl TermDict {
             FstBytes::Owned(copy)
         };
         let fst = fst::Map::new(bytes).map_err(|e| Error::corrupt(&path, format!("invalid FST: {e}")))?;
-        if infos.len() % TERM_INFO_LEN != 0 || (infos.len() / TERM_INFO_LEN) as u64 != fst.len() as u64 {
-            return Err(Error::corrupt(
-                infos.path(),
-                format!("{} bytes of term infos for {} terms", infos.len(), fst.len()),
-            ));
+        if let Some(infos) = &infos {
+            if infos.len() % TERM_INFO_LEN != 0 || (infos.len() / TERM_INFO_LEN) as u64 != fst.len() as u64 {
+                return Err(Error::corrupt(
+                    infos.path(),
+                    format!("{} bytes of term infos for {} terms", infos.len(), fst.len()),
+                ));
+            }
         }
         let len = fst.len() as u64;
         Ok(TermDict { fst, infos, len })
+    }
+
+    /// Verifies every page of the info table (the FST was verified at open).
+    pub fn verify_all(&self) -> Result<()> {
+        self.infos.as_ref().map_or(Ok(()), |f| f.verify_all())
     }
 
     /// Number of terms.
@@ -165,30 +248,61 @@ impl TermDict {
         self.len == 0
     }
 
-    /// Verifies every page of the info table (the FST was verified at open).
-    pub fn verify_all(&self) -> Result<()> {
-        self.infos.verify_all()
+    /// What the dictionary holds for a term key.
+    pub fn get(&self, key: &[u8]) -> Option<TermRef> {
+        self.fst.get(key).map(|v| self.term_ref(v))
     }
 
-    /// Looks a term key up.
-    pub fn get(&self, key: &[u8]) -> Result<Option<TermInfo>> {
-        match self.fst.get(key) {
-            Some(ord) => self.info(ord).map(Some),
-            None => Ok(None),
+    /// The [`TermRef`] of an FST value.
+    pub fn term_ref(&self, value: u64) -> TermRef {
+        if self.infos.is_some() {
+            TermRef::Ordinal(value)
+        } else {
+            TermRef::Region(value)
         }
     }
 
-    /// The info of the term with ordinal `ord`.
+    /// The info of the term with ordinal `ord` (split layout).
     pub fn info(&self, ord: u64) -> Result<TermInfo> {
+        let infos = self
+            .infos
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument("a grouped dictionary has no info table".into()))?;
         let start = ord as usize * TERM_INFO_LEN;
         let mut b = [0u8; TERM_INFO_LEN];
-        self.infos.read_small(start..start + TERM_INFO_LEN, &mut b)?;
-        crate::storage::io::record_needed(TERM_INFO_LEN as u64);
+        infos.read_small(start..start + TERM_INFO_LEN, &mut b)?;
+        io::record_needed(TERM_INFO_LEN as u64);
         Ok(TermInfo::decode(&b))
     }
 
     /// The underlying FST (for merges and inspection).
     pub fn fst(&self) -> &fst::Map<impl AsRef<[u8]>> {
         &self.fst
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_and_info_roundtrip() {
+        let r = RegionInfo {
+            doc_freq: 300,
+            total_term_freq: 1 << 40,
+            zone_len: 70_000,
+            pos_len: 12,
+            off_len: 99,
+        };
+        let mut m = Vec::new();
+        encode_meta(&r, &mut m);
+        assert!(m.len() <= MAX_META_LEN);
+        let (info, used) = decode_meta(&m, 1000).unwrap();
+        assert_eq!(used, m.len());
+        assert_eq!(info.doc_offset, 1000 + m.len() as u64);
+        assert_eq!(info.pos_offset, info.doc_offset + 70_000);
+        assert_eq!(info.off_offset, info.pos_offset + 12);
+        assert_eq!(TermInfo::decode(&info.encode()), info);
+        assert!(decode_meta(&m[..m.len() - 1], 0).is_none());
     }
 }

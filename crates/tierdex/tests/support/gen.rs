@@ -333,6 +333,16 @@ pub fn index_options(seed: u64) -> IndexOptions {
         segment_docs: *rng.pick(&[7, 50, 1000]),
         threads: rng.range(1, 2),
         merge: rng.chance(0.4),
+        layout: if rng.chance(0.5) {
+            tierdex::layout::Layout::Grouped
+        } else {
+            tierdex::layout::Layout::Split
+        },
+        codec: if rng.chance(0.5) {
+            tierdex::layout::Codec::Compressed
+        } else {
+            tierdex::layout::Codec::Direct
+        },
         ..IndexOptions::default()
     }
 }

@@ -1,0 +1,249 @@
+//! A segment's postings files on both sides: [`PostingsWriter`] places each
+//! term's sections by [`Layout`] and records them in the term dictionary;
+//! [`PostingsFiles`] opens them and resolves a dictionary entry into a
+//! [`TermInfo`].
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::layout::writer::{TermPostings, TermWriter};
+use crate::layout::{Codec, Layout, TermCursor};
+use crate::storage::{io, FileInfo, FileWriter, IndexFile};
+use crate::termdict::{decode_meta, encode_meta, TermDict, TermDictWriter, TermInfo, TermRef, MAX_META_LEN};
+
+/// File extensions of postings and dictionaries.
+pub mod ext {
+    /// FST of term keys (both layouts).
+    pub const TERMS: &str = "fst";
+    /// Term info table (split).
+    pub const TERM_INFOS: &str = "tin";
+    /// Grouped term regions.
+    pub const POSTINGS: &str = "pst";
+    /// Zones: impacts, skip data, doc ids and frequencies (split).
+    pub const DOCS: &str = "doc";
+    /// Positions (split).
+    pub const POSITIONS: &str = "pos";
+    /// Offsets (split).
+    pub const PAYLOADS: &str = "pay";
+
+    /// The files a layout writes (besides norms and store).
+    pub fn of(layout: super::Layout) -> &'static [&'static str] {
+        match layout {
+            super::Layout::Grouped => &[TERMS, POSTINGS],
+            super::Layout::Split => &[TERMS, TERM_INFOS, DOCS, POSITIONS, PAYLOADS],
+        }
+    }
+}
+
+/// Writes a segment's postings and term dictionary.
+pub struct PostingsWriter {
+    layout: Layout,
+    writer: TermWriter,
+    dict: TermDictWriter,
+    doc: FileWriter,
+    pos: Option<FileWriter>,
+    pay: Option<FileWriter>,
+    meta: Vec<u8>,
+    fst_path: std::path::PathBuf,
+}
+
+impl PostingsWriter {
+    /// Creates the files of segment `name` in `dir`.
+    pub fn create(dir: &Path, name: &str, layout: Layout, codec: Codec) -> Result<Self> {
+        let path = |e: &str| dir.join(format!("{name}.{e}"));
+        let (doc, pos, pay) = match layout {
+            Layout::Grouped => (FileWriter::create(path(ext::POSTINGS))?, None, None),
+            Layout::Split => (
+                FileWriter::create(path(ext::DOCS))?,
+                Some(FileWriter::create(path(ext::POSITIONS))?),
+                Some(FileWriter::create(path(ext::PAYLOADS))?),
+            ),
+        };
+        Ok(PostingsWriter {
+            layout,
+            writer: TermWriter::with_codec(codec),
+            dict: TermDictWriter::create(layout, &path(ext::TERM_INFOS))?,
+            doc,
+            pos,
+            pay,
+            meta: Vec::with_capacity(MAX_META_LEN),
+            fst_path: path(ext::TERMS),
+        })
+    }
+
+    /// Adds the next term (keys in increasing order); `norms` are the
+    /// field's norms, for the impacts.
+    pub fn add(&mut self, key: &[u8], p: &TermPostings, norms: &[u8]) -> Result<()> {
+        let region = self
+            .writer
+            .write(p, norms)
+            .map_err(|e| Error::InvalidArgument(format!("cannot encode a term's postings: {e}")))?;
+        let w = &self.writer;
+        match (&mut self.pos, &mut self.pay) {
+            (Some(pos), Some(pay)) => {
+                self.doc.align_for(w.zone().len())?;
+                let info = TermInfo {
+                    doc_offset: self.doc.position(),
+                    pos_offset: pos.position(),
+                    off_offset: pay.position(),
+                    region,
+                };
+                self.doc.write_all(w.zone())?;
+                pos.write_all(w.positions())?;
+                pay.write_all(w.offsets())?;
+                self.dict.insert(key, 0, &info)
+            }
+            _ => {
+                self.meta.clear();
+                encode_meta(&region, &mut self.meta);
+                let total = self.meta.len() + region.len() as usize;
+                self.doc.align_for(total)?;
+                let start = self.doc.position();
+                self.doc.write_all(&self.meta)?;
+                self.doc.write_all(w.zone())?;
+                self.doc.write_all(w.positions())?;
+                self.doc.write_all(w.offsets())?;
+                self.dict.insert(key, start, &TermInfo::default())
+            }
+        }
+    }
+
+    /// Terms added so far.
+    pub fn len(&self) -> u64 {
+        self.dict.len()
+    }
+
+    /// True when no term was added.
+    pub fn is_empty(&self) -> bool {
+        self.dict.is_empty()
+    }
+
+    /// Finishes every file; returns their summaries by extension.
+    pub fn finish(self) -> Result<Vec<(&'static str, FileInfo)>> {
+        let mut files = vec![];
+        let (fst, tin) = self.dict.finish(&self.fst_path)?;
+        files.push((ext::TERMS, fst));
+        if let Some(tin) = tin {
+            files.push((ext::TERM_INFOS, tin));
+        }
+        match self.layout {
+            Layout::Grouped => files.push((ext::POSTINGS, self.doc.finish()?)),
+            Layout::Split => {
+                files.push((ext::DOCS, self.doc.finish()?));
+                if let Some(p) = self.pos {
+                    files.push((ext::POSITIONS, p.finish()?));
+                }
+                if let Some(p) = self.pay {
+                    files.push((ext::PAYLOADS, p.finish()?));
+                }
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// A segment's postings opened for reading.
+pub struct PostingsFiles {
+    layout: Layout,
+    codec: Codec,
+    terms: TermDict,
+    doc: IndexFile,
+    pos: Option<IndexFile>,
+    pay: Option<IndexFile>,
+}
+
+impl PostingsFiles {
+    /// Opens the postings of segment `name` in `dir`; `open` opens (and
+    /// checks) one file of the segment by extension.
+    pub fn open(layout: Layout, codec: Codec, open: impl Fn(&str) -> Result<IndexFile>) -> Result<Self> {
+        Ok(match layout {
+            Layout::Grouped => PostingsFiles {
+                layout,
+                codec,
+                terms: TermDict::open(open(ext::TERMS)?, None)?,
+                doc: open(ext::POSTINGS)?,
+                pos: None,
+                pay: None,
+            },
+            Layout::Split => PostingsFiles {
+                layout,
+                codec,
+                terms: TermDict::open(open(ext::TERMS)?, Some(open(ext::TERM_INFOS)?))?,
+                doc: open(ext::DOCS)?,
+                pos: Some(open(ext::POSITIONS)?),
+                pay: Some(open(ext::PAYLOADS)?),
+            },
+        })
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    /// The term dictionary.
+    pub fn terms(&self) -> &TermDict {
+        &self.terms
+    }
+
+    /// The file holding zones (the postings file when grouped).
+    pub fn doc_file(&self) -> &IndexFile {
+        &self.doc
+    }
+
+    /// The file holding positions.
+    pub fn pos_file(&self) -> &IndexFile {
+        self.pos.as_ref().unwrap_or(&self.doc)
+    }
+
+    /// The file holding offsets.
+    pub fn pay_file(&self) -> &IndexFile {
+        self.pay.as_ref().unwrap_or(&self.doc)
+    }
+
+    /// Looks a term key up.
+    pub fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
+        match self.terms.get(key) {
+            Some(r) => self.resolve(r).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The info of a dictionary entry: the split layout reads its table,
+    /// the grouped layout the metadata at the start of the term's region.
+    pub fn resolve(&self, r: TermRef) -> Result<TermInfo> {
+        match r {
+            TermRef::Ordinal(ord) => self.terms.info(ord),
+            TermRef::Region(start) => {
+                let start = start as usize;
+                let end = (start + MAX_META_LEN).min(self.doc.len());
+                let mut buf = Vec::new();
+                let data = self.doc.read(start.min(end)..end, &mut buf)?;
+                let (info, used) = decode_meta(data, start as u64)
+                    .ok_or_else(|| Error::corrupt(self.doc.path(), format!("damaged term metadata at byte {start}")))?;
+                io::record_needed(used as u64);
+                Ok(info)
+            }
+        }
+    }
+
+    /// A cursor over a term.
+    pub fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'_>> {
+        TermCursor::open(self, info)
+    }
+
+    /// Verifies every page of every postings file.
+    pub fn verify_all(&self) -> Result<()> {
+        self.terms.verify_all()?;
+        self.doc.verify_all()?;
+        for f in [&self.pos, &self.pay].into_iter().flatten() {
+            f.verify_all()?;
+        }
+        Ok(())
+    }
+}
