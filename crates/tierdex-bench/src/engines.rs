@@ -14,12 +14,258 @@ use serde::{Deserialize, Serialize};
 /// Engines the driver knows.
 pub const ENGINES: [&str; 3] = ["tierdex", "lucene", "tantivy"];
 
+/// Storage tiers of `tierdex query-stream --tier`.
+pub const TIERS: [&str; 4] = ["ram", "mmap", "buffered", "direct"];
+
+/// Read advice of the mmap tier (`tierdex query-stream --madvise`).
+pub const MADVISE: [&str; 3] = ["os", "random", "adaptive"];
+
+/// Postings layouts of `tierdex index --layout` (`grouped` is the default).
+pub const LAYOUTS: [&str; 2] = ["grouped", "split"];
+
+/// Postings codecs of `tierdex index --codec` (`compressed` is the default).
+pub const CODECS: [&str; 2] = ["compressed", "direct"];
+
+/// Lucene `ReadAdvice` values settable with the system property
+/// `org.apache.lucene.store.defaultReadAdvice`.
+pub const LUCENE_ADVICE: [&str; 3] = ["normal", "random", "sequential"];
+
+/// An engine and the variant of it to run, parsed from a spec:
+/// `tierdex`, `tierdex:<tier>` (`ram`, `mmap`, `buffered`, `direct`),
+/// `tierdex:mmap-<madvise>` (`os`, `random`, `adaptive`), `lucene`,
+/// `lucene:<read advice>` (`normal`, `random`, `sequential`), `tantivy`.
+/// A tierdex spec may name its index's layout and codec after `@`, joined
+/// by `+`: `tierdex@split:direct` (split layout, direct tier),
+/// `tierdex@direct:ram` (direct codec, ram tier), `tierdex@split+direct`
+/// (`grouped` and `compressed` are the defaults and may be left out).
+/// Every variant with the same [`EngineSpec::index_key`] opens the same index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineSpec {
+    /// The spec as written, e.g. `tierdex:mmap-random`; names runs and results.
+    pub name: String,
+    /// The engine: `tierdex`, `lucene` or `tantivy`.
+    pub base: String,
+    /// tierdex's storage tier (`--tier`); `None`: the CLI's default.
+    pub tier: Option<String>,
+    /// tierdex's mmap read advice (`--madvise`); `None`: the CLI's default.
+    pub madvise: Option<String>,
+    /// Lucene's default read advice (system property); `None`: Lucene's default.
+    pub read_advice: Option<String>,
+    /// tierdex's postings layout (`tierdex index --layout`); `None`: the default (`grouped`).
+    #[serde(default)]
+    pub layout: Option<String>,
+    /// tierdex's postings codec (`tierdex index --codec`); `None`: the default (`compressed`).
+    #[serde(default)]
+    pub codec: Option<String>,
+}
+
+impl EngineSpec {
+    /// Parses a spec (see the type).
+    pub fn parse(spec: &str) -> Result<EngineSpec> {
+        let spec = spec.trim();
+        let (base, variant) = match spec.split_once(':') {
+            Some((b, v)) => (b, Some(v)),
+            None => (spec, None),
+        };
+        let (base, index_options) = match base.split_once('@') {
+            Some((b, o)) => (b, Some(o)),
+            None => (base, None),
+        };
+        if !ENGINES.contains(&base) {
+            bail!("unknown engine `{spec}` (known: {})", ENGINES.join(", "));
+        }
+        let mut out = EngineSpec {
+            name: spec.to_string(),
+            base: base.to_string(),
+            tier: None,
+            madvise: None,
+            read_advice: None,
+            layout: None,
+            codec: None,
+        };
+        if let Some(options) = index_options {
+            if base != "tierdex" {
+                bail!("`{spec}`: only tierdex takes index options (tierdex@<layout>+<codec>)");
+            }
+            let (mut layout, mut codec) = (None, None);
+            for o in options.split('+') {
+                let slot = if LAYOUTS.contains(&o) {
+                    &mut layout
+                } else if CODECS.contains(&o) {
+                    &mut codec
+                } else {
+                    bail!(
+                        "unknown index option `{o}` in `{spec}` (layouts: {}; codecs: {})",
+                        LAYOUTS.join(", "),
+                        CODECS.join(", ")
+                    );
+                };
+                if slot.replace(o).is_some() {
+                    bail!("`{spec}`: two layouts or two codecs");
+                }
+            }
+            out.layout = layout.filter(|l| *l != LAYOUTS[0]).map(str::to_string);
+            out.codec = codec.filter(|c| *c != CODECS[0]).map(str::to_string);
+        }
+        let Some(v) = variant else {
+            return Ok(out);
+        };
+        match base {
+            "tierdex" => {
+                let (tier, madvise) = match v.split_once('-') {
+                    Some((t, m)) => (t, Some(m)),
+                    None => (v, None),
+                };
+                if !TIERS.contains(&tier) {
+                    bail!(
+                        "unknown tierdex tier `{tier}` in `{spec}` (known: {})",
+                        TIERS.join(", ")
+                    );
+                }
+                if let Some(m) = madvise {
+                    if tier != "mmap" {
+                        bail!("`{spec}`: only the mmap tier takes a read advice (tierdex:mmap-<advice>)");
+                    }
+                    if !MADVISE.contains(&m) {
+                        bail!("unknown madvise `{m}` in `{spec}` (known: {})", MADVISE.join(", "));
+                    }
+                    out.madvise = Some(m.to_string());
+                }
+                out.tier = Some(tier.to_string());
+            }
+            "lucene" => {
+                if !LUCENE_ADVICE.contains(&v) {
+                    bail!(
+                        "unknown Lucene read advice `{v}` in `{spec}` (known: {})",
+                        LUCENE_ADVICE.join(", ")
+                    );
+                }
+                out.read_advice = Some(v.to_string());
+            }
+            _ => bail!("`{spec}`: {base} has no variants"),
+        }
+        Ok(out)
+    }
+
+    /// Parses a comma-separated list of specs, refusing duplicates.
+    pub fn parse_list(specs: &[String]) -> Result<Vec<EngineSpec>> {
+        let mut out: Vec<EngineSpec> = Vec::new();
+        for s in specs.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
+            let spec = EngineSpec::parse(s)?;
+            if out.iter().any(|o| o.name == spec.name) {
+                bail!("engine `{}` given twice", spec.name);
+            }
+            out.push(spec);
+        }
+        Ok(out)
+    }
+
+    /// Names the index this variant opens: the engine, plus `@<layout>` for a non-default tierdex layout.
+    pub fn index_key(&self) -> String {
+        let options: Vec<&str> = [self.layout.as_deref(), self.codec.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if options.is_empty() {
+            self.base.clone()
+        } else {
+            format!("{}@{}", self.base, options.join("+"))
+        }
+    }
+
+    /// Arguments of `tierdex index` that build this variant's index.
+    pub fn index_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(l) = &self.layout {
+            args.extend(["--layout".to_string(), l.clone()]);
+        }
+        if let Some(c) = &self.codec {
+            args.extend(["--codec".to_string(), c.clone()]);
+        }
+        args
+    }
+
+    /// Whether this is tierdex (any variant).
+    pub fn is_tierdex(&self) -> bool {
+        self.base == "tierdex"
+    }
+
+    /// Options of `tierdex query-stream` this variant needs (to check the CLI has them).
+    pub fn required_flags(&self) -> Vec<&'static str> {
+        let mut f = Vec::new();
+        if self.tier.is_some() {
+            f.push("--tier");
+        }
+        if self.madvise.is_some() {
+            f.push("--madvise");
+        }
+        if self.tier.as_deref() == Some("direct") {
+            f.push("--pool-bytes");
+        }
+        f
+    }
+
+    /// How this variant reads its index: storage path and read advice, for the reports.
+    pub fn access(&self) -> String {
+        let layout = if self.is_tierdex() {
+            format!(
+                "; {} layout, {} codec",
+                self.layout.as_deref().unwrap_or(LAYOUTS[0]),
+                self.codec.as_deref().unwrap_or(CODECS[0])
+            )
+        } else {
+            String::new()
+        };
+        let access = match self.base.as_str() {
+            "tierdex" => match (self.tier.as_deref(), self.madvise.as_deref()) {
+                (None, _) => "the CLI's default: mmap tier, no madvise (MADV_NORMAL: kernel read-around)".into(),
+                (Some("mmap"), None) => "mmap tier, the CLI's default advice `os` (MADV_NORMAL)".into(),
+                (Some("mmap"), Some("os")) => "mmap tier, no madvise (MADV_NORMAL: kernel read-around)".into(),
+                (Some("mmap"), Some("random")) => "mmap tier, MADV_RANDOM (no read-around: one page per fault)".into(),
+                (Some("mmap"), Some("adaptive")) => {
+                    "mmap tier, adaptive: MADV_RANDOM, plus MADV_WILLNEED on zones over the prefetch threshold".into()
+                }
+                (Some("ram"), _) => "ram tier: the whole index read into memory at open".into(),
+                (Some("buffered"), _) => "buffered tier: pread through the page cache".into(),
+                (Some("direct"), _) => "direct tier: O_DIRECT reads into tierdex's own page pool (--pool-bytes)".into(),
+                (Some(t), _) => format!("tier {t}"),
+            },
+            "lucene" => match self.read_advice.as_deref() {
+                None => "MMapDirectory; Lucene 10.6's default ReadAdvice is NORMAL for every file (no madvise; \
+                         `org.apache.lucene.store.defaultReadAdvice` unset; RANDOM only with \
+                         setReadAdvice(ADVISE_BY_CONTEXT), which the engine does not call)"
+                    .into(),
+                Some(a) => format!(
+                    "MMapDirectory with -Dorg.apache.lucene.store.defaultReadAdvice={a} (MADV_{} on every file)",
+                    a.to_uppercase()
+                ),
+            },
+            "tantivy" => "MmapDirectory::open: no madvise (MADV_NORMAL: kernel read-around)".into(),
+            other => other.into(),
+        };
+        access + &layout
+    }
+}
+
 /// A runnable engine.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    /// `tierdex`, `lucene` or `tantivy`.
+    /// The spec's name: `tierdex`, `lucene`, `tantivy` or a variant (`tierdex:direct`).
     pub name: String,
+    /// What to run.
+    pub spec: EngineSpec,
     program: PathBuf,
+}
+
+/// How a query process is started.
+#[derive(Debug, Clone, Default)]
+pub struct QueryOptions {
+    /// Query threads.
+    pub threads: usize,
+    /// Bytes of tierdex's page pool (`--pool-bytes`, direct tier only).
+    pub pool_bytes: Option<u64>,
+    /// JVM heap of the Lucene engine in MiB (`TIERDEX_BENCH_HEAP_MB`); `None`: run.sh's default.
+    pub heap_mb: Option<u64>,
 }
 
 /// What indexing cost.
@@ -92,9 +338,11 @@ fn run(cmd: &mut Command, what: &str) -> Result<String> {
 }
 
 impl Engine {
-    /// Builds engine `name` from the repository at `repo` and returns it.
+    /// Builds engine `name` (a spec, see [`EngineSpec`]) from the
+    /// repository at `repo` and returns it.
     pub fn build(name: &str, repo: &Path) -> Result<Engine> {
-        let program = match name {
+        let spec = EngineSpec::parse(name)?;
+        let program = match spec.base.as_str() {
             "tierdex" => {
                 run(
                     Command::new("cargo")
@@ -120,19 +368,78 @@ impl Engine {
                 )?;
                 dir.join("target/release/tierdex-tantivy-engine")
             }
-            other => bail!("unknown engine `{other}` (known: {})", ENGINES.join(", ")),
+            other => unreachable!("EngineSpec::parse accepted `{other}`"),
         };
         if !program.exists() {
             bail!("{} was not produced by the build", program.display());
         }
         Ok(Engine {
-            name: name.into(),
+            name: spec.name.clone(),
+            spec,
             program,
         })
     }
 
+    /// The same engine program running another variant of it.
+    pub fn variant(&self, spec: EngineSpec) -> Result<Engine> {
+        if spec.base != self.spec.base {
+            bail!("`{}` is not a variant of {}", spec.name, self.spec.base);
+        }
+        Ok(Engine {
+            name: spec.name.clone(),
+            spec,
+            program: self.program.clone(),
+        })
+    }
+
     fn is_tierdex(&self) -> bool {
-        self.name == "tierdex"
+        self.spec.is_tierdex()
+    }
+
+    /// Options of the query command this variant needs that the built
+    /// engine does not have (e.g. `--tier` before the tierdex CLI has tiers).
+    pub fn missing_flags(&self) -> Result<Vec<&'static str>> {
+        let need = self.spec.required_flags();
+        if need.is_empty() {
+            return Ok(need);
+        }
+        let help = run(
+            Command::new(&self.program).args(["query-stream", "--help"]),
+            "tierdex query-stream --help",
+        )?;
+        Ok(need.into_iter().filter(|f| !help.contains(f)).collect())
+    }
+
+    /// The query process of this variant over the index `dir`, with
+    /// arguments and environment but no stdio set up.
+    pub fn query_command(&self, dir: &Path, o: &QueryOptions) -> Command {
+        let mut cmd = Command::new(&self.program);
+        if self.is_tierdex() {
+            cmd.arg("query-stream").arg(dir);
+            if let Some(t) = &self.spec.tier {
+                cmd.args(["--tier", t]);
+            }
+            if let Some(m) = &self.spec.madvise {
+                cmd.args(["--madvise", m]);
+            }
+            if let (Some("direct"), Some(p)) = (self.spec.tier.as_deref(), o.pool_bytes) {
+                cmd.args(["--pool-bytes", &p.to_string()]);
+            }
+        } else {
+            cmd.arg("query").arg("--index").arg(dir);
+        }
+        cmd.args(["--threads", &o.threads.max(1).to_string()]);
+        if self.spec.base == "lucene" {
+            if let Some(h) = o.heap_mb {
+                cmd.env("TIERDEX_BENCH_HEAP_MB", h.to_string());
+            }
+            if let Some(a) = &self.spec.read_advice {
+                let mut opts = std::env::var("TIERDEX_BENCH_JAVA_OPTS").unwrap_or_default();
+                opts += &format!(" -Dorg.apache.lucene.store.defaultReadAdvice={a}");
+                cmd.env("TIERDEX_BENCH_JAVA_OPTS", opts.trim());
+            }
+        }
+        cmd
     }
 
     /// The engine's version line.
@@ -147,6 +454,18 @@ impl Engine {
 
     /// Indexes `corpus` (plain JSON lines) into the new directory `dir`.
     pub fn index(&self, corpus: &Path, dir: &Path, threads: usize, memory_mb: usize) -> Result<IndexReport> {
+        self.index_with(corpus, dir, threads, memory_mb, &[])
+    }
+
+    /// [`Engine::index`] with extra arguments for the engine's index command (e.g. `--layout split`).
+    pub fn index_with(
+        &self,
+        corpus: &Path,
+        dir: &Path,
+        threads: usize,
+        memory_mb: usize,
+        extra: &[String],
+    ) -> Result<IndexReport> {
         if dir.exists() {
             std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
         }
@@ -156,7 +475,8 @@ impl Engine {
                 .arg(corpus)
                 .arg("--out")
                 .arg(dir)
-                .args(["--threads", &threads.to_string(), "--json"]);
+                .args(["--threads", &threads.to_string(), "--json"])
+                .args(extra);
         } else {
             cmd.arg("index")
                 .arg("--corpus")
@@ -210,13 +530,24 @@ impl Engine {
         passes: usize,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<QueryRun> {
-        let mut cmd = Command::new(&self.program);
-        if self.is_tierdex() {
-            cmd.arg("query-stream").arg(dir);
-        } else {
-            cmd.arg("query").arg("--index").arg(dir);
-        }
-        cmd.args(["--threads", &threads.to_string()]);
+        let options = QueryOptions {
+            threads,
+            ..Default::default()
+        };
+        self.query_with(dir, &options, lines, warmup, passes, progress)
+    }
+
+    /// [`Engine::query`] with every option of the query process (e.g. the direct tier's pool size).
+    pub fn query_with(
+        &self,
+        dir: &Path,
+        options: &QueryOptions,
+        lines: &[String],
+        warmup: usize,
+        passes: usize,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<QueryRun> {
+        let mut cmd = self.query_command(dir, options);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -231,7 +562,9 @@ impl Engine {
             ..Default::default()
         };
         let result = std::thread::scope(|scope| -> Result<()> {
-            let feeder = scope.spawn(move || -> std::io::Result<()> {
+            // The feeder hands stdin back instead of closing it, so the
+            // process cannot wind down before its peak memory is sampled.
+            let feeder = scope.spawn(move || -> std::io::Result<BufWriter<std::process::ChildStdin>> {
                 let mut w = BufWriter::new(stdin);
                 for _ in 0..warmup + passes {
                     for l in lines {
@@ -240,7 +573,7 @@ impl Engine {
                     }
                     w.flush()?;
                 }
-                Ok(())
+                Ok(w)
             });
             let mut reader = BufReader::new(stdout);
             let mut buf = String::new();
@@ -262,9 +595,10 @@ impl Engine {
                     progress(i as u64);
                 }
             }
+            let stdin = feeder.join().expect("feeder thread")?;
             // Peak memory while querying, before the process winds down.
             run.peak_rss_kb = vm_hwm_kb(pid).unwrap_or(0);
-            feeder.join().expect("feeder thread")?;
+            drop(stdin);
             Ok(())
         });
         if let Err(e) = result {
@@ -282,7 +616,7 @@ impl Engine {
 }
 
 /// Peak resident set size (VmHWM) of process `pid`, in KiB.
-fn vm_hwm_kb(pid: u32) -> Option<u64> {
+pub fn vm_hwm_kb(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
@@ -337,4 +671,134 @@ pub fn dir_bytes(dir: &Path) -> Result<u64> {
         };
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_engine_specs() {
+        let s = EngineSpec::parse("tierdex").unwrap();
+        assert_eq!(
+            (s.base.as_str(), s.tier.clone(), s.madvise.clone()),
+            ("tierdex", None, None)
+        );
+        assert!(s.required_flags().is_empty());
+        let s = EngineSpec::parse("tierdex:direct").unwrap();
+        assert_eq!(s.tier.as_deref(), Some("direct"));
+        assert_eq!(s.required_flags(), vec!["--tier", "--pool-bytes"]);
+        let s = EngineSpec::parse("tierdex:mmap-random").unwrap();
+        assert_eq!(
+            (s.tier.as_deref(), s.madvise.as_deref()),
+            (Some("mmap"), Some("random"))
+        );
+        assert_eq!(s.name, "tierdex:mmap-random");
+        assert!(s.access().contains("MADV_RANDOM"));
+        let s = EngineSpec::parse("tierdex@split:direct").unwrap();
+        assert_eq!(
+            (s.layout.as_deref(), s.tier.as_deref(), s.index_key().as_str()),
+            (Some("split"), Some("direct"), "tierdex@split")
+        );
+        assert!(s.access().ends_with("split layout, compressed codec"));
+        assert_eq!(s.index_args(), vec!["--layout", "split"]);
+        let s = EngineSpec::parse("tierdex@direct+split:ram").unwrap();
+        assert_eq!(s.index_key(), "tierdex@split+direct");
+        assert_eq!(s.index_args(), vec!["--layout", "split", "--codec", "direct"]);
+        assert_eq!(
+            EngineSpec::parse("tierdex@direct").unwrap().index_key(),
+            "tierdex@direct"
+        );
+        let s = EngineSpec::parse("tierdex@grouped:mmap-adaptive").unwrap();
+        assert_eq!((s.layout.as_deref(), s.index_key().as_str()), (None, "tierdex"));
+        assert_eq!(EngineSpec::parse("tierdex:ram").unwrap().index_key(), "tierdex");
+        let s = EngineSpec::parse("lucene:random").unwrap();
+        assert_eq!(s.read_advice.as_deref(), Some("random"));
+        assert!(EngineSpec::parse("lucene").unwrap().access().contains("NORMAL"));
+        for bad in [
+            "elastic",
+            "tierdex:ssd",
+            "tierdex:direct-random",
+            "tierdex:mmap-never",
+            "tantivy:random",
+            "lucene:x",
+            "tierdex@mixed",
+            "tierdex@split+grouped",
+            "tierdex@direct+compressed",
+            "lucene@split",
+        ] {
+            assert!(EngineSpec::parse(bad).is_err(), "{bad}");
+        }
+        let l = EngineSpec::parse_list(&["tierdex,tierdex:ram".into(), "lucene".into()]).unwrap();
+        assert_eq!(l.len(), 3);
+        assert!(EngineSpec::parse_list(&["tierdex,tierdex".into()]).is_err());
+    }
+
+    #[test]
+    fn query_commands_of_variants() {
+        let base = Engine {
+            name: "tierdex".into(),
+            spec: EngineSpec::parse("tierdex").unwrap(),
+            program: "/bin/tierdex".into(),
+        };
+        let args = |e: &Engine, o: &QueryOptions| -> Vec<String> {
+            e.query_command(Path::new("/i"), o)
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let o = QueryOptions {
+            threads: 1,
+            pool_bytes: Some(1 << 27),
+            heap_mb: Some(64),
+        };
+        assert_eq!(args(&base, &o), ["query-stream", "/i", "--threads", "1"]);
+        let direct = base.variant(EngineSpec::parse("tierdex:direct").unwrap()).unwrap();
+        assert_eq!(
+            args(&direct, &o),
+            [
+                "query-stream",
+                "/i",
+                "--tier",
+                "direct",
+                "--pool-bytes",
+                "134217728",
+                "--threads",
+                "1"
+            ]
+        );
+        let random = base.variant(EngineSpec::parse("tierdex:mmap-random").unwrap()).unwrap();
+        assert_eq!(
+            args(&random, &o),
+            [
+                "query-stream",
+                "/i",
+                "--tier",
+                "mmap",
+                "--madvise",
+                "random",
+                "--threads",
+                "1"
+            ]
+        );
+        assert!(base.variant(EngineSpec::parse("lucene").unwrap()).is_err());
+        let lucene = Engine {
+            name: "lucene:random".into(),
+            spec: EngineSpec::parse("lucene:random").unwrap(),
+            program: "/run.sh".into(),
+        };
+        let cmd = lucene.query_command(Path::new("/i"), &o);
+        let envs: Vec<(String, String)> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.unwrap_or_default().to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        assert!(envs.contains(&("TIERDEX_BENCH_HEAP_MB".into(), "64".into())));
+        assert!(envs.iter().any(|(k, v)| k == "TIERDEX_BENCH_JAVA_OPTS"
+            && v.ends_with("-Dorg.apache.lucene.store.defaultReadAdvice=random")));
+    }
 }

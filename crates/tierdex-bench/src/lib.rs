@@ -9,9 +9,15 @@
 //!   aggregates, ratios, count agreement and top-10 overlap.
 //! * [`quality`]: nDCG@10 and MAP on test collections with judgments.
 //! * [`report`]: the JSON results, the markdown summary and SVG charts.
+//! * [`limits`]: cgroup v1 memory groups that clean up after themselves,
+//!   dropping the page cache, `/proc/<pid>/io` counters.
+//! * [`limited`]: memory-limited runs (DESIGN §3): one cold pass per engine
+//!   and limit, device bytes per query, QPS, latency, report and charts.
 
 pub mod commands;
 pub mod engines;
+pub mod limited;
+pub mod limits;
 pub mod quality;
 pub mod report;
 pub mod stats;

@@ -8,10 +8,15 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::search::Searcher;
 use tierdex_bench::commands::{read_command_file, BenchQuery};
-use tierdex_bench::engines::{Answer, Engine};
+use tierdex_bench::engines::{dir_bytes, Answer, Engine, EngineSpec, QueryOptions};
+use tierdex_bench::limited::{self, jvm_heap_mb, limit_name, EngineInfo, LimitedResults, Plan, Workload};
+use tierdex_bench::limits;
 use tierdex_bench::quality::find_collections;
 use tierdex_bench::report::{EngineResult, Machine, QualityResult, Results};
 use tierdex_bench::stats::{count_agreement, query_times, rows, top10_overlap, QueryTime};
@@ -34,6 +39,89 @@ enum Cmd {
     /// Print a generated workload over a tierdex index as `MODE<TAB>QUERY`
     /// lines with the category in a third column.
     Workload(WorkloadArgs),
+    /// Memory-limited runs: every engine (and tierdex variant) answers one
+    /// cold pass of queries inside a cgroup v1 memory limit (page cache
+    /// included) after the page cache was dropped; reports device bytes read
+    /// per query, QPS and latency per limit, with charts. Needs root and
+    /// cgroup v1; exits with status 77 (skipped) when either is missing.
+    Limited(LimitedArgs),
+    /// Rewrite `limited.md` and the charts from the `limited.json` in a
+    /// results directory of `limited`.
+    LimitedReport {
+        /// The results directory.
+        dir: PathBuf,
+    },
+}
+
+/// Exit status of a skipped run (the automake convention).
+const SKIPPED: i32 = 77;
+
+#[derive(clap::Args)]
+struct LimitedArgs {
+    /// Corpus: JSON lines (.zst/.gz ok), `{"id"|"url","title","body"}`; only
+    /// read when an index must be built.
+    #[arg(long)]
+    corpus: PathBuf,
+    /// Index only the first N documents.
+    #[arg(long)]
+    docs: Option<u64>,
+    /// Command file (`MODE<TAB>QUERY`); default: the search-benchmark-game
+    /// file in ../shared/queries when present.
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Engines and variants (comma-separated): tierdex,
+    /// tierdex:<ram|mmap|buffered|direct>, tierdex:mmap-<os|random|adaptive>,
+    /// tierdex@<split|direct|split+direct>:<tier> (index layout and codec), lucene,
+    /// lucene:<normal|random|sequential>, tantivy.
+    #[arg(long, default_value = "tierdex,lucene,tantivy", value_delimiter = ',')]
+    engines: Vec<String>,
+    /// Memory limit in MiB (when no --sweep).
+    #[arg(long, default_value_t = 256)]
+    memory_mb: u64,
+    /// Memory limits to run, in MiB (0: unlimited), e.g. 128,256,1024,0.
+    #[arg(long, value_delimiter = ',')]
+    sweep: Vec<u64>,
+    /// Measure every N-th query of the command file.
+    #[arg(long, default_value_t = 8)]
+    sample: usize,
+    /// Generated queries per category.
+    #[arg(long, default_value_t = 20)]
+    generated: usize,
+    /// Modes the generated queries cycle through.
+    #[arg(long, default_value = "TOP_10,TOP_10_COUNT,COUNT", value_delimiter = ',')]
+    modes: Vec<String>,
+    /// Warm-up queries before the measured pass (for the JIT), none of them
+    /// in the measured set.
+    #[arg(long, default_value_t = 500)]
+    warmup_queries: usize,
+    /// Share of the memory limit given to tierdex's direct-tier page pool.
+    #[arg(long, default_value_t = 0.5)]
+    pool_share: f64,
+    /// JVM heap of Lucene in MiB (default: a quarter of the limit, at least 64).
+    #[arg(long)]
+    jvm_heap_mb: Option<u64>,
+    /// Indexing threads per engine (when an index is built).
+    #[arg(long, default_value_t = 2)]
+    index_threads: usize,
+    /// Indexing memory budget given to the peers (MiB).
+    #[arg(long, default_value_t = 1024)]
+    index_memory_mb: usize,
+    /// An existing index for an engine, `ENGINE=DIR` (e.g. tierdex=/data/g1m, tierdex@split=/data/g1m-split, tierdex@direct=...); repeatable.
+    #[arg(long = "index", value_name = "ENGINE=DIR")]
+    indexes: Vec<String>,
+    /// Parent of the cgroups.
+    #[arg(long, default_value = limits::MEMORY_ROOT)]
+    cgroup_parent: PathBuf,
+    /// Seed of the generated queries and of the query order.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Working directory (corpus copy, indexes); default target/bench/<corpus>
+    /// (the indexes of `compare` are reused).
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// Where results go; default bench/results/<corpus>-limited.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -63,7 +151,8 @@ struct CompareArgs {
     /// file in ../shared/queries when present.
     #[arg(long)]
     queries: Option<PathBuf>,
-    /// Engines to compare (comma-separated).
+    /// Engines to compare (comma-separated), tierdex first as the reference; variants as in
+    /// `limited --engines` (e.g. tierdex:ram, tierdex@direct:ram).
     #[arg(long, default_value = "tierdex,lucene,tantivy", value_delimiter = ',')]
     engines: Vec<String>,
     /// Measured passes over the queries.
@@ -76,6 +165,9 @@ struct CompareArgs {
     /// Query threads per engine.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Page pool of tierdex's direct tier in bytes (default: the CLI's, 128 MiB).
+    #[arg(long)]
+    pool_bytes: Option<u64>,
     /// Indexing threads per engine.
     #[arg(long, default_value_t = 2)]
     index_threads: usize,
@@ -128,6 +220,8 @@ fn main() {
     let r = match cli.command {
         Cmd::Compare(a) => compare(a),
         Cmd::Workload(a) => print_workload(a),
+        Cmd::Limited(a) => limited(a),
+        Cmd::LimitedReport { dir } => limited_report(&dir),
     };
     if let Err(e) = r {
         eprintln!("error: {e:#}");
@@ -250,16 +344,25 @@ fn compare(a: CompareArgs) -> Result<()> {
     let corpus = work.join("corpus.jsonl");
     results.docs = prepare_corpus(&a.corpus, a.docs, &corpus)?;
     eprintln!("corpus: {} documents", results.docs);
+    // Variants with the same index key share one index (built once, its report copied).
+    let mut built: BTreeMap<String, tierdex_bench::engines::IndexReport> = BTreeMap::new();
     for (e, r) in engines.iter().zip(results.engines.iter_mut()) {
-        let dir = work.join(&e.name);
+        let key = e.spec.index_key();
+        let dir = work.join(&key);
+        if let Some(report) = built.get(&key) {
+            r.index = report.clone();
+            continue;
+        }
         if a.reuse_indexes && dir.exists() {
             eprintln!("{}: reusing {}", e.name, dir.display());
             r.index.docs = results.docs;
             r.index.index_bytes = tierdex_bench::engines::dir_bytes(&dir)?;
+            built.insert(key, r.index.clone());
             continue;
         }
         eprintln!("{}: indexing ...", e.name);
-        r.index = e.index(&corpus, &dir, a.index_threads, a.memory_mb)?;
+        r.index = e.index_with(&corpus, &dir, a.index_threads, a.memory_mb, &e.spec.index_args())?;
+        built.insert(key, r.index.clone());
         eprintln!(
             "{}: {} docs in {:.1} s, {:.0} MiB",
             e.name,
@@ -300,7 +403,12 @@ fn compare(a: CompareArgs) -> Result<()> {
     let mut times: BTreeMap<String, Vec<QueryTime>> = BTreeMap::new();
     for (e, r) in engines.iter().zip(results.engines.iter_mut()) {
         let pb = bar((lines.len() * (warmup + passes)) as u64, &e.name);
-        let run = e.query(&work.join(&e.name), a.threads, &lines, warmup, passes, &|n| {
+        let options = QueryOptions {
+            threads: a.threads,
+            pool_bytes: a.pool_bytes,
+            heap_mb: None,
+        };
+        let run = e.query_with(&work.join(e.spec.index_key()), &options, &lines, warmup, passes, &|n| {
             pb.set_position(n)
         })?;
         pb.finish_and_clear();
@@ -337,8 +445,8 @@ fn compare(a: CompareArgs) -> Result<()> {
             let (ids, qs): (Vec<String>, Vec<BenchQuery>) = c.bench_queries().into_iter().unzip();
             let lines: Vec<String> = qs.iter().map(|q| q.line()).collect();
             for e in &engines {
-                let dir = work.join("quality").join(&c.name).join(&e.name);
-                let report = e.index(&c.docs, &dir, a.index_threads, a.memory_mb)?;
+                let dir = work.join("quality").join(&c.name).join(e.spec.index_key());
+                let report = e.index_with(&c.docs, &dir, a.index_threads, a.memory_mb, &e.spec.index_args())?;
                 qr.docs = report.docs;
                 let run = e.query(&dir, 1, &lines, 0, 1, &|_| {})?;
                 qr.engines.insert(e.name.clone(), c.evaluate(&ids, &run.answers));
@@ -357,5 +465,350 @@ fn compare(a: CompareArgs) -> Result<()> {
         charts.len(),
         results.total_secs
     );
+    Ok(())
+}
+
+/// Whether `dir` holds a complete index of `engine`.
+fn index_complete(engine: &str, dir: &Path) -> bool {
+    match engine {
+        "tierdex" => dir.join("manifest.json").is_file(),
+        "tantivy" => dir.join("meta.json").is_file(),
+        _ => std::fs::read_dir(dir).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("segments_"))
+        }),
+    }
+}
+
+fn limited(a: LimitedArgs) -> Result<()> {
+    let started = Instant::now();
+    if let Some(why) = limits::unavailable(&a.cgroup_parent) {
+        eprintln!("limited: skipped: {why}");
+        std::process::exit(SKIPPED);
+    }
+    limits::remove_on_interrupt();
+    for g in limits::sweep_stale(&a.cgroup_parent) {
+        eprintln!("removed the stale cgroup {}", g.display());
+    }
+    let repo = repo_root();
+    let specs = EngineSpec::parse_list(&a.engines)?;
+    if !specs.iter().any(|s| s.is_tierdex()) {
+        bail!("the engines must include tierdex or a tierdex variant (its index yields the workloads)");
+    }
+    for m in &a.modes {
+        if !tierdex_bench::commands::MODES.contains(&m.as_str()) {
+            bail!("unknown mode `{m}`");
+        }
+    }
+    if a.modes.is_empty() || !(0.0..=1.0).contains(&a.pool_share) {
+        bail!("--modes must not be empty and --pool-share must be within 0..=1");
+    }
+    let mut limits_mb: Vec<u64> = Vec::new();
+    for l in if a.sweep.is_empty() {
+        vec![a.memory_mb]
+    } else {
+        a.sweep.clone()
+    } {
+        if !limits_mb.contains(&l) {
+            limits_mb.push(l);
+        }
+    }
+    let name = format!(
+        "{}{}",
+        stem(&a.corpus),
+        a.docs.map_or(String::new(), |d| format!("-{d}"))
+    );
+    let work = a.work.clone().unwrap_or_else(|| repo.join("target/bench").join(&name));
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| repo.join("bench/results").join(format!("{name}-limited")));
+    std::fs::create_dir_all(&work)?;
+
+    // Build each engine once; its variants share the program.
+    let mut built: BTreeMap<String, Engine> = BTreeMap::new();
+    let mut engines: Vec<Engine> = Vec::new();
+    let mut left_out = Vec::new();
+    for spec in &specs {
+        if !built.contains_key(&spec.base) {
+            eprintln!("building {} ...", spec.base);
+            match Engine::build(&spec.base, &repo) {
+                Ok(e) => {
+                    built.insert(spec.base.clone(), e);
+                }
+                Err(e) if !spec.is_tierdex() => {
+                    eprintln!("warning: {} left out: {e:#}", spec.name);
+                    left_out.push(format!("{}: the build failed: {e:#}", spec.name));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let e = built[&spec.base].variant(spec.clone())?;
+        let missing = e.missing_flags()?;
+        if !missing.is_empty() {
+            let msg = format!(
+                "{}: `tierdex query-stream` has no {} yet",
+                spec.name,
+                missing.join(", ")
+            );
+            eprintln!("warning: {msg}; left out");
+            left_out.push(msg);
+            continue;
+        }
+        engines.push(e);
+    }
+
+    // Indexes: given, reused from the working directory, or built.
+    let mut given: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for i in &a.indexes {
+        let Some((engine, dir)) = i.split_once('=') else {
+            bail!("--index {i}: expected ENGINE=DIR");
+        };
+        given.insert(engine.to_string(), PathBuf::from(dir));
+    }
+    let mut corpus_copy: Option<PathBuf> = None;
+    let mut indexes: BTreeMap<String, (PathBuf, Option<tierdex_bench::engines::IndexReport>)> = BTreeMap::new();
+    for (key, engine) in engines.iter().map(|e| (e.spec.index_key(), e)) {
+        if indexes.contains_key(&key) {
+            continue;
+        }
+        let base = &engine.spec.base;
+        let dir = given.get(&key).cloned().unwrap_or_else(|| work.join(&key));
+        if index_complete(base, &dir) {
+            eprintln!("{key}: using the index in {}", dir.display());
+            indexes.insert(key, (dir, None));
+            continue;
+        }
+        if given.contains_key(&key) {
+            bail!("--index {key}={}: no complete {base} index there", dir.display());
+        }
+        let corpus = match &corpus_copy {
+            Some(c) => c.clone(),
+            None => {
+                let c = work.join("corpus.jsonl");
+                let n = prepare_corpus(&a.corpus, a.docs, &c)?;
+                eprintln!("corpus: {n} documents");
+                corpus_copy = Some(c.clone());
+                c
+            }
+        };
+        eprintln!("{key}: indexing ...");
+        let report = engine.index_with(
+            &corpus,
+            &dir,
+            a.index_threads,
+            a.index_memory_mb,
+            &engine.spec.index_args(),
+        )?;
+        eprintln!(
+            "{key}: {} docs in {:.1} s, {:.0} MiB",
+            report.docs,
+            report.wall_secs,
+            report.index_bytes as f64 / (1 << 20) as f64
+        );
+        indexes.insert(key, (dir, Some(report)));
+    }
+
+    // Query sets, from the tierdex index (read here, before any cache drop).
+    let tierdex_index = indexes
+        .iter()
+        .find(|(k, _)| k.as_str() == "tierdex")
+        .or_else(|| indexes.iter().find(|(k, _)| k.starts_with("tierdex")))
+        .map(|(_, (d, _))| d.clone())
+        .context("no tierdex index")?;
+    let searcher = Searcher::open(&tierdex_index)?;
+    let docs = searcher.index().num_docs();
+    let generated = workload::generate(&searcher, a.generated, a.seed)?;
+    let spare = workload::generate(
+        &searcher,
+        a.warmup_queries / workload::CATEGORIES.len() + 2,
+        a.seed ^ 0x5eed_5eed,
+    )?;
+    drop(searcher);
+    let command_file = a
+        .queries
+        .clone()
+        .or_else(|| Some(repo.join("../shared/queries/search-benchmark-game/commands.txt")).filter(|p| p.exists()));
+    let mut measured: Vec<BenchQuery> = match &command_file {
+        Some(f) => read_command_file(f, a.sample)?,
+        None => Vec::new(),
+    };
+    let with_modes = |qs: Vec<workload::WorkloadQuery>| -> Vec<BenchQuery> {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        qs.into_iter()
+            .map(|q| {
+                let i = seen.entry(q.category.clone()).or_default();
+                *i += 1;
+                BenchQuery {
+                    source: "generated".into(),
+                    mode: a.modes[(*i - 1) % a.modes.len()].clone(),
+                    category: q.category,
+                    text: q.text,
+                }
+            })
+            .collect()
+    };
+    measured.extend(with_modes(generated));
+    let mut rng = Pcg64::seed_from_u64(a.seed);
+    measured.shuffle(&mut rng);
+    let taken: std::collections::HashSet<&str> = measured.iter().map(|q| q.text.as_str()).collect();
+    let fresh = |qs: Vec<BenchQuery>, rng: &mut Pcg64| -> Vec<BenchQuery> {
+        let mut seen = std::collections::HashSet::new();
+        let mut v: Vec<BenchQuery> = qs
+            .into_iter()
+            .filter(|q| !taken.contains(q.text.as_str()) && seen.insert(q.text.clone()))
+            .collect();
+        v.shuffle(rng);
+        v
+    };
+    let spare = fresh(with_modes(spare), &mut rng);
+    let unsampled = match &command_file {
+        Some(f) => fresh(read_command_file(f, 1)?, &mut rng),
+        None => Vec::new(),
+    };
+    // Half generated, half command-file queries, interleaved.
+    let mut warmup: Vec<BenchQuery> = Vec::new();
+    let (mut x, mut y) = (spare.into_iter(), unsampled.into_iter());
+    while warmup.len() < a.warmup_queries {
+        match (x.next(), y.next()) {
+            (None, None) => break,
+            (p, q) => warmup.extend(p.into_iter().chain(q).take(a.warmup_queries - warmup.len())),
+        }
+    }
+    let measured_lines: Vec<String> = measured.iter().map(|q| q.line()).collect();
+    let warmup_lines: Vec<String> = warmup.iter().map(|q| q.line()).collect();
+    let mut by_source = BTreeMap::new();
+    for q in &measured {
+        *by_source.entry(q.source.clone()).or_insert(0usize) += 1;
+    }
+    eprintln!(
+        "{} measured queries ({by_source:?}) after {} warm-up queries, per engine and limit",
+        measured.len(),
+        warmup.len()
+    );
+
+    let mut results = LimitedResults {
+        machine: Machine::detect(),
+        corpus: a.corpus.display().to_string(),
+        corpus_bytes: std::fs::metadata(&a.corpus).map_or(0, |m| m.len()),
+        docs,
+        limits_mb: limits_mb.clone(),
+        left_out,
+        workload: Workload {
+            command_file: command_file.as_ref().map(|f| f.display().to_string()),
+            sample: a.sample,
+            generated_per_category: a.generated,
+            modes: a.modes.clone(),
+            seed: a.seed,
+            warmup: warmup.len(),
+            measured: measured.len(),
+            by_source,
+        },
+        read_ahead_kb: limits::read_ahead_kb(&tierdex_index),
+        counter: limited::COUNTER_NOTE.into(),
+        heap_rule: match a.jvm_heap_mb {
+            Some(h) => format!("JVM heap (-Xms = -Xmx): {h} MiB under every limit (--jvm-heap-mb)."),
+            None => limited::HEAP_RULE.into(),
+        },
+        pool_share: a.pool_share,
+        queries: measured.clone(),
+        ..Default::default()
+    };
+    for e in &engines {
+        let (dir, report) = &indexes[&e.spec.index_key()];
+        results.engines.push(EngineInfo {
+            name: e.name.clone(),
+            base: e.spec.base.clone(),
+            version: e.version()?,
+            access: e.spec.access(),
+            index_dir: dir.display().to_string(),
+            index_bytes: dir_bytes(dir)?,
+            index: report.clone(),
+        });
+    }
+    for &mb in &limits_mb {
+        for e in &engines {
+            let dir = &indexes[&e.spec.index_key()].0;
+            let options = QueryOptions {
+                threads: 1,
+                pool_bytes: (mb > 0).then_some(((mb << 20) as f64 * a.pool_share) as u64),
+                heap_mb: (e.spec.base == "lucene").then(|| jvm_heap_mb(mb, a.jvm_heap_mb)),
+            };
+            let plan = Plan {
+                engine: e,
+                index: dir,
+                memory_mb: mb,
+                options,
+                warmup: &warmup_lines,
+                measured: &measured_lines,
+                cgroup_parent: &a.cgroup_parent,
+            };
+            let pb = bar((warmup_lines.len() + measured_lines.len()) as u64, &e.name);
+            pb.set_message(limit_name(mb));
+            let r = limited::run(&plan, &|n| {
+                if n % 16 == 0 {
+                    pb.set_position(n)
+                }
+            });
+            pb.finish_and_clear();
+            let run = match r {
+                Ok(mut run) => {
+                    limited::categorize(&mut run, &measured);
+                    run
+                }
+                Err(err) => limited::Run {
+                    engine: e.name.clone(),
+                    memory_mb: mb,
+                    outcome: "failed".into(),
+                    detail: format!("{err:#}"),
+                    measured_queries: measured_lines.len(),
+                    ..Default::default()
+                },
+            };
+            eprintln!(
+                "{} @ {}: {}{} | {:.0} QPS, p50 {:.0} µs, p99 {:.0} µs, {:.1} KiB read/query, max memory {:.0} MiB, \
+                 failcnt {}, start+warm-up {:.1} s / {:.1} MiB read",
+                e.name,
+                limit_name(mb),
+                run.outcome,
+                if run.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", run.detail)
+                },
+                run.qps,
+                run.latency.p50_us,
+                run.latency.p99_us,
+                run.bytes_per_query() / 1024.0,
+                run.memory.max_usage_bytes as f64 / (1 << 20) as f64,
+                run.memory.failcnt,
+                run.setup_secs,
+                run.setup_io.read_bytes as f64 / (1 << 20) as f64,
+            );
+            results.runs.push(run);
+            results.total_secs = started.elapsed().as_secs_f64();
+            results.write_json(&out)?;
+        }
+        results.compute_agreement(mb);
+    }
+    results.total_secs = started.elapsed().as_secs_f64();
+    let charts = results.write(&out)?;
+    println!("{}", results.markdown());
+    eprintln!(
+        "results: {} (limited.json, limited.md, {} charts) in {:.0} s",
+        out.display(),
+        charts.len(),
+        results.total_secs
+    );
+    Ok(())
+}
+
+fn limited_report(dir: &Path) -> Result<()> {
+    let path = dir.join("limited.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let results: LimitedResults = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let charts = results.write(dir)?;
+    eprintln!("rewrote {} (limited.md, {} charts)", dir.display(), charts.len());
     Ok(())
 }
