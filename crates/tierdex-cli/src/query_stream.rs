@@ -77,7 +77,7 @@ fn answer(s: &Searcher, line: &str, io: Option<bool>) -> String {
         let mut hits = Vec::with_capacity(r.hits.len());
         for h in &r.hits {
             hits.push(Hit {
-                id: s.doc(h.doc)?.id,
+                id: s.doc_id(h.doc)?,
                 score: h.score,
             });
         }

@@ -162,6 +162,14 @@ impl Searcher {
         self.index.segments()[seg].store().get(local)
     }
 
+    /// The external id of document `doc` (without reading the stored document).
+    pub fn doc_id(&self, doc: DocId) -> Result<String> {
+        let (seg, local) = self.locate(doc)?;
+        let mut id = String::new();
+        self.index.segments()[seg].external_id(local, &mut id)?;
+        Ok(id)
+    }
+
     fn locate(&self, doc: DocId) -> Result<(usize, DocId)> {
         self.index.locate(doc).ok_or_else(|| {
             Error::InvalidArgument(format!(

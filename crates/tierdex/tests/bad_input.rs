@@ -155,14 +155,50 @@ fn query_index(dir: &Path) -> Result<(), Error> {
         for mode in [Mode::TopK, Mode::TopKAndCount, Mode::Count] {
             let r = s.search(q, mode, 1000)?;
             for h in &r.hits {
-                s.doc(h.doc)?;
+                s.doc_id(h.doc)?;
             }
         }
     }
     for d in 0..s.num_docs() as u32 {
-        s.doc(d)?;
+        assert_eq!(s.doc_id(d)?, s.doc(d)?.id);
     }
     Ok(())
+}
+
+#[test]
+fn id_column_matches_the_stored_ids_across_segments_and_merges() {
+    // Integer ids use the integer column, anything else the string column; a
+    // merge of both kinds writes the string column.
+    let integer = |i: usize| i.to_string();
+    let mixed = |i: usize| if i % 3 == 0 { format!("{i}") } else { format!("0{i}/é") };
+    for (name, id) in [("integer", &integer as &dyn Fn(usize) -> String), ("mixed", &mixed)] {
+        for merge in [true, false] {
+            for threads in [1, 2] {
+                let tmp = tempfile::tempdir().unwrap();
+                let opts = IndexOptions {
+                    segment_docs: 70,
+                    merge,
+                    threads,
+                    ..Default::default()
+                };
+                let input = docs(300)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, d)| Ok(Document { id: id(i), ..d }));
+                build_index(input, tmp.path(), &opts).unwrap();
+                let s = Searcher::open(tmp.path()).unwrap();
+                let mut seen: Vec<String> = (0..s.num_docs() as u32).map(|d| s.doc_id(d).unwrap()).collect();
+                for d in 0..s.num_docs() as u32 {
+                    assert_eq!(s.doc_id(d).unwrap(), s.doc(d).unwrap().id, "{name} merge={merge}");
+                }
+                assert!(s.doc_id(s.num_docs() as u32).is_err());
+                seen.sort();
+                let mut want: Vec<String> = (0..300).map(id).collect();
+                want.sort();
+                assert_eq!(seen, want, "{name} merge={merge} threads={threads}");
+            }
+        }
+    }
 }
 
 /// The index kinds the corruption tests run on.

@@ -7,7 +7,7 @@ use crate::index::manifest::SegmentMeta;
 use crate::layout::{Codec, Layout, PostingsFiles, TermCursor};
 use crate::schema::Field;
 use crate::storage::{IndexFile, Storage};
-use crate::store::StoreReader;
+use crate::store::{IdsReader, StoreReader};
 use crate::termdict::{TermDict, TermInfo};
 
 /// Extensions of a segment's files.
@@ -19,8 +19,10 @@ pub mod ext {
     pub const STORE: &str = "sto";
     /// Document store index.
     pub const STORE_INDEX: &str = "sti";
+    /// External ids of the documents (the id column).
+    pub const IDS: &str = "ids";
     /// Every extension any layout writes.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 10] = [
         TERMS,
         TERM_INFOS,
         POSTINGS,
@@ -30,6 +32,7 @@ pub mod ext {
         NORMS,
         STORE,
         STORE_INDEX,
+        IDS,
     ];
 }
 
@@ -39,6 +42,7 @@ pub struct SegmentReader {
     postings: PostingsFiles,
     norms: Box<[u8]>,
     store: StoreReader,
+    ids: Option<IdsReader>,
 }
 
 impl SegmentReader {
@@ -91,12 +95,31 @@ impl SegmentReader {
                 "stored document count does not match the manifest",
             ));
         }
+        // Segments written before the id column existed read ids from the store.
+        let ids = match meta.files.contains_key(ext::IDS) {
+            true => Some(IdsReader::open(open(ext::IDS)?, meta.max_doc)?),
+            false => None,
+        };
         Ok(SegmentReader {
             meta: meta.clone(),
             postings,
             norms,
             store,
+            ids,
         })
+    }
+
+    /// Writes the external id of document `doc` into `out`: from the id
+    /// column (a few bytes), or from the stored document for segments
+    /// written without one.
+    pub fn external_id(&self, doc: u32, out: &mut String) -> Result<()> {
+        match &self.ids {
+            Some(ids) => ids.id_into(doc, out),
+            None => {
+                *out = self.store.get(doc)?.id;
+                Ok(())
+            }
+        }
     }
 
     /// The segment's manifest entry.

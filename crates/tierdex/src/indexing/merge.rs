@@ -14,7 +14,7 @@ use crate::layout::writer::TermPostings;
 use crate::layout::{Codec, Layout, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileWriter, Storage, Tier, TierOptions};
-use crate::store::{StoreOptions, StoreWriter};
+use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
 /// Merges `metas` (segments of the index in `dir`, in document order, with
 /// `layout` and `codec`) into a new segment `name` of the same layout and
@@ -124,14 +124,19 @@ pub fn merge_segments(
         StoreOptions::default(),
         &sources,
     )?;
+    let mut ids = IdsWriter::new();
+    let mut id = String::new();
     for r in &readers {
         for d in 0..r.max_doc() {
             store.copy_from(r.store(), d)?;
+            r.external_id(d, &mut id)?;
+            ids.push(&id);
         }
     }
     let store = store.finish()?;
     files.insert(ext::STORE.to_string(), store.data);
     files.insert(ext::STORE_INDEX.to_string(), store.index);
+    files.insert(ext::IDS.to_string(), ids.finish(&path(ext::IDS))?);
     Ok(SegmentMeta {
         name: name.to_string(),
         max_doc: max_doc as u32,

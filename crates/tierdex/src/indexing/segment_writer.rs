@@ -15,7 +15,7 @@ use crate::layout::writer::TermPostings;
 use crate::layout::{Codec, Layout, PostingsWriter};
 use crate::schema::{DocId, Document, Field};
 use crate::storage::FileWriter;
-use crate::store::{StoreOptions, StoreWriter};
+use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
 /// One term's postings while a segment is being built, VByte-coded.
 #[derive(Default)]
@@ -54,6 +54,7 @@ pub struct SegmentWriter {
     norms: [Vec<u8>; Field::COUNT],
     stats: [FieldStats; Field::COUNT],
     store: StoreWriter,
+    ids: IdsWriter,
     max_doc: u32,
     scratch: Vec<Occurrence>,
     key: Vec<u8>,
@@ -91,6 +92,7 @@ impl SegmentWriter {
             norms: Default::default(),
             stats: Default::default(),
             store,
+            ids: IdsWriter::new(),
             max_doc: 0,
             scratch: Vec::new(),
             key: Vec::new(),
@@ -120,6 +122,7 @@ impl SegmentWriter {
             self.invert_field(doc_id, field, field.text(doc))?;
         }
         self.store.add(doc)?;
+        self.ids.push(&doc.id);
         self.max_doc += 1;
         Ok(())
     }
@@ -221,6 +224,7 @@ impl SegmentWriter {
         let store = self.store.finish()?;
         files.insert(ext::STORE.to_string(), store.data);
         files.insert(ext::STORE_INDEX.to_string(), store.index);
+        files.insert(ext::IDS.to_string(), self.ids.finish(&path(ext::IDS))?);
         Ok(SegmentMeta {
             name: self.name,
             max_doc: self.max_doc,

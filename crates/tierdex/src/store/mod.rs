@@ -26,6 +26,7 @@
 //! page read each. Training takes 0.2-0.45 s on the default 2 MiB sample.
 
 mod format;
+mod ids;
 mod reader;
 mod writer;
 mod zstd_codec;
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use crate::storage::FileInfo;
 
 pub use format::MAX_DOCUMENT_BYTES;
+pub use ids::{IdsReader, IdsWriter};
 pub use reader::StoreReader;
 pub use writer::{train_dictionary, StoreWriter};
 
