@@ -131,11 +131,16 @@ pub fn run(a: Args) -> Result<()> {
             let mut out = BufWriter::new(std::io::stdout().lock());
             let mut next = 0u64;
             let mut pending = BTreeMap::new();
-            for (i, text) in done_rx {
+            for (i, text) in &done_rx {
                 pending.insert(i, text);
                 while let Some(text) = pending.remove(&next) {
                     writeln!(out, "{text}")?;
                     next += 1;
+                }
+                // Answers go out as soon as nothing else is ready: a client
+                // may wait for them before it sends more (or closes stdin).
+                if done_rx.is_empty() {
+                    out.flush()?;
                 }
             }
             out.flush()

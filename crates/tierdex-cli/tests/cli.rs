@@ -129,3 +129,50 @@ fn errors_are_clear() {
     let out = tierdex(&["search", tmp.path().to_str().unwrap(), "x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a tierdex index"));
 }
+
+/// `query-stream` answers each query while stdin stays open, on one thread
+/// and on several (a driver that waits for each answer must not hang).
+#[test]
+fn query_stream_answers_before_stdin_closes() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    for threads in ["1", "2"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tierdex"))
+            .args([
+                "query-stream",
+                &idx,
+                "--threads",
+                threads,
+                "--tier",
+                "direct",
+                "--io-stats",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stdin = child.stdin.take().unwrap();
+        for q in ["TOP_10\tthe", "COUNT\tthe", "TOP_10_COUNT\t\"of the\""] {
+            writeln!(stdin, "{q}").unwrap();
+            stdin.flush().unwrap();
+            let answer = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no answer to {q:?} with {threads} threads while stdin is open"));
+            let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+            assert!(v.get("error").is_none() && v["bytes_requested"].is_u64(), "{answer}");
+        }
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}
