@@ -465,6 +465,9 @@ pub struct LimitedResults {
     pub heap_rule: String,
     /// Share of the limit given to tierdex's direct-tier page pool.
     pub pool_share: f64,
+    /// The direct tier's pool without a limit (MiB).
+    #[serde(default)]
+    pub unlimited_pool_mb: Option<u64>,
     /// The measured queries, in the order they were sent.
     pub queries: Vec<BenchQuery>,
     /// Runs.
@@ -666,8 +669,12 @@ impl LimitedResults {
         let _ = writeln!(s, "- {}", self.heap_rule);
         let _ = writeln!(
             s,
-            "- tierdex's direct tier gets a page pool of {:.0}% of the limit (`--pool-bytes`).",
-            self.pool_share * 100.0
+            "- tierdex's direct tier gets a page pool of {:.0}% of the limit (`--pool-bytes`){}.",
+            self.pool_share * 100.0,
+            match self.unlimited_pool_mb {
+                Some(mb) if self.limits_mb.contains(&0) => format!(", and {mb} MiB without a limit"),
+                _ => String::new(),
+            }
         );
         if let Some(ra) = self.read_ahead_kb {
             let _ = writeln!(

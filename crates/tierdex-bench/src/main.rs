@@ -97,6 +97,9 @@ struct LimitedArgs {
     /// Share of the memory limit given to tierdex's direct-tier page pool.
     #[arg(long, default_value_t = 0.5)]
     pool_share: f64,
+    /// tierdex's direct-tier page pool without a memory limit (MiB).
+    #[arg(long, default_value_t = 4096)]
+    unlimited_pool_mb: u64,
     /// JVM heap of Lucene in MiB (default: a quarter of the limit, at least 64).
     #[arg(long)]
     jvm_heap_mb: Option<u64>,
@@ -712,6 +715,7 @@ fn limited(a: LimitedArgs) -> Result<()> {
             None => limited::HEAP_RULE.into(),
         },
         pool_share: a.pool_share,
+        unlimited_pool_mb: Some(a.unlimited_pool_mb),
         queries: measured.clone(),
         ..Default::default()
     };
@@ -732,7 +736,10 @@ fn limited(a: LimitedArgs) -> Result<()> {
             let dir = &indexes[&e.spec.index_key()].0;
             let options = QueryOptions {
                 threads: 1,
-                pool_bytes: (mb > 0).then_some(((mb << 20) as f64 * a.pool_share) as u64),
+                pool_bytes: Some(match mb {
+                    0 => a.unlimited_pool_mb << 20,
+                    _ => ((mb << 20) as f64 * a.pool_share) as u64,
+                }),
                 heap_mb: (e.spec.base == "lucene").then(|| jvm_heap_mb(mb, a.jvm_heap_mb)),
             };
             let plan = Plan {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -25,9 +26,47 @@ pub struct Args {
     #[command(flatten)]
     tier: crate::tier::TierArgs,
     /// Add `bytes_requested`, `bytes_needed`, `ios` (and, with one thread,
-    /// `device_bytes`) to each answer.
+    /// `device_bytes`) to each answer, and print the workload's totals and
+    /// read amplification on stderr at the end.
     #[arg(long)]
     io_stats: bool,
+}
+
+/// I/O of the whole stream, summed over queries and threads.
+#[derive(Default)]
+struct Totals {
+    queries: AtomicU64,
+    bytes_requested: AtomicU64,
+    bytes_needed: AtomicU64,
+    ios: AtomicU64,
+}
+
+impl Totals {
+    fn add(&self, io: &crate::tier::QueryIo) {
+        self.queries.fetch_add(1, Ordering::Relaxed);
+        self.bytes_requested.fetch_add(io.bytes_requested, Ordering::Relaxed);
+        self.bytes_needed.fetch_add(io.bytes_needed, Ordering::Relaxed);
+        self.ios.fetch_add(io.ios, Ordering::Relaxed);
+    }
+
+    /// The totals as one JSON object (read amplification = requested / needed).
+    fn summary(&self, searcher: &Searcher) -> serde_json::Value {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (requested, needed) = (get(&self.bytes_requested), get(&self.bytes_needed));
+        let mut v = serde_json::json!({
+            "queries": get(&self.queries),
+            "bytes_requested": requested,
+            "bytes_needed": needed,
+            "ios": get(&self.ios),
+            "read_amplification": if needed > 0 { requested as f64 / needed as f64 } else { 0.0 },
+        });
+        if let Some(p) = searcher.index().storage().pool_stats() {
+            v["pool"] = serde_json::json!({
+                "hits": p.hits, "misses": p.misses, "evictions": p.evictions, "resident_pages": p.resident_pages,
+            });
+        }
+        v
+    }
 }
 
 #[derive(Serialize)]
@@ -59,7 +98,7 @@ fn mode(name: &str) -> Option<(Mode, usize)> {
 
 /// Answers one protocol line as a JSON line (without the newline); with
 /// `io` (`Some(device)`), adds the query's I/O figures.
-fn answer(s: &Searcher, line: &str, io: Option<bool>) -> String {
+fn answer(s: &Searcher, line: &str, io: Option<bool>, totals: &Totals) -> String {
     let Some((mode_name, query)) = line.split_once('\t') else {
         return error("expected MODE<TAB>QUERY");
     };
@@ -73,6 +112,9 @@ fn answer(s: &Searcher, line: &str, io: Option<bool>) -> String {
             .and_then(|q| s.search_parsed(&q, mode, k))
     });
     let elapsed_us = started.elapsed().as_micros() as u64;
+    if io.is_some() {
+        totals.add(&query_io);
+    }
     let result = result.and_then(|r| {
         let mut hits = Vec::with_capacity(r.hits.len());
         for h in &r.hits {
@@ -104,23 +146,30 @@ pub fn run(a: Args) -> Result<()> {
     // Device bytes are per process: meaningful per query on one thread only.
     let io = a.io_stats.then_some(a.threads <= 1);
     let stdin = std::io::stdin().lock();
+    let totals = Totals::default();
+    let report = |totals: &Totals| {
+        if a.io_stats {
+            eprintln!("io totals: {}", totals.summary(&searcher));
+        }
+    };
     if a.threads <= 1 {
         let mut out = BufWriter::new(std::io::stdout().lock());
         for line in stdin.lines() {
             let line = line.context("reading stdin")?;
-            writeln!(out, "{}", answer(&searcher, &line, io))?;
+            writeln!(out, "{}", answer(&searcher, &line, io, &totals))?;
             out.flush()?;
         }
+        report(&totals);
         return Ok(());
     }
     let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
     let (done_tx, done_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
     std::thread::scope(|scope| -> Result<()> {
         for _ in 0..a.threads {
-            let (jobs_rx, done_tx, searcher) = (jobs_rx.clone(), done_tx.clone(), &searcher);
+            let (jobs_rx, done_tx, searcher, totals) = (jobs_rx.clone(), done_tx.clone(), &searcher, &totals);
             scope.spawn(move || {
                 for (i, line) in jobs_rx {
-                    if done_tx.send((i, answer(searcher, &line, io))).is_err() {
+                    if done_tx.send((i, answer(searcher, &line, io, totals))).is_err() {
                         break;
                     }
                 }
@@ -154,5 +203,7 @@ pub fn run(a: Args) -> Result<()> {
         drop(jobs_tx);
         writer.join().expect("writer thread")?;
         Ok(())
-    })
+    })?;
+    report(&totals);
+    Ok(())
 }

@@ -151,6 +151,7 @@ fn query_stream_answers_before_stdin_closes() {
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -173,6 +174,18 @@ fn query_stream_answers_before_stdin_closes() {
             assert!(v.get("error").is_none() && v["bytes_requested"].is_u64(), "{answer}");
         }
         drop(stdin);
-        assert!(child.wait().unwrap().success());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        // The workload's totals: three queries, bytes needed and requested, the pool's counters.
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let totals = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("io totals: "))
+            .unwrap_or_else(|| panic!("no io totals in {stderr}"));
+        let v: serde_json::Value = serde_json::from_str(totals).unwrap();
+        assert_eq!(v["queries"], 3, "{totals}");
+        assert!(v["bytes_needed"].as_u64().unwrap() > 0, "{totals}");
+        assert!(v["read_amplification"].as_f64().unwrap() >= 1.0, "{totals}");
+        assert!(v["pool"]["misses"].as_u64().unwrap() > 0, "{totals}");
     }
 }
