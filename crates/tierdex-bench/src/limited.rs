@@ -61,6 +61,10 @@ pub struct Plan<'a> {
     pub measured: &'a [String],
     /// Where the cgroups go.
     pub cgroup_parent: &'a Path,
+    /// Longest a run may take (start, warm-up and measured pass); an engine
+    /// still running then is killed and the run reported as `timed-out`
+    /// with the queries it answered. `None`: no limit.
+    pub time_limit: Option<std::time::Duration>,
 }
 
 /// Latency summary of engine-measured times.
@@ -247,6 +251,21 @@ pub fn run(plan: &Plan, progress: &dyn Fn(u64)) -> Result<Run> {
         .spawn()
         .with_context(|| format!("starting {} query", plan.engine.name))?;
     let pid = child.id();
+    // The watchdog kills the engine at the deadline (its stdout then ends,
+    // so the loop below stops); dropping `stop_watchdog` ends it early.
+    let timed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (stop_watchdog, stopped) = std::sync::mpsc::channel::<()>();
+    let watchdog = plan.time_limit.map(|limit| {
+        let timed_out = timed_out.clone();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(limit) {
+                timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
+                // SAFETY: kill has no memory preconditions; `pid` is our child, not yet reaped
+                // (the main thread waits for it only after this thread is stopped or has fired).
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        })
+    });
     let tail = tail_of(child.stderr.take().expect("piped stderr"));
     let mut w = BufWriter::new(child.stdin.take().expect("piped stdin"));
     let mut r = BufReader::new(child.stdout.take().expect("piped stdout"));
@@ -320,8 +339,14 @@ pub fn run(plan: &Plan, progress: &dyn Fn(u64)) -> Result<Run> {
     })();
     // Sampled while the process still waits for input.
     run.vm_hwm_kb = vm_hwm_kb(pid).unwrap_or(0);
+    drop(stop_watchdog);
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    let timed_out = timed_out.load(std::sync::atomic::Ordering::SeqCst);
     let complete = match streamed {
         Ok(c) => c,
+        Err(_) if timed_out => false,
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
@@ -350,6 +375,13 @@ pub fn run(plan: &Plan, progress: &dyn Fn(u64)) -> Result<Run> {
     use std::os::unix::process::ExitStatusExt;
     if complete && status.success() {
         run.outcome = "ok".into();
+    } else if timed_out {
+        run.outcome = "timed-out".into();
+        run.detail = format!(
+            "stopped at the time limit of {:.0} s after {} of {n} measured queries",
+            plan.time_limit.map_or(0.0, |t| t.as_secs_f64()),
+            run.answered
+        );
     } else if run.memory.oom_kills > 0 || status.signal() == Some(libc::SIGKILL) {
         run.outcome = "oom-killed".into();
         run.detail = format!(

@@ -97,6 +97,10 @@ struct LimitedArgs {
     /// Share of the memory limit given to tierdex's direct-tier page pool.
     #[arg(long, default_value_t = 0.5)]
     pool_share: f64,
+    /// Longest one engine may run under one limit (seconds; 0: no limit). An engine that
+    /// thrashes is stopped and reported as timed out, with the queries it answered.
+    #[arg(long, default_value_t = 600)]
+    run_timeout_secs: u64,
     /// tierdex's direct-tier page pool without a memory limit (MiB).
     #[arg(long, default_value_t = 4096)]
     unlimited_pool_mb: u64,
@@ -750,6 +754,7 @@ fn limited(a: LimitedArgs) -> Result<()> {
                 warmup: &warmup_lines,
                 measured: &measured_lines,
                 cgroup_parent: &a.cgroup_parent,
+                time_limit: (a.run_timeout_secs > 0).then(|| std::time::Duration::from_secs(a.run_timeout_secs)),
             };
             let pb = bar((warmup_lines.len() + measured_lines.len()) as u64, &e.name);
             pb.set_message(limit_name(mb));
