@@ -1,11 +1,17 @@
 //! Page-aligned, zero-initialised memory for frames and scratch space.
+//!
+//! The memory is an anonymous private mapping: page-aligned as O_DIRECT
+//! needs, and committed lazily, so a large pool costs memory only for the
+//! frames that have held a page (an aligned heap allocation would be zeroed,
+//! and so touched, in full at startup).
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
+
+use memmap2::MmapMut;
 
 use super::PAGE;
 
-/// A heap region of whole 4 KiB pages, aligned to 4096 bytes, as O_DIRECT needs.
+/// A region of whole 4 KiB pages, aligned to 4096 bytes, as O_DIRECT needs.
 ///
 /// It hands out raw pointers only: every access to the bytes goes through an
 /// `unsafe` block of its owner, which knows which parts the kernel may be
@@ -13,6 +19,8 @@ use super::PAGE;
 pub(super) struct AlignedBuf {
     ptr: NonNull<u8>,
     pages: usize,
+    /// Owns the mapping `ptr` points into (`None` for an empty buffer); unmapped on drop.
+    _map: Option<MmapMut>,
 }
 
 // SAFETY: `AlignedBuf` owns plain bytes (no thread-affine state) and exposes them
@@ -24,19 +32,24 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// `pages` zeroed pages, or `None` if the allocation failed or its size overflows.
+    /// `pages` zeroed pages, or `None` if the mapping failed or its size overflows.
     pub(super) fn new(pages: usize) -> Option<AlignedBuf> {
         if pages == 0 {
             return Some(AlignedBuf {
                 ptr: NonNull::dangling(),
                 pages: 0,
+                _map: None,
             });
         }
-        let layout = Layout::from_size_align(pages.checked_mul(PAGE)?, PAGE).ok()?;
-        // SAFETY: `layout` has a non-zero size (pages > 0) and a valid power-of-two
-        // alignment, as `alloc_zeroed` requires; a null result is handled below.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        NonNull::new(ptr).map(|ptr| AlignedBuf { ptr, pages })
+        let mut map = MmapMut::map_anon(pages.checked_mul(PAGE)?).ok()?;
+        // Anonymous mappings start on a page boundary; `PAGE` is the page size.
+        let ptr = NonNull::new(map.as_mut_ptr())?;
+        debug_assert_eq!(ptr.as_ptr() as usize % PAGE, 0);
+        Some(AlignedBuf {
+            ptr,
+            pages,
+            _map: Some(map),
+        })
     }
 
     /// Number of pages.
@@ -51,22 +64,5 @@ impl AlignedBuf {
         // SAFETY: `i < pages`, so the offset `i * PAGE` stays inside the allocation
         // (it was checked not to overflow when the buffer was made).
         unsafe { self.ptr.as_ptr().add(i * PAGE) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        if self.pages > 0 {
-            // SAFETY: the pointer came from `alloc_zeroed` with exactly this layout
-            // (the same size and alignment computation succeeded in `new`), and it
-            // is freed once. No I/O can still target it: every read is reaped
-            // before the call that issued it returns, and calls borrow the owner.
-            unsafe {
-                dealloc(
-                    self.ptr.as_ptr(),
-                    Layout::from_size_align_unchecked(self.pages * PAGE, PAGE),
-                )
-            }
-        }
     }
 }

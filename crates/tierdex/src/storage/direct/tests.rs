@@ -725,3 +725,20 @@ proptest! {
         prop_assert_eq!(pool.pinned_frames(), 0);
     }
 }
+
+fn rss_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A large pool costs memory only for the frames that held a page: creating
+/// one of 1 GiB must not touch it all (other tests run alongside, hence the margin).
+#[test]
+fn a_large_pool_is_committed_lazily() {
+    let before = rss_kb();
+    let pool = BufferPool::new(1 << 30).unwrap();
+    let grown = rss_kb().saturating_sub(before);
+    assert!(grown < 256 * 1024, "creating a 1 GiB pool grew RSS by {grown} KiB");
+    assert_eq!(pool.capacity_bytes(), 1 << 30);
+}
