@@ -468,6 +468,9 @@ pub struct Workload {
     pub measured: usize,
     /// Measured queries per source.
     pub by_source: BTreeMap<String, usize>,
+    /// The generated categories kept (empty: all).
+    #[serde(default)]
+    pub categories: Vec<String>,
 }
 
 /// Everything a limited benchmark measured.
@@ -678,9 +681,14 @@ impl LimitedResults {
                         w.sample
                     ),
                     "generated" => format!(
-                        "{v} generated ({} per category: single terms by popularity, OR, AND, 2- and 3-term \
-                         phrases, exclusions, title terms; modes cycling {})",
+                        "{v} generated ({} per category: {}; modes cycling {})",
                         w.generated_per_category,
+                        if w.categories.is_empty() {
+                            "single terms by popularity, OR, AND, 2- and 3-term phrases, exclusions, title terms"
+                                .to_string()
+                        } else {
+                            w.categories.join(", ")
+                        },
                         w.modes.join(", ")
                     ),
                     other => format!("{v} {other}"),

@@ -87,6 +87,13 @@ struct LimitedArgs {
     /// Generated queries per category.
     #[arg(long, default_value_t = 20)]
     generated: usize,
+    /// Only these generated categories (comma-separated, e.g. term-10,term-100,term-1k), in the
+    /// measured pass and the warm-up; default: all.
+    #[arg(long, value_delimiter = ',')]
+    categories: Vec<String>,
+    /// Leave the command file out (measured pass and warm-up): generated queries only.
+    #[arg(long)]
+    no_commands: bool,
     /// Modes the generated queries cycle through.
     #[arg(long, default_value = "TOP_10,TOP_10_COUNT,COUNT", value_delimiter = ',')]
     modes: Vec<String>,
@@ -507,6 +514,13 @@ fn limited(a: LimitedArgs) -> Result<()> {
             bail!("unknown mode `{m}`");
         }
     }
+    if let Some(c) = a
+        .categories
+        .iter()
+        .find(|c| !workload::CATEGORIES.contains(&c.as_str()))
+    {
+        bail!("unknown category `{c}` (known: {})", workload::CATEGORIES.join(", "));
+    }
     if a.modes.is_empty() || !(0.0..=1.0).contains(&a.pool_share) {
         bail!("--modes must not be empty and --pool-share must be within 0..=1");
     }
@@ -626,17 +640,24 @@ fn limited(a: LimitedArgs) -> Result<()> {
         .context("no tierdex index")?;
     let searcher = Searcher::open(&tierdex_index)?;
     let docs = searcher.index().num_docs();
-    let generated = workload::generate(&searcher, a.generated, a.seed)?;
-    let spare = workload::generate(
-        &searcher,
-        a.warmup_queries / workload::CATEGORIES.len() + 2,
-        a.seed ^ 0x5eed_5eed,
-    )?;
+    let wanted = |q: &workload::WorkloadQuery| a.categories.is_empty() || a.categories.contains(&q.category);
+    let mut generated = workload::generate(&searcher, a.generated, a.seed)?;
+    generated.retain(wanted);
+    let categories = if a.categories.is_empty() {
+        workload::CATEGORIES.len()
+    } else {
+        a.categories.len()
+    };
+    let mut spare = workload::generate(&searcher, a.warmup_queries / categories + 2, a.seed ^ 0x5eed_5eed)?;
+    spare.retain(wanted);
     drop(searcher);
-    let command_file = a
-        .queries
-        .clone()
-        .or_else(|| Some(repo.join("../shared/queries/search-benchmark-game/commands.txt")).filter(|p| p.exists()));
+    let command_file = if a.no_commands {
+        None
+    } else {
+        a.queries
+            .clone()
+            .or_else(|| Some(repo.join("../shared/queries/search-benchmark-game/commands.txt")).filter(|p| p.exists()))
+    };
     let mut measured: Vec<BenchQuery> = match &command_file {
         Some(f) => read_command_file(f, a.sample)?,
         None => Vec::new(),
@@ -711,6 +732,7 @@ fn limited(a: LimitedArgs) -> Result<()> {
             warmup: warmup.len(),
             measured: measured.len(),
             by_source,
+            categories: a.categories.clone(),
         },
         read_ahead_kb: limits::read_ahead_kb(&tierdex_index),
         counter: limited::COUNTER_NOTE.into(),
