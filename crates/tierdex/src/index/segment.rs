@@ -176,6 +176,9 @@ impl SegmentReader {
     /// Verifies every page of every file of the segment.
     pub fn verify_all(&self) -> Result<()> {
         self.postings.verify_all()?;
+        if let Some(ids) = &self.ids {
+            ids.verify_all()?;
+        }
         self.store.verify_all()
     }
 

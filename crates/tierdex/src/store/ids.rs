@@ -190,6 +190,11 @@ impl IdsReader {
         Ok(())
     }
 
+    /// Verifies every page of the column against its checksums.
+    pub fn verify_all(&self) -> Result<()> {
+        self.file.verify_all()
+    }
+
     /// The id of `doc`.
     pub fn id(&self, doc: u32) -> Result<String> {
         let mut s = String::new();
