@@ -218,8 +218,10 @@ impl EngineSpec {
         };
         let access = match self.base.as_str() {
             "tierdex" => match (self.tier.as_deref(), self.madvise.as_deref()) {
-                (None, _) => "the CLI's default: mmap tier, no madvise (MADV_NORMAL: kernel read-around)".into(),
-                (Some("mmap"), None) => "mmap tier, the CLI's default advice `os` (MADV_NORMAL)".into(),
+                (None, _) => {
+                    "the CLI's default: mmap tier, adaptive advice (MADV_RANDOM plus WILLNEED on large zones)".into()
+                }
+                (Some("mmap"), None) => "mmap tier, the CLI's default advice `adaptive`".into(),
                 (Some("mmap"), Some("os")) => "mmap tier, no madvise (MADV_NORMAL: kernel read-around)".into(),
                 (Some("mmap"), Some("random")) => "mmap tier, MADV_RANDOM (no read-around: one page per fault)".into(),
                 (Some("mmap"), Some("adaptive")) => {

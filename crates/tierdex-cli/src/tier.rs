@@ -10,9 +10,10 @@ pub struct TierArgs {
     /// (pread), direct (O_DIRECT + io_uring into a bounded buffer pool).
     #[arg(long, default_value = "mmap", value_parser = parse_tier)]
     pub tier: Tier,
-    /// madvise policy on the mmap tier: os (kernel read-ahead), random, or
-    /// adaptive (random + prefetch of large zones).
-    #[arg(long, default_value = "os", value_parser = parse_madvise)]
+    /// madvise policy on the mmap tier: adaptive (random + prefetch of large
+    /// zones: reads what queries need), random, or os (kernel read-around:
+    /// faster only when the whole index fits in memory).
+    #[arg(long, default_value = "adaptive", value_parser = parse_madvise)]
     pub madvise: Madvise,
     /// Buffer pool of the direct tier (bytes; K, M, G suffixes accepted).
     #[arg(long, default_value = "128M", value_parser = parse_bytes)]

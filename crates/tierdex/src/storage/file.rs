@@ -187,12 +187,14 @@ impl std::str::FromStr for Tier {
 #[serde(rename_all = "lowercase")]
 pub enum Madvise {
     /// No advice: the kernel's read-ahead applies (up to `read_ahead_kb`).
-    #[default]
+    /// Pays off only when the whole index soon sits in the page cache.
     Os,
     /// `MADV_RANDOM`: a fault reads only its page.
     Random,
     /// `MADV_RANDOM`, plus `MADV_WILLNEED` on the prefetch zones of queries
-    /// whose every term has a large zone (adaptive prefetch).
+    /// whose every term has a large zone (adaptive prefetch). The default:
+    /// queries read what they need, whatever the index's size.
+    #[default]
     Adaptive,
 }
 
@@ -230,7 +232,7 @@ impl Default for TierOptions {
     fn default() -> Self {
         TierOptions {
             tier: Tier::Mmap,
-            madvise: Madvise::Os,
+            madvise: Madvise::Adaptive,
             pool_bytes: 128 << 20,
             huge_pages: false,
             prefetch_threshold: 128 << 10,
