@@ -897,7 +897,10 @@ impl LimitedResults {
                                 };
                                 (mib.log2(), f(r))
                             })
-                            .collect();
+                            .collect::<Vec<_>>();
+                        // Lines join the limits in increasing order, whatever order they ran in.
+                        let mut pts = pts;
+                        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                         (e.name.clone(), pts)
                     })
                     .collect();
@@ -924,15 +927,21 @@ impl LimitedResults {
     }
 }
 
-const COLORS: [RGBColor; 8] = [
-    RGBColor(0x1b, 0x9e, 0x77),
-    RGBColor(0xd9, 0x5f, 0x02),
-    RGBColor(0x75, 0x70, 0xb3),
-    RGBColor(0xe7, 0x29, 0x8a),
-    RGBColor(0x66, 0xa6, 0x1e),
-    RGBColor(0xe6, 0xab, 0x02),
-    RGBColor(0xa6, 0x76, 0x1d),
-    RGBColor(0x66, 0x66, 0x66),
+/// Distinct line colours (Tableau 10 plus two); beyond them, colours repeat
+/// but marker shapes still tell engines apart.
+const COLORS: [RGBColor; 12] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
+    RGBColor(0x00, 0x00, 0x00),
+    RGBColor(0xff, 0xd7, 0x00),
 ];
 
 fn mib_label(log2_mib: f64, unlimited_at: f64) -> String {
@@ -949,6 +958,25 @@ fn mib_label(log2_mib: f64, unlimited_at: f64) -> String {
 
 /// A line chart: x = log2 of the memory limit in MiB ("unlimited" at the
 /// machine's memory), y on a log scale, one line per engine variant.
+/// Marker shapes: one per engine family, so that engines stay apart even
+/// where colours are close or repeat.
+#[derive(Clone, Copy)]
+enum Shape {
+    Circle,
+    Triangle,
+    Cross,
+}
+
+fn marker_shape(engine: &str) -> Shape {
+    if engine.starts_with("lucene") {
+        Shape::Triangle
+    } else if engine.starts_with("tantivy") {
+        Shape::Cross
+    } else {
+        Shape::Circle
+    }
+}
+
 fn line_chart(
     path: &Path,
     title: &str,
@@ -957,9 +985,11 @@ fn line_chart(
     unlimited_at: f64,
     y_bytes: bool,
 ) -> Result<()> {
-    let root = SVGBackend::new(path, (760, 460)).into_drawing_area();
+    let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
     let draw = |e| anyhow::anyhow!("drawing {}: {e}", path.display());
     root.fill(&WHITE).map_err(draw)?;
+    // The legend gets its own column so it never hides a point.
+    let (plot, legend) = root.split_horizontally(760);
     // Both axes are logarithmic: x in log2 MiB already, y mapped to log2
     // (bytes) or log10 (rates) here, on linear axes with labels of the
     // original values. Zeros (nothing read) sit on the bottom line.
@@ -967,8 +997,8 @@ fn line_chart(
     let pts: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
     let logs: Vec<f64> = pts.iter().filter(|p| p.1 > 0.0).map(|p| p.1.log(base)).collect();
     let y_lo = logs.iter().copied().fold(f64::INFINITY, f64::min);
-    let y_lo = if y_lo.is_finite() { y_lo.floor() - 1.0 } else { 0.0 };
-    let y_hi = logs.iter().copied().fold(y_lo + 2.0, f64::max).ceil() + 1.0;
+    let y_lo = if y_lo.is_finite() { (y_lo - 0.25).floor() } else { 0.0 };
+    let y_hi = (logs.iter().copied().fold(y_lo + 2.0, f64::max) + 0.25).ceil();
     let any_zero = pts.iter().any(|p| p.1 <= 0.0);
     let x_lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let x_lo = if x_lo.is_finite() { x_lo - 0.5 } else { 6.0 };
@@ -977,7 +1007,7 @@ fn line_chart(
     ticks.sort_by(f64::total_cmp);
     ticks.dedup_by(|a, b| (*a - *b).abs() < 0.05);
     let caption = title.to_string();
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(caption, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(45)
@@ -1024,26 +1054,41 @@ fn line_chart(
         .map_err(draw)?;
     for (j, (name, p)) in series.iter().enumerate() {
         let color = COLORS[j % COLORS.len()];
+        let shape = marker_shape(name);
         let p: Vec<(f64, f64)> = p
             .iter()
             .map(|&(x, y)| (x, if y > 0.0 { y.log(base) } else { y_lo }))
             .collect();
         chart
             .draw_series(LineSeries::new(p.clone(), color.stroke_width(2)))
-            .map_err(draw)?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-        chart
-            .draw_series(p.iter().map(|&pt| Circle::new(pt, 4, color.filled())))
+            .map_err(draw)?;
+        for &pt in &p {
+            match shape {
+                Shape::Circle => chart.draw_series(std::iter::once(Circle::new(pt, 4, color.filled()))),
+                Shape::Triangle => chart.draw_series(std::iter::once(TriangleMarker::new(pt, 6, color.filled()))),
+                Shape::Cross => chart.draw_series(std::iter::once(Cross::new(pt, 5, color.stroke_width(2)))),
+            }
+            .map_err(draw)?;
+        }
+        // The legend entry: a line with the marker, then the name.
+        let y = 40 + 22 * j as i32;
+        legend
+            .draw(&PathElement::new(vec![(8, y), (40, y)], color.stroke_width(2)))
+            .map_err(draw)?;
+        match shape {
+            Shape::Circle => legend.draw(&Circle::new((24, y), 4, color.filled())),
+            Shape::Triangle => legend.draw(&TriangleMarker::new((24, y), 6, color.filled())),
+            Shape::Cross => legend.draw(&Cross::new((24, y), 5, color.stroke_width(2))),
+        }
+        .map_err(draw)?;
+        legend
+            .draw(&Text::new(
+                name.clone(),
+                (48, y - 7),
+                ("sans-serif", 13).into_font().color(&BLACK),
+            ))
             .map_err(draw)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(draw)?;
     root.present().map_err(draw)?;
     Ok(())
 }
