@@ -127,7 +127,7 @@ pub struct Run {
     pub engine: String,
     /// Memory limit (MiB; 0: unlimited).
     pub memory_mb: u64,
-    /// `ok`, `oom-killed` or `failed`.
+    /// `ok`, `oom-killed`, `timed-out` or `failed` (`stopped` marks a run stopped by hand).
     pub outcome: String,
     /// What went wrong, when something did.
     pub detail: String,

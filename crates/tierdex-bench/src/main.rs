@@ -262,6 +262,57 @@ fn bar(len: u64, what: &str) -> ProgressBar {
     pb
 }
 
+/// Builds each engine of `specs` once and returns its variants, in order,
+/// with the reasons for those left out: a peer whose build fails, or a
+/// variant whose options the built `tierdex` does not have. A failing
+/// tierdex build is an error.
+fn build_engines(specs: &[EngineSpec], repo: &Path) -> Result<(Vec<Engine>, Vec<String>)> {
+    let mut built: BTreeMap<String, Option<Engine>> = BTreeMap::new();
+    let (mut engines, mut left_out) = (Vec::new(), Vec::new());
+    for spec in specs {
+        if !built.contains_key(&spec.base) {
+            eprintln!("building {} ...", spec.base);
+            let program = match Engine::build(&spec.base, repo) {
+                Ok(e) => Some(e),
+                Err(e) if !spec.is_tierdex() => {
+                    eprintln!("warning: {} left out: {e:#}", spec.base);
+                    left_out.push(format!("{}: the build failed: {e:#}", spec.base));
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            built.insert(spec.base.clone(), program);
+        }
+        let Some(program) = &built[&spec.base] else {
+            continue;
+        };
+        let e = program.variant(spec.clone())?;
+        let missing = e.missing_flags()?;
+        if !missing.is_empty() {
+            let msg = format!(
+                "{}: `tierdex query-stream` has no {} yet",
+                spec.name,
+                missing.join(", ")
+            );
+            eprintln!("warning: {msg}; left out");
+            left_out.push(msg);
+            continue;
+        }
+        engines.push(e);
+    }
+    Ok((engines, left_out))
+}
+
+/// Names a run after its corpus (and document cap): work and results directories.
+fn run_name(corpus: &Path, docs: Option<u64>) -> String {
+    format!("{}{}", stem(corpus), docs.map_or(String::new(), |d| format!("-{d}")))
+}
+
+/// The search-benchmark-game command file next to the repository, when present.
+fn default_command_file(repo: &Path) -> Option<PathBuf> {
+    Some(repo.join("../shared/queries/search-benchmark-game/commands.txt")).filter(|p| p.exists())
+}
+
 fn stem(path: &Path) -> String {
     let name = path
         .file_name()
@@ -317,11 +368,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     let warmup = a.warmup.unwrap_or(if a.quick { 2 } else { 3 });
     let per_category = a.generated.unwrap_or(if a.quick { 20 } else { 100 });
     let sample = a.sample.unwrap_or(if a.quick { 4 } else { 1 });
-    let name = format!(
-        "{}{}",
-        stem(&a.corpus),
-        a.docs.map_or(String::new(), |d| format!("-{d}"))
-    );
+    let name = run_name(&a.corpus, a.docs);
     let work = a.work.clone().unwrap_or_else(|| repo.join("target/bench").join(&name));
     let out = a.out.clone().unwrap_or_else(|| repo.join("bench/results").join(&name));
     std::fs::create_dir_all(&work)?;
@@ -329,15 +376,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     if !a.engines.iter().any(|e| e == "tierdex") {
         bail!("the engines must include tierdex (the ratios are tierdex's)");
     }
-    let mut engines = Vec::new();
-    for name in &a.engines {
-        eprintln!("building {name} ...");
-        match Engine::build(name, &repo) {
-            Ok(e) => engines.push(e),
-            Err(e) if name != "tierdex" => eprintln!("warning: {name} left out: {e:#}"),
-            Err(e) => return Err(e),
-        }
-    }
+    let (engines, _left_out) = build_engines(&EngineSpec::parse_list(&a.engines)?, &repo)?;
     let mut results = Results {
         machine: Machine::detect(),
         corpus: a.corpus.display().to_string(),
@@ -388,10 +427,7 @@ fn compare(a: CompareArgs) -> Result<()> {
 
     // Query sets: the command file and workloads generated from the corpus.
     let mut queries: Vec<BenchQuery> = Vec::new();
-    let command_file = a
-        .queries
-        .clone()
-        .or_else(|| Some(shared.join("queries/search-benchmark-game/commands.txt")).filter(|p| p.exists()));
+    let command_file = a.queries.clone().or_else(|| default_command_file(&repo));
     if let Some(f) = &command_file {
         queries.extend(read_command_file(f, sample)?);
     }
@@ -534,11 +570,7 @@ fn limited(a: LimitedArgs) -> Result<()> {
             limits_mb.push(l);
         }
     }
-    let name = format!(
-        "{}{}",
-        stem(&a.corpus),
-        a.docs.map_or(String::new(), |d| format!("-{d}"))
-    );
+    let name = run_name(&a.corpus, a.docs);
     let work = a.work.clone().unwrap_or_else(|| repo.join("target/bench").join(&name));
     let out = a
         .out
@@ -546,39 +578,7 @@ fn limited(a: LimitedArgs) -> Result<()> {
         .unwrap_or_else(|| repo.join("bench/results").join(format!("{name}-limited")));
     std::fs::create_dir_all(&work)?;
 
-    // Build each engine once; its variants share the program.
-    let mut built: BTreeMap<String, Engine> = BTreeMap::new();
-    let mut engines: Vec<Engine> = Vec::new();
-    let mut left_out = Vec::new();
-    for spec in &specs {
-        if !built.contains_key(&spec.base) {
-            eprintln!("building {} ...", spec.base);
-            match Engine::build(&spec.base, &repo) {
-                Ok(e) => {
-                    built.insert(spec.base.clone(), e);
-                }
-                Err(e) if !spec.is_tierdex() => {
-                    eprintln!("warning: {} left out: {e:#}", spec.name);
-                    left_out.push(format!("{}: the build failed: {e:#}", spec.name));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let e = built[&spec.base].variant(spec.clone())?;
-        let missing = e.missing_flags()?;
-        if !missing.is_empty() {
-            let msg = format!(
-                "{}: `tierdex query-stream` has no {} yet",
-                spec.name,
-                missing.join(", ")
-            );
-            eprintln!("warning: {msg}; left out");
-            left_out.push(msg);
-            continue;
-        }
-        engines.push(e);
-    }
+    let (engines, left_out) = build_engines(&specs, &repo)?;
 
     // Indexes: given, reused from the working directory, or built.
     let mut given: BTreeMap<String, PathBuf> = BTreeMap::new();
@@ -654,9 +654,7 @@ fn limited(a: LimitedArgs) -> Result<()> {
     let command_file = if a.no_commands {
         None
     } else {
-        a.queries
-            .clone()
-            .or_else(|| Some(repo.join("../shared/queries/search-benchmark-game/commands.txt")).filter(|p| p.exists()))
+        a.queries.clone().or_else(|| default_command_file(&repo))
     };
     let mut measured: Vec<BenchQuery> = match &command_file {
         Some(f) => read_command_file(f, a.sample)?,
