@@ -326,7 +326,8 @@ pub struct QueryRun {
     pub wall_secs: f64,
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<String> {
+/// Runs `cmd` to completion; its stdout, or an error naming `what` with its stderr.
+pub fn run(cmd: &mut Command, what: &str) -> Result<String> {
     let out = cmd.output().with_context(|| format!("starting {what}"))?;
     if !out.status.success() {
         bail!(

@@ -11,9 +11,11 @@
 //! * [`report`]: the JSON results, the markdown summary and SVG charts.
 //! * [`limits`]: cgroup v1 memory groups that clean up after themselves,
 //!   dropping the page cache, `/proc/<pid>/io` counters.
+//! * [`cache`]: the result-cache benchmark (Zipf stream, replays, live runs).
 //! * [`limited`]: memory-limited runs (DESIGN §3): one cold pass per engine
 //!   and limit, device bytes per query, QPS, latency, report and charts.
 
+pub mod cache;
 pub mod commands;
 pub mod engines;
 pub mod limited;

@@ -1,6 +1,7 @@
 //! `tierdex`: index corpora, search them, inspect indexes, generate corpora,
 //! and run the demo.
 
+mod cache;
 mod demo;
 mod gen;
 mod index;

@@ -1,6 +1,7 @@
 //! `tierdex query-stream`: the benchmark protocol (`bench/PROTOCOL.md`).
 //! Reads `MODE<TAB>QUERY` lines on stdin, answers each with one JSON line in
-//! input order.
+//! input order. With `--cache-policy lru|dlirs`, a result cache answers
+//! repeated queries; its metrics go to stderr at the end.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufWriter, Write};
@@ -10,6 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
+use tierdex::cache::{Outcome, ResultCache};
 use tierdex::search::{Mode, Searcher};
 
 use crate::existing_dir;
@@ -30,6 +32,8 @@ pub struct Args {
     /// read amplification on stderr at the end.
     #[arg(long)]
     io_stats: bool,
+    #[command(flatten)]
+    cache: crate::cache::CacheArgs,
 }
 
 /// I/O of the whole stream, summed over queries and threads.
@@ -82,6 +86,18 @@ struct Answer {
     elapsed_us: u64,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     io: Option<crate::tier::QueryIo>,
+    /// How the result cache answered, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache: Option<Outcome>,
+}
+
+/// What answering a line needs besides the line.
+struct Ctx<'a> {
+    searcher: &'a Searcher,
+    cache: Option<&'a ResultCache>,
+    /// `Some(device)`: add the query's I/O figures (device bytes too when true).
+    io: Option<bool>,
+    totals: &'a Totals,
 }
 
 /// The mode and k of a protocol mode name.
@@ -96,9 +112,10 @@ fn mode(name: &str) -> Option<(Mode, usize)> {
     })
 }
 
-/// Answers one protocol line as a JSON line (without the newline); with
-/// `io` (`Some(device)`), adds the query's I/O figures.
-fn answer(s: &Searcher, line: &str, io: Option<bool>, totals: &Totals) -> String {
+/// Answers one protocol line as a JSON line (without the newline) on worker
+/// `thread`.
+fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
+    let (s, io, totals) = (ctx.searcher, ctx.io, ctx.totals);
     let Some((mode_name, query)) = line.split_once('\t') else {
         return error("expected MODE<TAB>QUERY");
     };
@@ -109,13 +126,16 @@ fn answer(s: &Searcher, line: &str, io: Option<bool>, totals: &Totals) -> String
     let (result, query_io) = crate::tier::measure(io == Some(true), || {
         tierdex::query::parse(query)
             .map_err(tierdex::Error::from)
-            .and_then(|q| s.search_parsed(&q, mode, k))
+            .and_then(|q| match ctx.cache {
+                Some(c) => c.search(s, thread, &q, mode, k).map(|(r, o)| (r, Some(o))),
+                None => s.search_parsed(&q, mode, k).map(|r| (r, None)),
+            })
     });
     let elapsed_us = started.elapsed().as_micros() as u64;
     if io.is_some() {
         totals.add(&query_io);
     }
-    let result = result.and_then(|r| {
+    let result = result.and_then(|(r, cache)| {
         let mut hits = Vec::with_capacity(r.hits.len());
         for h in &r.hits {
             hits.push(Hit {
@@ -128,6 +148,7 @@ fn answer(s: &Searcher, line: &str, io: Option<bool>, totals: &Totals) -> String
             hits,
             elapsed_us,
             io: io.map(|_| query_io),
+            cache,
         })
     });
     match result {
@@ -143,20 +164,33 @@ fn error(message: &str) -> String {
 /// Runs `tierdex query-stream`.
 pub fn run(a: Args) -> Result<()> {
     let searcher = Searcher::open_with(&a.dir, a.tier.open_options())?;
+    let cache = a.cache.build(a.threads)?;
     // Device bytes are per process: meaningful per query on one thread only.
     let io = a.io_stats.then_some(a.threads <= 1);
     let stdin = std::io::stdin().lock();
     let totals = Totals::default();
+    let ctx = Ctx {
+        searcher: &searcher,
+        cache: cache.as_ref(),
+        io,
+        totals: &totals,
+    };
     let report = |totals: &Totals| {
         if a.io_stats {
             eprintln!("io totals: {}", totals.summary(&searcher));
+        }
+        if let Some(c) = &cache {
+            eprintln!(
+                "cache stats: {}",
+                serde_json::to_string(&c.stats()).expect("serialisable")
+            );
         }
     };
     if a.threads <= 1 {
         let mut out = BufWriter::new(std::io::stdout().lock());
         for line in stdin.lines() {
             let line = line.context("reading stdin")?;
-            writeln!(out, "{}", answer(&searcher, &line, io, &totals))?;
+            writeln!(out, "{}", answer(&ctx, 0, &line))?;
             out.flush()?;
         }
         report(&totals);
@@ -165,11 +199,11 @@ pub fn run(a: Args) -> Result<()> {
     let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
     let (done_tx, done_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
     std::thread::scope(|scope| -> Result<()> {
-        for _ in 0..a.threads {
-            let (jobs_rx, done_tx, searcher, totals) = (jobs_rx.clone(), done_tx.clone(), &searcher, &totals);
+        for thread in 0..a.threads {
+            let (jobs_rx, done_tx, ctx) = (jobs_rx.clone(), done_tx.clone(), &ctx);
             scope.spawn(move || {
                 for (i, line) in jobs_rx {
-                    if done_tx.send((i, answer(searcher, &line, io, totals))).is_err() {
+                    if done_tx.send((i, answer(ctx, thread, &line))).is_err() {
                         break;
                     }
                 }

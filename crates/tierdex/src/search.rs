@@ -15,7 +15,7 @@ use crate::query::scorer::Scorer;
 use crate::schema::{DocId, Document, Field, TERMINATED};
 
 /// What a search returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// The k best hits.
@@ -73,7 +73,11 @@ pub struct Highlight {
 pub struct Searcher {
     index: Index,
     scoring: ScoringContext,
+    snapshot: u64,
 }
+
+/// Source of [`Searcher::snapshot`] numbers: increasing over the process.
+static SNAPSHOTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Searcher {
     /// Opens the index in `dir` with default options.
@@ -85,7 +89,19 @@ impl Searcher {
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Searcher> {
         let index = Index::open(dir, options)?;
         let scoring = ScoringContext::new(&index);
-        Ok(Searcher { index, scoring })
+        let snapshot = SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Searcher {
+            index,
+            scoring,
+            snapshot,
+        })
+    }
+
+    /// This view of the index: a number unique in the process, larger for
+    /// searchers opened later. Results computed on one snapshot are valid
+    /// only for it (the result cache is keyed by it).
+    pub fn snapshot(&self) -> u64 {
+        self.snapshot
     }
 
     /// The underlying index.

@@ -252,6 +252,13 @@ fn simplify(b: BoolPlan) -> Plan {
         }
     }
     out.must_not = b.must_not.into_iter().filter(|p| *p != Plan::Nothing).collect();
+    // Operands in one canonical order: a query and any reordering of its
+    // clauses evaluate identically, to the last bit of every score (float
+    // sums depend on the order of their terms), which lets a result cache
+    // answer `a b` for `b a`.
+    for list in [&mut out.must, &mut out.should, &mut out.must_not] {
+        list.sort_by(canonical_cmp);
+    }
     if out.must.is_empty() && out.should.is_empty() {
         return Plan::Nothing;
     }
@@ -264,6 +271,41 @@ fn simplify(b: BoolPlan) -> Plan {
         }
     }
     Plan::Bool(out)
+}
+
+/// A total order on plans that ignores how the query spelled them: by kind,
+/// then field and dictionary key, then operands.
+pub fn canonical_cmp(a: &Plan, b: &Plan) -> std::cmp::Ordering {
+    fn rank(p: &Plan) -> u8 {
+        match p {
+            Plan::Nothing => 0,
+            Plan::Term(_) => 1,
+            Plan::Phrase(_) => 2,
+            Plan::Bool(_) => 3,
+        }
+    }
+    fn list(a: &[Plan], b: &[Plan]) -> std::cmp::Ordering {
+        a.len().cmp(&b.len()).then_with(|| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| canonical_cmp(x, y))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+    }
+    match (a, b) {
+        (Plan::Term(x), Plan::Term(y)) => x.key.cmp(&y.key),
+        (Plan::Phrase(x), Plan::Phrase(y)) => x
+            .field
+            .id()
+            .cmp(&y.field.id())
+            .then_with(|| x.rel.cmp(&y.rel))
+            .then_with(|| x.terms.iter().map(|t| &t.key).cmp(y.terms.iter().map(|t| &t.key))),
+        (Plan::Bool(x), Plan::Bool(y)) => list(&x.must, &y.must)
+            .then_with(|| list(&x.should, &y.should))
+            .then_with(|| list(&x.must_not, &y.must_not)),
+        _ => rank(a).cmp(&rank(b)),
+    }
 }
 
 /// Per-index scoring context: one norm cache per field.
