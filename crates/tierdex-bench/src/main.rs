@@ -83,10 +83,10 @@ struct CacheBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "0.05,0.1,0.25,0.5,1,5,10,20")]
     sizes: Vec<f64>,
     /// Cache sizes of the live runs, in percent of the index size.
-    #[arg(long, value_delimiter = ',', default_value = "5")]
+    #[arg(long, value_delimiter = ',', default_value = "0.1,5")]
     live_sizes: Vec<f64>,
     /// Queries of the stream (its first N) answered by each live run; 0: no live runs.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, default_value_t = 100_000)]
     live_len: usize,
     /// Thread counts of the live runs.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
