@@ -25,6 +25,7 @@
 //! * [`search`]: the public entry point, [`search::Searcher`].
 
 pub mod analysis;
+pub mod bloom;
 pub mod cache;
 pub mod codec;
 pub mod corpus;
