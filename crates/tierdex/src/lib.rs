@@ -39,6 +39,7 @@ pub mod search;
 pub mod storage;
 pub mod store;
 pub mod termdict;
+pub mod update;
 
 pub use error::{Error, Result};
 pub use schema::{DocId, Document, Field};
