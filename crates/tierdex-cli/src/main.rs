@@ -9,6 +9,7 @@ mod inspect;
 mod progress;
 mod query_stream;
 mod search;
+mod serve;
 mod tier;
 
 use std::path::PathBuf;
@@ -41,6 +42,9 @@ enum Command {
     Demo(demo::Args),
     /// Answer `MODE<TAB>QUERY` lines from stdin with JSON lines (benchmark protocol).
     QueryStream(query_stream::Args),
+    /// Serve an index over HTTP/JSON (search, stats, metrics, an
+    /// Elasticsearch-compatible search API) until SIGTERM.
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Gen(a) => gen::run(a),
         Command::Demo(a) => demo::run(a),
         Command::QueryStream(a) => query_stream::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,77 @@
+//! `tierdex serve`: the index over HTTP/JSON (see `tierdex-server`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::existing_dir;
+use crate::tier::parse_bytes;
+
+/// Options of `tierdex serve`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  GET|POST /{index}/_search, /{index}/_count   Elasticsearch-compatible (query_string, match,\n                          match_phrase, term, bool; size, track_total_hits, highlight, _source)"
+)]
+pub struct Args {
+    /// Index directory.
+    #[arg(value_parser = existing_dir)]
+    dir: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9200")]
+    addr: SocketAddr,
+    /// Query worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Searches that may wait for a worker; beyond that the server answers 503.
+    #[arg(long, default_value_t = 64)]
+    queue: usize,
+    /// Largest request body (K, M, G suffixes).
+    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
+    max_body_bytes: usize,
+    /// Longest a search waits for its answer unless it says otherwise (ms).
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Index name in Elasticsearch paths (default: the directory's name).
+    #[arg(long)]
+    index_name: Option<String>,
+    #[command(flatten)]
+    tier: crate::tier::TierArgs,
+    #[command(flatten)]
+    cache: crate::cache::CacheArgs,
+}
+
+/// Runs `tierdex serve` until SIGTERM or SIGINT.
+pub fn run(a: Args) -> Result<()> {
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+    let mut config = tierdex_server::ServerConfig::new(a.dir.clone());
+    config.threads = threads;
+    config.queue = a.queue;
+    config.open = a.tier.open_options();
+    config.cache = a.cache.build(threads)?.map(|c| *c.config());
+    config.max_body_bytes = a.max_body_bytes;
+    config.default_timeout = Duration::from_millis(a.timeout_ms);
+    if let Some(n) = a.index_name {
+        config.index_name = n;
+    }
+    let name = config.index_name.clone();
+    let state = tierdex_server::state(config).with_context(|| format!("opening {}", a.dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(tierdex_server::serve(
+        state,
+        a.addr,
+        |addr| {
+            eprintln!("serving index [{name}] on http://{addr} with {threads} query threads (SIGTERM or Ctrl-C stops)")
+        },
+        tierdex_server::termination(),
+    ))?;
+    eprintln!("stopped");
+    Ok(())
+}

@@ -1,0 +1,326 @@
+//! The server end to end on a loopback port: every endpoint, bad inputs,
+//! concurrent searches, overload and a clean shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tierdex::indexing::{build_index, IndexOptions};
+use tierdex::search::{Mode, Searcher};
+use tierdex::Document;
+use tierdex_server::{state, ServerConfig};
+
+fn docs() -> Vec<Document> {
+    let words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "honeydew"];
+    (0..300)
+        .map(|i: usize| Document {
+            id: format!("doc-{i}"),
+            title: format!("{} {}", words[i % 8], words[(i / 8) % 8]),
+            body: (0..20)
+                .map(|j| words[(i * 7 + j * j) % 8])
+                .collect::<Vec<_>>()
+                .join(" "),
+        })
+        .collect()
+}
+
+struct Running {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+    searcher: Searcher,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(tune: impl FnOnce(&mut ServerConfig)) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    build_index(docs().into_iter().map(Ok), dir.path(), &IndexOptions::default()).unwrap();
+    let mut config = ServerConfig::new(dir.path().to_path_buf());
+    config.index_name = "fruit".into();
+    tune(&mut config);
+    let st = state(config).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let done = tokio::spawn(tierdex_server::serve(
+        st,
+        "127.0.0.1:0".parse().unwrap(),
+        move |a| {
+            addr_tx.send(a).unwrap();
+        },
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    let addr = addr_rx.await.unwrap();
+    Running {
+        addr,
+        stop: Some(tx),
+        done,
+        searcher: Searcher::open(dir.path()).unwrap(),
+        _dir: dir,
+    }
+}
+
+impl Running {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.done.await.unwrap().unwrap();
+    }
+
+    fn ids(&self, q: &str, k: usize) -> Vec<String> {
+        let r = self.searcher.search(q, Mode::TopK, k).unwrap();
+        r.hits.iter().map(|h| self.searcher.doc_id(h.doc).unwrap()).collect()
+    }
+
+    fn count(&self, q: &str) -> u64 {
+        self.searcher.search(q, Mode::Count, 0).unwrap().count.unwrap()
+    }
+}
+
+async fn get(url: &str) -> (u16, Value) {
+    let r = reqwest::get(url).await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(url: &str, body: &Value) -> (u16, Value) {
+    let r = reqwest::Client::new().post(url).json(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn hit_ids(v: &Value, key: &str) -> Vec<String> {
+    v.pointer(key)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().or(h["_id"].as_str()).unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_endpoints_answer_like_the_engine() {
+    let s = start(|c| c.cache = Some(tierdex::cache::CacheConfig::default())).await;
+    assert_eq!(get(&s.url("/health")).await, (200, json!({"status": "ok"})));
+    for q in [
+        "apple",
+        "apple banana",
+        "+apple +fig",
+        "\"apple banana\"",
+        "title:cherry -date",
+    ] {
+        let url = s.url(&format!("/search?q={}&k=5&mode=top_k_and_count", urlencode(q)));
+        let (st, v) = get(&url).await;
+        assert_eq!(st, 200, "{q}: {v}");
+        assert_eq!(hit_ids(&v, "/hits"), s.ids(q, 5), "{q}");
+        assert_eq!(v["count"].as_u64().unwrap(), s.count(q), "{q}");
+        // Asked again: the cache answers, identically.
+        let (_, again) = get(&url).await;
+        assert_eq!(again["cache"], "hit");
+        assert_eq!(again["hits"], v["hits"]);
+    }
+    let (st, v) = post(&s.url("/search"), &json!({"q": "grape", "k": 3, "highlight": true})).await;
+    assert_eq!(st, 200);
+    assert_eq!(hit_ids(&v, "/hits"), s.ids("grape", 3));
+    assert!(
+        v["hits"][0]["highlight"]["body"]["marks"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    let (st, v) = get(&s.url("/stats")).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["index"]["docs"], 300);
+    assert!(v["cache"]["total"]["hits"].as_u64().unwrap() >= 5, "{v}");
+    let metrics = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("tierdex_http_requests_total{route=\"/search\",status=\"200\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tierdex_http_request_duration_seconds_bucket"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tierdex_cache_lookups_total{outcome=\"hit\"}"),
+        "{metrics}"
+    );
+    s.stop().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elasticsearch_queries_answer_like_their_tierdex_equivalents() {
+    let s = start(|_| {}).await;
+    let cases = [
+        (json!({"query_string": {"query": "+apple -fig"}}), "+apple -fig"),
+        (json!({"match": {"body": "apple banana"}}), "body:apple body:banana"),
+        (
+            json!({"match": {"title": {"query": "apple banana", "operator": "and"}}}),
+            "+title:apple +title:banana",
+        ),
+        (
+            json!({"match_phrase": {"body": "apple banana"}}),
+            "body:\"apple banana\"",
+        ),
+        (json!({"term": {"_all": "cherry"}}), "cherry"),
+        (
+            json!({"bool": {"must": [{"match": {"body": "grape"}}], "should": {"match": {"title": "fig"}}, "must_not": [{"match_phrase": {"title": "apple date"}}]}}),
+            "+body:grape title:fig -title:\"apple date\"",
+        ),
+    ];
+    for (q, equivalent) in cases {
+        let (st, v) = post(&s.url("/fruit/_search"), &json!({"query": q, "size": 7})).await;
+        assert_eq!(st, 200, "{q}: {v}");
+        assert_eq!(hit_ids(&v, "/hits/hits"), s.ids(equivalent, 7), "{q}");
+        assert_eq!(
+            v["hits"]["total"]["value"].as_u64().unwrap(),
+            s.count(equivalent),
+            "{q}"
+        );
+        assert_eq!(v["hits"]["total"]["relation"], "eq");
+        let first = &v["hits"]["hits"][0];
+        if !first.is_null() {
+            assert_eq!(first["_index"], "fruit");
+            assert!(first["_source"]["title"].is_string(), "{first}");
+        }
+        let (st, c) = post(&s.url("/fruit/_count"), &json!({"query": q})).await;
+        assert_eq!((st, c["count"].as_u64().unwrap()), (200, s.count(equivalent)), "{q}");
+    }
+    // URI search, size 0, no total, no source, highlight.
+    let (_, v) = get(&s.url("/fruit/_search?q=apple&size=2")).await;
+    assert_eq!(hit_ids(&v, "/hits/hits"), s.ids("apple", 2));
+    let (_, v) = post(
+        &s.url("/fruit/_search"),
+        &json!({"query": {"match": {"body": "fig"}}, "size": 0}),
+    )
+    .await;
+    assert_eq!(v["hits"]["hits"], json!([]));
+    assert_eq!(v["hits"]["total"]["value"].as_u64().unwrap(), s.count("body:fig"));
+    let (_, v) = post(
+        &s.url("/fruit/_search"),
+        &json!({"query": {"match": {"body": "fig"}}, "track_total_hits": false, "_source": false, "highlight": {"fields": {"body": {}}}}),
+    )
+    .await;
+    assert!(v["hits"].get("total").is_none());
+    assert!(v["hits"]["hits"][0].get("_source").is_none());
+    assert!(
+        v["hits"]["hits"][0]["highlight"]["body"][0]
+            .as_str()
+            .unwrap()
+            .contains("<em>fig</em>"),
+        "{v}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_json_errors() {
+    let s = start(|c| c.max_body_bytes = 4096).await;
+    let (st, v) = get(&s.url("/search?q=%22unclosed")).await;
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["position"], 0);
+    assert!(v["error"]["caret"].as_str().unwrap().contains('^'));
+    for path in [
+        "/search",
+        "/search?q=a&mode=fastest",
+        "/search?q=a&k=100000",
+        "/search?q=a&k=-1",
+    ] {
+        let (st, v) = get(&s.url(path)).await;
+        assert_eq!(st, 400, "{path}: {v}");
+        assert!(v["error"]["reason"].is_string(), "{path}: {v}");
+    }
+    let bad_bodies = [
+        json!({"query": {"match_all": {}}}),
+        json!({"query": {"match": {"author": "x"}}}),
+        json!({"query": {"match": {"body": "x", "title": "y"}}}),
+        json!({"query": {"bool": {"filter": []}}}),
+        json!({"query": {"match": {"body": "x"}}, "aggs": {}}),
+        json!({"query": {"match": {"body": "x"}}, "from": 10}),
+        json!({"query": {"query_string": {"query": "(a"}}}),
+        json!({}),
+        json!([1, 2]),
+    ];
+    for b in bad_bodies {
+        let (st, v) = post(&s.url("/fruit/_search"), &b).await;
+        assert_eq!(st, 400, "{b}: {v}");
+    }
+    let r = reqwest::Client::new()
+        .post(s.url("/fruit/_search"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let big = json!({"query": {"query_string": {"query": "a ".repeat(5000)}}});
+    let (st, _) = post(&s.url("/fruit/_search"), &big).await;
+    assert_eq!(st, 413);
+    let (st, v) = post(&s.url("/nope/_search"), &json!({"query": {"match": {"body": "x"}}})).await;
+    assert_eq!(
+        (st, v["error"]["type"].as_str()),
+        (404, Some("index_not_found_exception"))
+    );
+    let (st, _) = get(&s.url("/no/such/endpoint")).await;
+    assert_eq!(st, 404);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_searches_are_exact_and_overload_is_refused() {
+    let s = start(|c| {
+        c.threads = 2;
+        c.queue = 4;
+    })
+    .await;
+    let s = Arc::new(s);
+    let queries = [
+        "apple",
+        "banana fig",
+        "+cherry +date",
+        "\"grape honeydew\"",
+        "elder -apple",
+    ];
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let q = queries[i % queries.len()];
+            let (st, v) = get(&s.url(&format!("/search?q={}&k=10", urlencode(q)))).await;
+            (q, st, v)
+        }));
+    }
+    let (mut ok, mut overloaded) = (0, 0);
+    for t in tasks {
+        let (q, st, v) = t.await.unwrap();
+        match st {
+            200 => {
+                assert_eq!(hit_ids(&v, "/hits"), s.ids(q, 10), "{q}");
+                ok += 1;
+            }
+            503 => {
+                assert_eq!(v["error"]["type"], "overloaded");
+                overloaded += 1;
+            }
+            other => panic!("{q}: status {other}: {v}"),
+        }
+    }
+    assert_eq!(ok + overloaded, 200);
+    assert!(ok > 0);
+    let s = Arc::into_inner(s).unwrap();
+    s.stop().await;
+}
