@@ -128,7 +128,10 @@ fn collect_words(analyzer: &Analyzer, q: &ast::Query, out: &mut Vec<(QueryKey, a
         }
         match node(analyzer, &c.query) {
             Some(k @ QueryKey::Term { .. }) => out.push((k, c.query.clone())),
-            Some(QueryKey::Bool(_)) => collect_words(analyzer, &c.query, out),
+            // Only a group the key flattened into the disjunction.
+            Some(QueryKey::Bool(inner)) if inner.iter().all(|(o, _)| *o == occur_rank(Occur::Should)) => {
+                collect_words(analyzer, &c.query, out)
+            }
             _ => {}
         }
     }
@@ -243,6 +246,10 @@ mod tests {
             vec![key("apple").unwrap(), key("banana").unwrap(), key("pie").unwrap()]
         );
         assert!(Canonical::new(&a, &parse("+pie +apple").unwrap()).words.is_empty());
+        // Words of a group that is not itself a disjunction are not the query's words.
+        let c = Canonical::new(&a, &parse("pie (+apple banana)").unwrap());
+        let words: Vec<_> = c.words.iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(words, vec![key("pie").unwrap()]);
         assert!(Canonical::new(&a, &parse("pie").unwrap()).words.is_empty());
     }
 }
