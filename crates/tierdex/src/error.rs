@@ -34,6 +34,9 @@ pub enum Error {
     /// An argument or option is invalid.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A query ran past its deadline and was stopped (milliseconds it ran).
+    #[error("query stopped at its deadline after {0} ms")]
+    TimedOut(u64),
 }
 
 impl Error {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
-use crate::query::collector::{self, TopK};
+use crate::query::collector::{self, Deadline, TopK};
 use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
 use crate::query::planner::{build_scorer, prefetch_zones, Build, Plan, Planner, ScoringContext};
@@ -122,12 +122,39 @@ impl Searcher {
 
     /// Runs an already parsed query.
     pub fn search_parsed(&self, query: &ast::Query, mode: Mode, k: usize) -> Result<SearchResults> {
+        self.search_until(query, mode, k, None)
+    }
+
+    /// Runs an already parsed query, stopping with [`Error::TimedOut`] once
+    /// `deadline` has passed (checked every 1,024 documents and between
+    /// segments).
+    pub fn search_until(
+        &self,
+        query: &ast::Query,
+        mode: Mode,
+        k: usize,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<SearchResults> {
         let plan = self.plan(query)?;
-        self.execute(&plan, mode, k)
+        self.execute_until(&plan, mode, k, deadline)
     }
 
     /// Runs a plan.
     pub fn execute(&self, plan: &Plan, mode: Mode, k: usize) -> Result<SearchResults> {
+        self.execute_until(plan, mode, k, None)
+    }
+
+    /// Runs a plan until `deadline` (see [`Searcher::search_until`]).
+    pub fn execute_until(
+        &self,
+        plan: &Plan,
+        mode: Mode,
+        k: usize,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<SearchResults> {
+        let started = std::time::Instant::now();
+        let mut clock = Deadline::new(deadline);
+        let stopped = || Error::TimedOut(started.elapsed().as_millis() as u64);
         let k = if mode == Mode::Count { 0 } else { k };
         let want_count = mode != Mode::TopK;
         // A single term's count is its document frequency; plans of terms and
@@ -140,6 +167,9 @@ impl Searcher {
         let mut top = TopK::new(k);
         let mut total = 0u64;
         for (seg, &base) in self.index.segments().iter().zip(self.index.bases()) {
+            if clock.passed() {
+                return Err(stopped());
+            }
             if bitset_count {
                 total += count::matches(plan, seg)?.len();
             }
@@ -154,16 +184,19 @@ impl Searcher {
             let Some(mut s) = build_scorer(plan, build)? else {
                 continue;
             };
-            if k == 0 {
+            let finished = if k == 0 {
                 s.set_count_only();
-                total += collector::count(&mut s);
+                collector::count(&mut s, &mut clock).map(|n| total += n).is_some()
             } else if want_count && known_count.is_none() && !bitset_count {
-                collector::top_k(&mut s, base, &mut top, Some(&mut total));
+                collector::top_k(&mut s, base, &mut top, Some(&mut total), &mut clock)
             } else {
-                collector::top_k(&mut s, base, &mut top, None);
-            }
+                collector::top_k(&mut s, base, &mut top, None, &mut clock)
+            };
             if let Some(e) = s.take_error() {
                 return Err(e);
+            }
+            if !finished {
+                return Err(stopped());
             }
         }
         Ok(SearchResults {

@@ -319,9 +319,23 @@ impl ResultCache {
         mode: Mode,
         k: usize,
     ) -> Result<(SearchResults, Outcome)> {
+        self.search_until(searcher, thread, query, mode, k, None)
+    }
+
+    /// [`search`](Self::search), with evaluation stopped at `deadline`
+    /// ([`Searcher::search_until`]); a stopped evaluation is not admitted.
+    pub fn search_until(
+        &self,
+        searcher: &Searcher,
+        thread: usize,
+        query: &ast::Query,
+        mode: Mode,
+        k: usize,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<(SearchResults, Outcome)> {
         let canon = Canonical::new(searcher.index().analyzer(), query);
         self.get_or_eval(searcher.snapshot(), thread, &canon, query, mode, k, |q| {
-            searcher.search_parsed(q, mode, k)
+            searcher.search_until(q, mode, k, deadline)
         })
     }
 

@@ -100,11 +100,52 @@ impl TopK {
     }
 }
 
+/// A point in time after which evaluation stops. The clock is read once
+/// every [`Deadline::STRIDE`] documents, so checking costs a decrement.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Option<std::time::Instant>,
+    left: u32,
+}
+
+impl Deadline {
+    /// Documents between two readings of the clock.
+    pub const STRIDE: u32 = 1024;
+
+    /// Stops at `at` (never with `None`).
+    pub fn new(at: Option<std::time::Instant>) -> Deadline {
+        Deadline { at, left: 1 }
+    }
+
+    /// Whether the deadline has passed; reads the clock now.
+    pub fn passed(&self) -> bool {
+        self.at.is_some_and(|at| std::time::Instant::now() >= at)
+    }
+
+    /// Counts one document; true once the deadline has passed.
+    #[inline]
+    pub fn tick(&mut self) -> bool {
+        self.left -= 1;
+        if self.left > 0 {
+            return false;
+        }
+        self.left = Self::STRIDE;
+        self.passed()
+    }
+}
+
 /// Collects the top hits of `s` (documents numbered from `base`), counting
 /// every match into `count` when given. Without a count, windows whose
 /// block-max bound cannot beat the threshold are skipped unread, and the
 /// threshold is pushed down into the tree (MaxScore, block-max AND).
-pub fn top_k<S: Scorer + ?Sized>(s: &mut S, base: DocId, top: &mut TopK, mut count: Option<&mut u64>) {
+/// Returns false when `deadline` stopped it before the end.
+pub fn top_k<S: Scorer + ?Sized>(
+    s: &mut S,
+    base: DocId,
+    top: &mut TopK,
+    mut count: Option<&mut u64>,
+    deadline: &mut Deadline,
+) -> bool {
     let counting = count.is_some();
     if let (false, Some(t)) = (counting, top.prune_below()) {
         s.set_min_competitive_score(t);
@@ -114,6 +155,9 @@ pub fn top_k<S: Scorer + ?Sized>(s: &mut S, base: DocId, top: &mut TopK, mut cou
     let mut window_valid = false;
     let mut doc = s.doc();
     while doc != TERMINATED {
+        if deadline.tick() {
+            return false;
+        }
         if let Some(t) = top.prune_below() {
             if !window_valid || doc > window_end {
                 window_end = s.shallow_advance(doc);
@@ -144,17 +188,21 @@ pub fn top_k<S: Scorer + ?Sized>(s: &mut S, base: DocId, top: &mut TopK, mut cou
         }
         doc = s.advance();
     }
+    true
 }
 
-/// Counts the matches of `s`.
-pub fn count<S: Scorer + ?Sized>(s: &mut S) -> u64 {
+/// Counts the matches of `s`; `None` when `deadline` stopped it.
+pub fn count<S: Scorer + ?Sized>(s: &mut S, deadline: &mut Deadline) -> Option<u64> {
     let mut n = 0;
     let mut doc = s.doc();
     while doc != TERMINATED {
+        if deadline.tick() {
+            return None;
+        }
         n += 1;
         doc = s.advance();
     }
-    n
+    Some(n)
 }
 
 #[cfg(test)]
@@ -174,5 +222,19 @@ mod tests {
         let mut z = TopK::new(0);
         assert!(!z.insert(1, 3.0));
         assert!(z.into_hits().is_empty());
+    }
+
+    #[test]
+    fn deadlines_read_the_clock_every_stride() {
+        let mut none = Deadline::new(None);
+        assert!((0..5 * Deadline::STRIDE).all(|_| !none.tick()));
+        let mut past = Deadline::new(Some(std::time::Instant::now()));
+        assert!(past.passed());
+        // The first tick reads the clock, then once per stride.
+        assert!(past.tick());
+        assert!((1..Deadline::STRIDE).all(|_| !past.tick()));
+        assert!(past.tick());
+        let far = Deadline::new(Some(std::time::Instant::now() + std::time::Duration::from_secs(3600)));
+        assert!(!far.passed());
     }
 }
