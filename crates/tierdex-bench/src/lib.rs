@@ -12,6 +12,7 @@
 //! * [`limits`]: cgroup v1 memory groups that clean up after themselves,
 //!   dropping the page cache, `/proc/<pid>/io` counters.
 //! * [`cache`]: the result-cache benchmark (Zipf stream, replays, live runs).
+//! * [`load`]: open-loop Poisson load against a search server, rate sweeps.
 //! * [`limited`]: memory-limited runs (DESIGN §3): one cold pass per engine
 //!   and limit, device bytes per query, QPS, latency, report and charts.
 
@@ -20,6 +21,7 @@ pub mod commands;
 pub mod engines;
 pub mod limited;
 pub mod limits;
+pub mod load;
 pub mod quality;
 pub mod report;
 pub mod stats;

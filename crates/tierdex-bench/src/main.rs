@@ -57,6 +57,64 @@ enum Cmd {
     /// matchings and shardings (hit rates), then live `query-stream` runs on
     /// the `ram` tier and on `direct` inside a memory limit (QPS, p99).
     Cache(CacheBenchArgs),
+    /// Open-loop load against a running `tierdex serve` (loopback only):
+    /// Poisson arrivals at each rate of a sweep that stops once the server is
+    /// past capacity; latency from the scheduled send time; percentiles per
+    /// rate, a capacity estimate and a chart of p99 vs offered rate. Each run
+    /// adds a labelled series to the results directory.
+    Load(LoadArgs),
+}
+
+#[derive(clap::Args)]
+struct LoadArgs {
+    /// The server's base URL (loopback addresses only).
+    #[arg(long, default_value = "http://127.0.0.1:9200")]
+    url: String,
+    /// Name of this series in the report (e.g. `ram, no cache`).
+    #[arg(long)]
+    label: String,
+    /// Command file (`MODE<TAB>QUERY`); default: the search-benchmark-game file.
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Rates to run (requests/s); default: a sweep from --start-rate.
+    #[arg(long, value_delimiter = ',')]
+    rates: Vec<f64>,
+    /// First rate of the sweep.
+    #[arg(long, default_value_t = 100.0)]
+    start_rate: f64,
+    /// Each rate of the sweep is the previous one times this.
+    #[arg(long, default_value_t = 1.5)]
+    factor: f64,
+    /// Highest rate the sweep may reach.
+    #[arg(long, default_value_t = 200_000.0)]
+    max_rate: f64,
+    /// Seconds at each rate.
+    #[arg(long, default_value_t = 10.0)]
+    duration_secs: f64,
+    /// Seconds of load at the first rate before measuring (not recorded).
+    #[arg(long, default_value_t = 5.0)]
+    warmup_secs: f64,
+    /// Requests in flight at most; more are dropped and counted as errors.
+    #[arg(long, default_value_t = 2048)]
+    max_in_flight: usize,
+    /// Client timeout per request (ms).
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// p99 a rate must meet to count within capacity (ms).
+    #[arg(long, default_value_t = 50.0)]
+    slo_p99_ms: f64,
+    /// p99 beyond which the server is clearly past capacity and the sweep stops (ms).
+    #[arg(long, default_value_t = 1000.0)]
+    stop_p99_ms: f64,
+    /// Longest the whole run may take (seconds).
+    #[arg(long, default_value_t = 900)]
+    max_secs: u64,
+    /// Seed of the arrival schedules.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Results directory (series accumulate in load.json).
+    #[arg(long, default_value = "bench/results/load")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -292,6 +350,7 @@ fn main() {
         Cmd::Limited(a) => limited(a),
         Cmd::LimitedReport { dir } => limited_report(&dir),
         Cmd::Cache(a) => cache_bench(a),
+        Cmd::Load(a) => load_bench(a),
     };
     if let Err(e) = r {
         eprintln!("error: {e:#}");
@@ -1117,5 +1176,107 @@ fn cache_bench(a: CacheBenchArgs) -> Result<()> {
         eprintln!("wrote {}", p.display());
     }
     print!("{}", results.markdown());
+    Ok(())
+}
+
+fn load_bench(a: LoadArgs) -> Result<()> {
+    use tierdex_bench::load::{self, LoadPlan, RateResult, SweepRule};
+
+    load::check_loopback(&a.url)?;
+    let repo = repo_root();
+    let path = a
+        .queries
+        .clone()
+        .or_else(|| default_command_file(&repo))
+        .context("no command file: pass --queries")?;
+    let lines: Vec<(String, String)> = read_command_file(&path, 1)?
+        .into_iter()
+        .map(|q| (q.mode, q.text))
+        .collect();
+    let plan = LoadPlan {
+        base: a.url.trim_end_matches('/').to_string(),
+        paths: load::search_paths(&lines),
+        duration: std::time::Duration::from_secs_f64(a.duration_secs),
+        max_in_flight: a.max_in_flight,
+        timeout: std::time::Duration::from_millis(a.timeout_ms),
+        seed: a.seed,
+    };
+    if plan.paths.is_empty() {
+        bail!("{}: no queries", path.display());
+    }
+    let rule = SweepRule {
+        slo_p99_ms: a.slo_p99_ms,
+        stop_p99_ms: a.stop_p99_ms,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let results: Vec<RateResult> = rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(a.max_in_flight)
+            .build()?;
+        let health = client.get(format!("{}/health", plan.base)).send().await;
+        if !health.is_ok_and(|r| r.status().is_success()) {
+            bail!("{}/health does not answer: start `tierdex serve` first", plan.base);
+        }
+        let first = a.rates.first().copied().unwrap_or(a.start_rate);
+        if a.warmup_secs > 0.0 {
+            let warm = LoadPlan {
+                duration: std::time::Duration::from_secs_f64(a.warmup_secs),
+                ..plan.clone()
+            };
+            load::run_rate(&client, &warm, first, 0).await?;
+        }
+        let started = Instant::now();
+        let mut out = Vec::new();
+        let mut rate = first;
+        let mut i = 0;
+        loop {
+            if !a.rates.is_empty() {
+                let Some(&r) = a.rates.get(i) else { break };
+                rate = r;
+            }
+            if started.elapsed().as_secs() + a.duration_secs as u64 > a.max_secs || rate > a.max_rate {
+                eprintln!("stopping: time or rate bound reached");
+                break;
+            }
+            let r = load::run_rate(&client, &plan, rate, i * 100_003).await?;
+            eprintln!(
+                "{:>8.0}/s offered  {:>8.0}/s answered  errors {:>6}  p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.1} ms",
+                r.offered, r.achieved, r.errors, r.p50_ms, r.p99_ms, r.max_ms
+            );
+            let past = r.past(&rule);
+            out.push(r);
+            if past {
+                eprintln!("past capacity: sweep stops");
+                break;
+            }
+            rate *= a.factor;
+            i += 1;
+        }
+        Ok(out)
+    })?;
+    // Accumulate series by label.
+    std::fs::create_dir_all(&a.out)?;
+    let json_path = a.out.join("load.json");
+    let mut all: Vec<(String, Vec<RateResult>)> = std::fs::read(&json_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    all.retain(|(l, _)| l != &a.label);
+    all.push((a.label.clone(), results));
+    std::fs::write(&json_path, serde_json::to_string_pretty(&all)?)?;
+    let mut md = format!(
+        "# Open-loop load\n\nPoisson arrivals, latency from the scheduled send time; {} s per rate after a {} s warm-up; queries: {}. Machine: 2 cores (server and load generator share them).\n\n",
+        a.duration_secs, a.warmup_secs, path.display()
+    );
+    for (label, r) in &all {
+        md += &load::markdown(label, r, &rule);
+        md += "\n";
+    }
+    std::fs::write(a.out.join("load.md"), &md)?;
+    load::chart(&a.out.join("load-p99.svg"), &all)?;
+    print!("{}", load::markdown(&a.label, &all.last().expect("pushed").1, &rule));
     Ok(())
 }
