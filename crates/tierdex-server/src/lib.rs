@@ -285,6 +285,7 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.config.max_body_bytes;
     Router::new()
+        .route("/", get(info).head(|| async { StatusCode::OK }))
         .route("/health", get(health))
         .route("/stats", get(stats))
         .route("/metrics", get(prometheus))
@@ -333,6 +334,16 @@ pub async fn termination() {
 
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+}
+
+/// `GET /`: who answers, as Elasticsearch-style clients expect.
+async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "name": "tierdex",
+        "cluster_name": state.config.index_name,
+        "version": { "distribution": "tierdex", "number": env!("CARGO_PKG_VERSION") },
+        "tagline": "tierdex: read as needed",
+    }))
 }
 
 async fn health() -> Json<serde_json::Value> {

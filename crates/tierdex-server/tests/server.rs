@@ -324,3 +324,50 @@ async fn concurrent_searches_are_exact_and_overload_is_refused() {
     let s = Arc::into_inner(s).unwrap();
     s.stop().await;
 }
+
+/// The official `opensearch-py` client, unmodified, against the server. The
+/// Python interpreter with `opensearch-py` installed comes from
+/// `TIERDEX_OPENSEARCH_PY` (`.ci/run` sets one up); without it the test is
+/// skipped loudly, except under CI where it fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_opensearch_python_client_works_unmodified() {
+    let Some(python) = std::env::var_os("TIERDEX_OPENSEARCH_PY") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must set TIERDEX_OPENSEARCH_PY");
+        eprintln!("SKIPPED: set TIERDEX_OPENSEARCH_PY to a python with opensearch-py installed");
+        return;
+    };
+    let s = start(|_| {}).await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/opensearch_client.py");
+    let url = format!("http://{}", s.addr);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(&script)
+            .arg(&url)
+            .arg("fruit")
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ping"], true);
+    assert_eq!(v["info"], "tierdex");
+    let ids = |x: &Value| {
+        x.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&v["match_ids"]), s.ids("body:apple body:banana", 5));
+    assert_eq!(v["match_total"].as_u64().unwrap(), s.count("body:apple body:banana"));
+    assert!(v["match_source"].is_string());
+    assert_eq!(ids(&v["bool_ids"]), s.ids("+body:\"apple banana\" -title:fig", 3));
+    assert!(v["bool_highlight"].as_str().unwrap().contains("<em>"), "{v}");
+    assert_eq!(v["count"].as_u64().unwrap(), s.count("+cherry -date"));
+    assert_eq!(ids(&v["uri_ids"]), s.ids("grape", 2));
+    assert_eq!(v["bad_query"], 400);
+    assert_eq!(v["bad_index"], 404);
+    s.stop().await;
+}
