@@ -31,17 +31,7 @@ use tierdex::search::{Mode, SearchResults, Searcher};
 use crate::commands::BenchQuery;
 use crate::stats::percentile;
 
-/// The protocol's mode names as engine modes and k.
-pub fn protocol_mode(name: &str) -> Option<(Mode, usize)> {
-    Some(match name {
-        "TOP_10" => (Mode::TopK, 10),
-        "TOP_100" => (Mode::TopK, 100),
-        "TOP_1000" => (Mode::TopK, 1000),
-        "TOP_10_COUNT" => (Mode::TopKAndCount, 10),
-        "COUNT" => (Mode::Count, 0),
-        _ => return None,
-    })
-}
+pub use tierdex::search::protocol_mode;
 
 /// `len` indices into a pool of `n` queries, Zipf-distributed with
 /// `exponent` over a seeded random ranking of the pool (so popularity is
@@ -565,20 +555,7 @@ impl CacheResults {
             RGBColor(148, 103, 189),
         ];
         for (j, (name, p)) in series.iter().enumerate() {
-            let c = colors[j % colors.len()];
-            chart
-                .draw_series(LineSeries::new(p.clone(), c.stroke_width(2)))
-                .map_err(draw)?;
-            chart
-                .draw_series(p.iter().map(|&pt| Circle::new(pt, 4, c.filled())))
-                .map_err(draw)?;
-            let y = 40 + 22 * j as i32;
-            legend
-                .draw(&PathElement::new(vec![(8, y), (40, y)], c.stroke_width(2)))
-                .map_err(draw)?;
-            legend
-                .draw(&Text::new(name.clone(), (48, y - 7), ("sans-serif", 14)))
-                .map_err(draw)?;
+            crate::report::series_with_legend(&mut chart, &legend, j, colors[j % colors.len()], name, p)?;
         }
         root.present().map_err(draw)?;
         Ok(())
@@ -603,6 +580,52 @@ mod tests {
         assert!((2000..3400).contains(&counts[0]), "{}", counts[0]);
         assert!(counts[999] <= 3);
         assert!(zipf_stream(0, 10, 1.0, 1).is_err());
+    }
+
+    #[test]
+    fn writes_report_and_chart() {
+        let row = |percent: f64, policy: &str, matching: &str, hit_rate: f64| SimResult {
+            percent,
+            bytes: 1000,
+            policy: policy.into(),
+            matching: matching.into(),
+            shards: "1".into(),
+            threads: 1,
+            hits: 1,
+            partial_hits: 0,
+            misses: 1,
+            hit_rate,
+            bytes_used: 10,
+            evictions: 0,
+            entries: 1,
+        };
+        let mut simulated = Vec::new();
+        for (i, p) in [0.1, 1.0].into_iter().enumerate() {
+            for policy in ["lru", "dlirs"] {
+                for m in ["isomorphic", "partial"] {
+                    simulated.push(row(p, policy, m, 0.5 + 0.1 * i as f64));
+                }
+            }
+        }
+        let r = CacheResults {
+            index: "x".into(),
+            index_bytes: 1 << 20,
+            pool: HashMap::from([("generated".to_string(), 3)]),
+            stream_len: 10,
+            stream_distinct: 3,
+            exponent: 1.0,
+            seed: 1,
+            simulated,
+            live: Vec::new(),
+            machine: crate::report::Machine::detect(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        r.write(dir.path()).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("cache-hit-rate.svg")).unwrap();
+        assert_eq!(svg.matches("<circle").count(), 8);
+        assert!(svg.contains("dlirs partial"));
+        let md = std::fs::read_to_string(dir.path().join("cache.md")).unwrap();
+        assert!(md.contains("| 0.1% |") && md.contains("| 1% |"), "{md}");
     }
 
     #[test]

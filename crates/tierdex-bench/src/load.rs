@@ -88,13 +88,11 @@ pub fn search_paths(lines: &[(String, String)]) -> Vec<String> {
     lines
         .iter()
         .filter_map(|(mode, q)| {
-            let (m, k) = match mode.as_str() {
-                "TOP_10" => ("top_k", 10),
-                "TOP_100" => ("top_k", 100),
-                "TOP_1000" => ("top_k", 1000),
-                "TOP_10_COUNT" => ("top_k_and_count", 10),
-                "COUNT" => ("count", 0),
-                _ => return None,
+            let (mode, k) = tierdex::search::protocol_mode(mode)?;
+            let m = match mode {
+                tierdex::search::Mode::TopK => "top_k",
+                tierdex::search::Mode::TopKAndCount => "top_k_and_count",
+                tierdex::search::Mode::Count => "count",
             };
             Some(format!("/search?q={}&mode={m}&k={k}", encode(q)))
         })
@@ -272,19 +270,8 @@ pub fn chart(path: &Path, series: &[(String, Vec<RateResult>)]) -> Result<()> {
         RGBColor(148, 103, 189),
     ];
     for (j, (name, r)) in series.iter().enumerate() {
-        let color = colors[j % colors.len()];
         let p: Vec<(f64, f64)> = r.iter().map(|r| (r.offered, r.p99_ms.max(0.01).log10())).collect();
-        c.draw_series(LineSeries::new(p.clone(), color.stroke_width(2)))
-            .map_err(draw)?;
-        c.draw_series(p.iter().map(|&pt| Circle::new(pt, 4, color.filled())))
-            .map_err(draw)?;
-        let y = 40 + 22 * j as i32;
-        legend
-            .draw(&PathElement::new(vec![(8, y), (40, y)], color.stroke_width(2)))
-            .map_err(draw)?;
-        legend
-            .draw(&Text::new(name.clone(), (48, y - 7), ("sans-serif", 14)))
-            .map_err(draw)?;
+        crate::report::series_with_legend(&mut c, &legend, j, colors[j % colors.len()], name, &p)?;
     }
     root.present().map_err(draw)?;
     Ok(())
@@ -293,6 +280,32 @@ pub fn chart(path: &Path, series: &[(String, Vec<RateResult>)]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn charts_every_series() {
+        let r = |offered: f64, p99: f64| RateResult {
+            offered,
+            sent: 10,
+            ok: 10,
+            errors: 0,
+            achieved: offered,
+            p50_ms: 1.0,
+            p90_ms: 1.0,
+            p99_ms: p99,
+            p999_ms: p99,
+            max_ms: p99,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.svg");
+        let series = vec![
+            ("one".to_string(), vec![r(100.0, 2.0), r(200.0, 3.0)]),
+            ("two".to_string(), vec![r(100.0, 1.0), r(300.0, 40.0)]),
+        ];
+        chart(&path, &series).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(svg.matches("<circle").count(), 4);
+        assert!(svg.contains("one") && svg.contains("two"));
+    }
 
     #[test]
     fn only_loopback_targets() {

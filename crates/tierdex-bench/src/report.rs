@@ -386,6 +386,40 @@ fn chart(path: &Path, title: &str, rows: &[&Row], engines: &[String]) -> Result<
     Ok(())
 }
 
+/// A chart over two `f64` axes, as the line charts here draw them.
+pub(crate) type LineChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws series `j` (a line with a dot at each point) and its entry in the
+/// `legend` column.
+pub(crate) fn series_with_legend(
+    chart: &mut LineChart<'_, '_>,
+    legend: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    j: usize,
+    color: RGBColor,
+    name: &str,
+    points: &[(f64, f64)],
+) -> Result<()> {
+    let draw = |e| anyhow::anyhow!("drawing series {name}: {e}");
+    chart
+        .draw_series(LineSeries::new(points.to_vec(), color.stroke_width(2)))
+        .map_err(draw)?;
+    chart
+        .draw_series(points.iter().map(|&pt| Circle::new(pt, 4, color.filled())))
+        .map_err(draw)?;
+    let y = 40 + 22 * j as i32;
+    legend
+        .draw(&PathElement::new(vec![(8, y), (40, y)], color.stroke_width(2)))
+        .map_err(draw)?;
+    legend
+        .draw(&Text::new(name.to_string(), (48, y - 7), ("sans-serif", 14)))
+        .map_err(draw)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tierdex::cache::{Outcome, ResultCache};
-use tierdex::search::{Mode, Searcher};
+use tierdex::search::Searcher;
 
 use crate::existing_dir;
 
@@ -100,18 +100,6 @@ struct Ctx<'a> {
     totals: &'a Totals,
 }
 
-/// The mode and k of a protocol mode name.
-fn mode(name: &str) -> Option<(Mode, usize)> {
-    Some(match name {
-        "TOP_10" => (Mode::TopK, 10),
-        "TOP_100" => (Mode::TopK, 100),
-        "TOP_1000" => (Mode::TopK, 1000),
-        "TOP_10_COUNT" => (Mode::TopKAndCount, 10),
-        "COUNT" => (Mode::Count, 0),
-        _ => return None,
-    })
-}
-
 /// Answers one protocol line as a JSON line (without the newline) on worker
 /// `thread`.
 fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
@@ -119,7 +107,7 @@ fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
     let Some((mode_name, query)) = line.split_once('\t') else {
         return error("expected MODE<TAB>QUERY");
     };
-    let Some((mode, k)) = mode(mode_name.trim()) else {
+    let Some((mode, k)) = tierdex::search::protocol_mode(mode_name.trim()) else {
         return error(&format!("unknown mode `{mode_name}`"));
     };
     let started = Instant::now();

@@ -228,6 +228,19 @@ fn body_value(body: &axum::body::Bytes) -> Result<Value, ApiError> {
     Ok(v)
 }
 
+/// What every Elasticsearch-style request starts with: the index checked,
+/// the URI parameters and the JSON body.
+fn prelude(
+    state: &AppState,
+    index: &str,
+    uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
+    body: &axum::body::Bytes,
+) -> Result<(UriParams, Value), ApiError> {
+    check_index(state, index)?;
+    let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    Ok((uri, body_value(body)?))
+}
+
 /// `GET|POST /{index}/_search`.
 pub async fn search(
     State(state): State<Arc<AppState>>,
@@ -235,9 +248,7 @@ pub async fn search(
     uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    check_index(&state, &index)?;
-    let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let body = body_value(&body)?;
+    let (uri, body) = prelude(&state, &index, uri, &body)?;
     for key in body.as_object().into_iter().flat_map(|o| o.keys()) {
         if ![
             "query",
@@ -336,9 +347,7 @@ pub async fn count(
     uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    check_index(&state, &index)?;
-    let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let body = body_value(&body)?;
+    let (uri, body) = prelude(&state, &index, uri, &body)?;
     let (query, text) = request_query(&body, &uri)?;
     let answer = state
         .search(SearchJob {

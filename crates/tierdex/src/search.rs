@@ -42,6 +42,19 @@ impl std::str::FromStr for Mode {
     }
 }
 
+/// The mode and k of a benchmark-protocol mode name (`TOP_10`, `TOP_100`,
+/// `TOP_1000`, `TOP_10_COUNT`, `COUNT`; see `bench/PROTOCOL.md`).
+pub fn protocol_mode(name: &str) -> Option<(Mode, usize)> {
+    Some(match name {
+        "TOP_10" => (Mode::TopK, 10),
+        "TOP_100" => (Mode::TopK, 100),
+        "TOP_1000" => (Mode::TopK, 1000),
+        "TOP_10_COUNT" => (Mode::TopKAndCount, 10),
+        "COUNT" => (Mode::Count, 0),
+        _ => return None,
+    })
+}
+
 /// One result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
