@@ -548,14 +548,8 @@ impl CacheResults {
             .x_label_formatter(&|v| pct((10f64.powf(*v) * 1000.0).round() / 1000.0))
             .draw()
             .map_err(draw)?;
-        let colors = [
-            RGBColor(31, 119, 180),
-            RGBColor(214, 39, 40),
-            RGBColor(44, 160, 44),
-            RGBColor(148, 103, 189),
-        ];
         for (j, (name, p)) in series.iter().enumerate() {
-            crate::report::series_with_legend(&mut chart, &legend, j, colors[j % colors.len()], name, p)?;
+            crate::report::series_with_legend(&mut chart, &legend, j, name, p)?;
         }
         root.present().map_err(draw)?;
         Ok(())

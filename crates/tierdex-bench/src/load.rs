@@ -263,15 +263,9 @@ pub fn chart(path: &Path, series: &[(String, Vec<RateResult>)]) -> Result<()> {
         .y_label_formatter(&|v| format!("{}", 10f64.powf(*v)))
         .draw()
         .map_err(draw)?;
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-    ];
     for (j, (name, r)) in series.iter().enumerate() {
         let p: Vec<(f64, f64)> = r.iter().map(|r| (r.offered, r.p99_ms.max(0.01).log10())).collect();
-        crate::report::series_with_legend(&mut c, &legend, j, colors[j % colors.len()], name, &p)?;
+        crate::report::series_with_legend(&mut c, &legend, j, name, &p)?;
     }
     root.present().map_err(draw)?;
     Ok(())

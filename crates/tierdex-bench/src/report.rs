@@ -393,16 +393,24 @@ pub(crate) type LineChart<'a, 'b> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
-/// Draws series `j` (a line with a dot at each point) and its entry in the
-/// `legend` column.
+/// Colours of the series of the bench's small line charts, in order.
+const SERIES_COLORS: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+
+/// Draws series `j` (a line with a dot at each point, in the `j`-th colour)
+/// and its entry in the `legend` column.
 pub(crate) fn series_with_legend(
     chart: &mut LineChart<'_, '_>,
     legend: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     j: usize,
-    color: RGBColor,
     name: &str,
     points: &[(f64, f64)],
 ) -> Result<()> {
+    let color = SERIES_COLORS[j % SERIES_COLORS.len()];
     let draw = |e| anyhow::anyhow!("drawing series {name}: {e}");
     chart
         .draw_series(LineSeries::new(points.to_vec(), color.stroke_width(2)))
