@@ -63,7 +63,7 @@ pub fn read_command_file(path: &Path, sample: usize) -> Result<Vec<BenchQuery>> 
             continue;
         }
         valid += 1;
-        if (valid - 1) % sample.max(1) != 0 {
+        if !(valid - 1).is_multiple_of(sample.max(1)) {
             continue;
         }
         out.push(BenchQuery {

@@ -458,7 +458,7 @@ fn prepare_corpus(source: &Path, limit: Option<u64>, out: &Path) -> Result<u64> 
         )?;
         w.write_all(b"\n")?;
         n += 1;
-        if n % 4096 == 0 {
+        if n.is_multiple_of(4096) {
             pb.set_position(n);
         }
         if limit.is_some_and(|l| n >= l) {

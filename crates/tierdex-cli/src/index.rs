@@ -9,6 +9,7 @@ use tierdex::analysis::AnalyzerConfig;
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::indexing::{build_index_with_progress, BuildStats, IndexOptions, Progress};
 use tierdex::layout::{Codec, Layout};
+use tierdex::update::Strategy;
 
 use crate::human_bytes;
 use crate::progress::bar;
@@ -54,6 +55,10 @@ pub struct Args {
     /// Postings codec: compressed (bit-packed) or direct (raw u32 arrays).
     #[arg(long, default_value = "compressed", value_parser = |s: &str| s.parse::<Codec>().map_err(|e| e.to_string()))]
     codec: Codec,
+    /// How later `tierdex add`/`delete` updates are merged, remembered by
+    /// the index: immediate-merge, geometric (r=3), logarithmic or no-merge.
+    #[arg(long, default_value = "logarithmic", value_parser = |s: &str| s.parse::<Strategy>().map_err(|e| e.to_string()))]
+    strategy: Strategy,
     /// Print the build statistics as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -74,6 +79,7 @@ pub fn run(a: Args) -> Result<()> {
         overwrite: a.force,
         layout: a.layout,
         codec: a.codec,
+        strategy: a.strategy,
     };
     let read = corpus.progress();
     let pb = bar(Some(corpus.total_bytes()), true, "indexing");

@@ -100,14 +100,18 @@ impl Searcher {
 
     /// Opens the index in `dir`.
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Searcher> {
-        let index = Index::open(dir, options)?;
+        Ok(Self::from_index(Index::open(dir, options)?))
+    }
+
+    /// A searcher over an index already open (a writer's snapshot).
+    pub fn from_index(index: Index) -> Searcher {
         let scoring = ScoringContext::new(&index);
         let snapshot = SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Searcher {
+        Searcher {
             index,
             scoring,
             snapshot,
-        })
+        }
     }
 
     /// This view of the index: a number unique in the process, larger for
@@ -179,12 +183,17 @@ impl Searcher {
         };
         let mut top = TopK::new(k);
         let mut total = 0u64;
-        for (seg, &base) in self.index.segments().iter().zip(self.index.bases()) {
+        for (i, (seg, &base)) in self.index.segments().iter().zip(self.index.bases()).enumerate() {
             if clock.passed() {
                 return Err(stopped());
             }
+            let deleted = self.index.deletes(i).map(|d| d.bits());
             if bitset_count {
-                total += count::matches(plan, seg)?.len();
+                let mut m = count::matches(plan, seg)?;
+                if let Some(d) = deleted {
+                    m.subtract(d);
+                }
+                total += m.len();
             }
             if k == 0 && (known_count.is_some() || bitset_count) {
                 continue;
@@ -199,11 +208,13 @@ impl Searcher {
             };
             let finished = if k == 0 {
                 s.set_count_only();
-                collector::count(&mut s, &mut clock).map(|n| total += n).is_some()
+                collector::count(&mut s, deleted, &mut clock)
+                    .map(|n| total += n)
+                    .is_some()
             } else if want_count && known_count.is_none() && !bitset_count {
-                collector::top_k(&mut s, base, &mut top, Some(&mut total), &mut clock)
+                collector::top_k(&mut s, base, &mut top, Some(&mut total), deleted, &mut clock)
             } else {
-                collector::top_k(&mut s, base, &mut top, None, &mut clock)
+                collector::top_k(&mut s, base, &mut top, None, deleted, &mut clock)
             };
             if let Some(e) = s.take_error() {
                 return Err(e);
@@ -270,9 +281,9 @@ impl Searcher {
         })
     }
 
-    /// Number of documents in the index.
+    /// Number of live (not deleted) documents in the index.
     pub fn num_docs(&self) -> u64 {
-        self.index.num_docs()
+        self.index.live_docs()
     }
 }
 

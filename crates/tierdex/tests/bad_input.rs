@@ -170,7 +170,13 @@ fn id_column_matches_the_stored_ids_across_segments_and_merges() {
     // Integer ids use the integer column, anything else the string column; a
     // merge of both kinds writes the string column.
     let integer = |i: usize| i.to_string();
-    let mixed = |i: usize| if i % 3 == 0 { format!("{i}") } else { format!("0{i}/é") };
+    let mixed = |i: usize| {
+        if i.is_multiple_of(3) {
+            format!("{i}")
+        } else {
+            format!("0{i}/é")
+        }
+    };
     for (name, id) in [("integer", &integer as &dyn Fn(usize) -> String), ("mixed", &mixed)] {
         for merge in [true, false] {
             for threads in [1, 2] {

@@ -152,7 +152,7 @@ pub const BITMAP_BYTES: usize = GROUP_SLOTS / 8;
 /// bytes; an all-zero filter counts as empty. Returns the bytes written.
 pub fn encode_group(shape: FilterShape, filters: &[u8], out: &mut Vec<u8>) -> usize {
     let fb = shape.bytes as usize;
-    debug_assert!(filters.len() % fb == 0 && filters.len() / fb <= GROUP_SLOTS);
+    debug_assert!(filters.len().is_multiple_of(fb) && filters.len() / fb <= GROUP_SLOTS);
     let start = out.len();
     let mut bitmap = 0u128;
     for (slot, f) in filters.chunks_exact(fb).enumerate() {

@@ -10,9 +10,11 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::analysis::AnalyzerConfig;
 use crate::error::{Error, Result};
+use crate::index::deletes::DeletesMeta;
 use crate::layout::{Codec, Layout};
 use crate::schema::Field;
 use crate::storage::FileInfo;
+use crate::update::Strategy;
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -49,6 +51,9 @@ pub struct SegmentMeta {
     pub num_terms: u64,
     /// The segment's files by extension, with their sizes and checksums.
     pub files: BTreeMap<String, FileInfo>,
+    /// Its tombstones, if any document of it was deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletes: Option<DeletesMeta>,
 }
 
 impl SegmentMeta {
@@ -59,7 +64,12 @@ impl SegmentMeta {
 
     /// Total bytes of the segment's files (content only).
     pub fn bytes(&self) -> u64 {
-        self.files.values().map(|f| f.content_len).sum()
+        self.files.values().map(|f| f.content_len).sum::<u64>() + self.deletes.map_or(0, |d| d.file.content_len)
+    }
+
+    /// Documents not deleted.
+    pub fn live_docs(&self) -> u32 {
+        self.max_doc - self.deletes.map_or(0, |d| d.count)
     }
 }
 
@@ -78,6 +88,12 @@ pub struct Manifest {
     pub segments: Vec<SegmentMeta>,
     /// Next unused segment number.
     pub next_segment: u64,
+    /// How flushed updates are merged (chosen at creation).
+    #[serde(default, skip_serializing_if = "Strategy::is_default")]
+    pub strategy: Strategy,
+    /// Last write-ahead-log sequence number the segments hold (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub applied_seq: u64,
     /// Hash of everything above, checked on load.
     #[serde(default)]
     pub checksum: String,
@@ -93,6 +109,8 @@ impl Manifest {
             layout,
             segments: Vec::new(),
             next_segment: 0,
+            strategy: Strategy::default(),
+            applied_seq: 0,
             checksum: String::new(),
         }
     }
@@ -152,8 +170,17 @@ impl Manifest {
         Ok(())
     }
 
-    /// Total documents.
+    /// Total documents, deleted ones included.
     pub fn num_docs(&self) -> u64 {
         self.segments.iter().map(|s| s.max_doc as u64).sum()
     }
+
+    /// Documents not deleted.
+    pub fn live_docs(&self) -> u64 {
+        self.segments.iter().map(|s| s.live_docs() as u64).sum()
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

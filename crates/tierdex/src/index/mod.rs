@@ -1,10 +1,13 @@
 //! An index: its manifest, its segments and their global statistics.
 
+pub mod deletes;
 pub mod manifest;
 pub mod segment;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+pub use deletes::Deletes;
 pub use manifest::{FieldStats, Manifest, SegmentMeta};
 pub use segment::SegmentReader;
 
@@ -34,15 +37,28 @@ pub struct OpenOptions {
     pub verify: bool,
 }
 
+/// One segment of an open index with its tombstones (shared between the
+/// snapshots of a writer).
+#[derive(Clone)]
+pub struct SegmentView {
+    /// The segment.
+    pub reader: Arc<SegmentReader>,
+    /// Its deleted documents, if any.
+    pub deletes: Option<Arc<Deletes>>,
+}
+
 /// An open index: segments searched as one, with global statistics.
 pub struct Index {
     dir: PathBuf,
     manifest: Manifest,
-    segments: Vec<SegmentReader>,
+    segments: Vec<Arc<SegmentReader>>,
+    deletes: Vec<Option<Arc<Deletes>>>,
     bases: Vec<DocId>,
     storage: Storage,
     analyzer: Analyzer,
     stats: [FieldStats; Field::COUNT],
+    max_doc: u64,
+    live_docs: u64,
 }
 
 impl Index {
@@ -50,21 +66,46 @@ impl Index {
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Index> {
         let manifest = Manifest::load(dir)?;
         let storage = Storage::new(options.tier)?;
-        let mut segments = Vec::with_capacity(manifest.segments.len());
-        let mut bases = Vec::with_capacity(manifest.segments.len());
-        let mut stats = [FieldStats::default(); Field::COUNT];
-        let mut base: u64 = 0;
+        let analyzer = Analyzer::new(manifest.analyzer);
+        let mut views = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
             let seg = SegmentReader::open(dir, meta, manifest.layout, manifest.codec, &storage)?;
             if options.verify {
                 seg.verify_all()?;
             }
+            let deletes = Deletes::load(dir, meta, &seg, &analyzer, &storage)?.map(Arc::new);
+            views.push(SegmentView {
+                reader: Arc::new(seg),
+                deletes,
+            });
+        }
+        Index::assemble(dir, manifest, storage, views)
+    }
+
+    /// An index over already open segments (a writer's snapshot: the
+    /// manifest gives the options, `views` the segments in document order).
+    pub fn assemble(dir: &Path, manifest: Manifest, storage: Storage, views: Vec<SegmentView>) -> Result<Index> {
+        let mut bases = Vec::with_capacity(views.len());
+        let mut stats = [FieldStats::default(); Field::COUNT];
+        let (mut base, mut live) = (0u64, 0u64);
+        let (mut segments, mut deletes) = (Vec::with_capacity(views.len()), Vec::with_capacity(views.len()));
+        for v in views {
+            let meta = v.reader.meta();
+            let del = v.deletes.as_deref();
             for f in Field::ALL {
-                stats[f.id() as usize].add(&meta.fields[f.id() as usize]);
+                let s = &mut stats[f.id() as usize];
+                s.add(&meta.fields[f.id() as usize]);
+                if let Some(d) = del {
+                    let gone = d.field(f);
+                    s.doc_count -= gone.doc_count;
+                    s.sum_total_term_freq -= gone.sum_total_term_freq;
+                }
             }
             bases.push(base as DocId);
             base += meta.max_doc as u64;
-            segments.push(seg);
+            live += (meta.max_doc - del.map_or(0, |d| d.count())) as u64;
+            segments.push(v.reader);
+            deletes.push(v.deletes.filter(|d| !d.is_empty()));
         }
         if base >= crate::schema::TERMINATED as u64 {
             return Err(crate::Error::corrupt(
@@ -77,10 +118,26 @@ impl Index {
             analyzer: Analyzer::new(manifest.analyzer),
             manifest,
             segments,
+            deletes,
             bases,
             storage,
             stats,
+            max_doc: base,
+            live_docs: live,
         })
+    }
+
+    /// Tombstones of segment `i`, if any of its documents is deleted.
+    pub fn deletes(&self, i: usize) -> Option<&Deletes> {
+        self.deletes.get(i).and_then(|d| d.as_deref())
+    }
+
+    /// True if global document `doc` is deleted (or does not exist).
+    pub fn is_deleted(&self, doc: DocId) -> bool {
+        match self.locate(doc) {
+            Some((i, local)) => self.deletes(i).is_some_and(|d| d.contains(local)),
+            None => true,
+        }
     }
 
     /// The storage the index is read from (tier, buffer pool).
@@ -99,7 +156,7 @@ impl Index {
     }
 
     /// Segments in document order.
-    pub fn segments(&self) -> &[SegmentReader] {
+    pub fn segments(&self) -> &[Arc<SegmentReader>] {
         &self.segments
     }
 
@@ -118,18 +175,30 @@ impl Index {
         self.stats[field.id() as usize]
     }
 
-    /// Total documents.
+    /// Documents numbered in the index, deleted ones included (global
+    /// document numbers are below this).
     pub fn num_docs(&self) -> u64 {
-        self.manifest.num_docs()
+        self.max_doc
     }
 
-    /// Global document frequency and total term frequency of a term key.
+    /// Documents not deleted.
+    pub fn live_docs(&self) -> u64 {
+        self.live_docs
+    }
+
+    /// Global document frequency and total term frequency of a term key
+    /// (over live documents).
     pub fn term_stats(&self, key: &[u8]) -> Result<(u64, u64)> {
         let (mut df, mut ttf) = (0u64, 0u64);
-        for seg in &self.segments {
+        for (seg, del) in self.segments.iter().zip(&self.deletes) {
             if let Some(info) = seg.term_info(key)? {
                 df += info.region.doc_freq as u64;
                 ttf += info.region.total_term_freq;
+                if let Some(d) = del {
+                    let (gdf, gttf) = d.term(key);
+                    df -= gdf;
+                    ttf -= gttf;
+                }
             }
         }
         Ok((df, ttf))
@@ -154,6 +223,14 @@ impl Index {
                 let info = seg.postings().resolve(seg.terms().term_ref(h.value))?;
                 df += info.region.doc_freq as u64;
                 ttf += info.region.total_term_freq;
+                if let Some(d) = &self.deletes[h.index] {
+                    let (gdf, gttf) = d.term(key);
+                    df -= gdf;
+                    ttf -= gttf;
+                }
+            }
+            if df == 0 {
+                continue;
             }
             let term = String::from_utf8_lossy(&key[1..]).into_owned();
             out.push(TermStats {

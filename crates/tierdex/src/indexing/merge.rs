@@ -10,6 +10,7 @@ use fst::{IntoStreamer, Streamer};
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
+use crate::index::Deletes;
 use crate::layout::writer::TermPostings;
 use crate::layout::{Codec, Layout, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
@@ -33,11 +34,38 @@ pub fn merge_segments(
         .iter()
         .map(|m| SegmentReader::open(dir, m, layout, codec, &storage))
         .collect::<Result<Vec<_>>>()?;
-    let mut bases = Vec::with_capacity(readers.len());
+    let sources: Vec<_> = readers.iter().map(|r| (r, None)).collect();
+    merge_live(dir, &sources, name, layout, codec, progress)
+}
+
+/// Merges open segments (in document order), leaving out the documents
+/// their tombstones mark deleted, into a new segment `name` in `dir`. Live
+/// documents keep their order; terms left without documents disappear; the
+/// statistics are those of the live documents.
+pub fn merge_live(
+    dir: &Path,
+    sources: &[(&SegmentReader, Option<&Deletes>)],
+    name: &str,
+    layout: Layout,
+    codec: Codec,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<SegmentMeta> {
+    let readers: Vec<&SegmentReader> = sources.iter().map(|s| s.0).collect();
+    let metas: Vec<&SegmentMeta> = readers.iter().map(|r| r.meta()).collect();
+    // New number of each old document (TERMINATED when deleted).
+    let mut maps: Vec<Vec<DocId>> = Vec::with_capacity(sources.len());
     let mut max_doc: u64 = 0;
-    for r in &readers {
-        bases.push(max_doc as DocId);
-        max_doc += r.max_doc() as u64;
+    for (r, del) in sources {
+        let mut map = Vec::with_capacity(r.max_doc() as usize);
+        for d in 0..r.max_doc() {
+            if del.is_some_and(|x| x.contains(d)) {
+                map.push(TERMINATED);
+            } else {
+                map.push(max_doc.min(TERMINATED as u64 - 1) as DocId);
+                max_doc += 1;
+            }
+        }
+        maps.push(map);
     }
     if max_doc >= TERMINATED as u64 {
         return Err(Error::InvalidArgument(
@@ -51,10 +79,20 @@ pub fn merge_segments(
         .map(|_| Vec::with_capacity(max_doc as usize))
         .collect();
     let mut stats = [FieldStats::default(); Field::COUNT];
-    for r in &readers {
+    for ((r, del), map) in sources.iter().zip(&maps) {
         for f in Field::ALL {
-            norms[f.id() as usize].extend_from_slice(r.norms(f));
-            stats[f.id() as usize].add(&r.meta().fields[f.id() as usize]);
+            let n = &mut norms[f.id() as usize];
+            for (&norm, &to) in r.norms(f).iter().zip(map) {
+                if to != TERMINATED {
+                    n.push(norm);
+                }
+            }
+            let s = &mut stats[f.id() as usize];
+            s.add(&r.meta().fields[f.id() as usize]);
+            if let Some(d) = del {
+                s.doc_count -= d.field(f).doc_count;
+                s.sum_total_term_freq -= d.field(f).sum_total_term_freq;
+            }
         }
     }
 
@@ -75,9 +113,14 @@ pub fn merge_segments(
             let r = &readers[h.index];
             let info = r.postings().resolve(r.terms().term_ref(h.value))?;
             let mut c = r.cursor(&info)?;
-            let base = bases[h.index];
+            let map = &maps[h.index];
             while c.doc() != TERMINATED {
-                tp.docs.push(base + c.doc());
+                let to = map[c.doc() as usize];
+                if to == TERMINATED {
+                    c.advance();
+                    continue;
+                }
+                tp.docs.push(to);
                 tp.freqs.push(c.freq());
                 c.positions(&mut pos);
                 c.offsets(&mut off);
@@ -90,6 +133,9 @@ pub fn merge_segments(
                 return Err(e);
             }
         }
+        if tp.docs.is_empty() {
+            continue;
+        }
         let field = *key
             .first()
             .ok_or_else(|| Error::corrupt(path(ext::TERMS), "empty term key"))? as usize;
@@ -101,7 +147,7 @@ pub fn merge_segments(
         })?;
         postings.add(key, &tp, field_norms)?;
         done += 1;
-        if done % 65_536 == 0 {
+        if done.is_multiple_of(65_536) {
             progress(done);
         }
     }
@@ -117,17 +163,20 @@ pub fn merge_segments(
     }
     files.insert(ext::NORMS.to_string(), norms_file.finish()?);
 
-    let sources: Vec<_> = readers.iter().map(|r| r.store()).collect();
+    let stores: Vec<_> = readers.iter().map(|r| r.store()).collect();
     let mut store = StoreWriter::create_for_merge(
         &path(ext::STORE),
         &path(ext::STORE_INDEX),
         StoreOptions::default(),
-        &sources,
+        &stores,
     )?;
     let mut ids = IdsWriter::new();
     let mut id = String::new();
-    for r in &readers {
+    for (r, map) in readers.iter().zip(&maps) {
         for d in 0..r.max_doc() {
+            if map[d as usize] == TERMINATED {
+                continue;
+            }
             store.copy_from(r.store(), d)?;
             r.external_id(d, &mut id)?;
             ids.push(&id);
@@ -143,5 +192,6 @@ pub fn merge_segments(
         fields: stats,
         num_terms,
         files,
+        deletes: None,
     })
 }

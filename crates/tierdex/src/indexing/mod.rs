@@ -51,6 +51,8 @@ pub struct IndexOptions {
     pub layout: Layout,
     /// How postings integers are stored.
     pub codec: Codec,
+    /// How later updates are merged (remembered by the index).
+    pub strategy: crate::update::Strategy,
 }
 
 impl Default for IndexOptions {
@@ -64,6 +66,7 @@ impl Default for IndexOptions {
             overwrite: false,
             layout: Layout::default(),
             codec: Codec::default(),
+            strategy: Default::default(),
         }
     }
 }
@@ -260,6 +263,7 @@ where
     let merge_secs = merge_started.elapsed().as_secs_f64();
 
     let mut manifest = Manifest::new(opts.analyzer, opts.layout, opts.codec);
+    manifest.strategy = opts.strategy;
     manifest.segments = metas;
     manifest.next_segment = next_segment;
     manifest.store(dir)?;
@@ -342,7 +346,7 @@ fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {
     for e in entries {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("seg") || name.starts_with(MANIFEST) {
+        if name.starts_with("seg") || name.starts_with(MANIFEST) || name.starts_with("wal-") {
             std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
         }
     }

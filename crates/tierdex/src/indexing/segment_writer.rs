@@ -231,6 +231,7 @@ impl SegmentWriter {
             fields: self.stats,
             num_terms,
             files,
+            deletes: None,
         })
     }
 }

@@ -13,6 +13,10 @@ pub struct Conjunction<S> {
     /// Clauses iterated to find candidates (leapfrog), cheapest first, then
     /// the two-phase clauses that only confirm candidates.
     subs: Vec<S>,
+    /// Indices into `subs` in the order the clauses were given: scores are
+    /// summed in this order, so a document's score does not depend on the
+    /// segment's statistics (float addition is not associative).
+    given: Vec<usize>,
     approx: usize,
     doc: DocId,
     min_comp: f32,
@@ -28,11 +32,19 @@ impl<S: Scorer> Conjunction<S> {
         assert!(!subs.is_empty(), "conjunction of nothing");
         // Cheap clauses first (by cost), expensive-to-confirm ones last; at
         // least one clause iterates.
-        subs.sort_by_key(|s| (s.two_phase(), s.cost()));
+        let mut order: Vec<usize> = (0..subs.len()).collect();
+        order.sort_by_key(|&i| (subs[i].two_phase(), subs[i].cost()));
+        let mut given = vec![0; subs.len()];
+        for (at, &i) in order.iter().enumerate() {
+            given[i] = at;
+        }
+        let mut slots: Vec<Option<S>> = subs.drain(..).map(Some).collect();
+        let subs: Vec<S> = order.iter().map(|&i| slots[i].take().unwrap()).collect();
         let approx = subs.iter().filter(|s| !s.two_phase()).count().max(1);
         let max_score = subs.iter().map(|s| s.max_score()).sum();
         let mut c = Conjunction {
             subs,
+            given,
             approx,
             doc: 0,
             min_comp: 0.0,
@@ -129,7 +141,11 @@ impl<S: Scorer> Scorer for Conjunction<S> {
         self.subs[0].cost()
     }
     fn score(&mut self) -> f32 {
-        self.subs.iter_mut().map(|s| s.score()).sum()
+        let mut sum = 0.0;
+        for &i in &self.given {
+            sum += self.subs[i].score();
+        }
+        sum
     }
     fn max_score(&self) -> f32 {
         self.max_score
@@ -297,10 +313,20 @@ impl<S: Scorer> Disjunction<S> {
                     score += s.score();
                 }
             }
-            if competitive && score >= self.min_comp {
-                self.doc = cand;
-                self.score = Some(score);
-                return cand;
+            if competitive {
+                // Every clause is now on `cand` or past it: the score in
+                // clause order, as without pruning.
+                let mut exact = 0.0f32;
+                for s in &mut self.subs {
+                    if s.doc() == cand {
+                        exact += s.score();
+                    }
+                }
+                if exact >= self.min_comp {
+                    self.doc = cand;
+                    self.score = Some(exact);
+                    return cand;
+                }
             }
             target = cand + 1;
         }

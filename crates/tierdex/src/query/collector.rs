@@ -4,6 +4,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
+use crate::query::count::BitSet;
 use crate::query::scorer::Scorer;
 use crate::schema::{DocId, TERMINATED};
 use crate::search::Hit;
@@ -138,12 +139,14 @@ impl Deadline {
 /// every match into `count` when given. Without a count, windows whose
 /// block-max bound cannot beat the threshold are skipped unread, and the
 /// threshold is pushed down into the tree (MaxScore, block-max AND).
-/// Returns false when `deadline` stopped it before the end.
+/// Documents in `deleted` are skipped. Returns false when `deadline`
+/// stopped it before the end.
 pub fn top_k<S: Scorer + ?Sized>(
     s: &mut S,
     base: DocId,
     top: &mut TopK,
     mut count: Option<&mut u64>,
+    deleted: Option<&BitSet>,
     deadline: &mut Deadline,
 ) -> bool {
     let counting = count.is_some();
@@ -157,6 +160,10 @@ pub fn top_k<S: Scorer + ?Sized>(
     while doc != TERMINATED {
         if deadline.tick() {
             return false;
+        }
+        if deleted.is_some_and(|d| d.contains(doc)) {
+            doc = s.advance();
+            continue;
         }
         if let Some(t) = top.prune_below() {
             if !window_valid || doc > window_end {
@@ -191,15 +198,16 @@ pub fn top_k<S: Scorer + ?Sized>(
     true
 }
 
-/// Counts the matches of `s`; `None` when `deadline` stopped it.
-pub fn count<S: Scorer + ?Sized>(s: &mut S, deadline: &mut Deadline) -> Option<u64> {
+/// Counts the matches of `s` not in `deleted`; `None` when `deadline`
+/// stopped it.
+pub fn count<S: Scorer + ?Sized>(s: &mut S, deleted: Option<&BitSet>, deadline: &mut Deadline) -> Option<u64> {
     let mut n = 0;
     let mut doc = s.doc();
     while doc != TERMINATED {
         if deadline.tick() {
             return None;
         }
-        n += 1;
+        n += u64::from(!deleted.is_some_and(|d| d.contains(doc)));
         doc = s.advance();
     }
     Some(n)

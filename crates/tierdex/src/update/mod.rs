@@ -1,5 +1,11 @@
-//! Online updates (DESIGN §5). So far: the write-ahead log ([`wal`]) that
-//! makes batches durable before they are acknowledged; the in-memory buffer,
-//! refresh and the flush strategies (issue #6) are still to come.
+//! Online updates (DESIGN §5): the write-ahead log ([`wal`]) that makes
+//! batches durable before they are acknowledged, the maintenance strategies
+//! ([`strategy`]) and the writer that ties them to a searchable buffer
+//! ([`writer`]).
 
+pub mod strategy;
 pub mod wal;
+pub mod writer;
+
+pub use strategy::Strategy;
+pub use writer::{Applied, FlushReport, IndexWriter, WriterOptions, WriterStats};

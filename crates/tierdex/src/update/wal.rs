@@ -273,6 +273,15 @@ impl Wal {
 
     /// Appends `batch` and returns its sequence number once it is durable.
     pub fn append(&self, batch: &[Op]) -> Result<u64> {
+        let seq = self.write(batch)?;
+        self.sync(seq)?;
+        Ok(seq)
+    }
+
+    /// Writes `batch` to the log without waiting for it to be durable, and
+    /// returns its sequence number (records are numbered in write order).
+    /// [`Wal::sync`] makes it durable.
+    pub fn write(&self, batch: &[Op]) -> Result<u64> {
         let payload = serde_json::to_vec(batch).map_err(|e| Error::InvalidArgument(format!("batch: {e}")))?;
         if payload.len() > MAX_PAYLOAD {
             return Err(Error::InvalidArgument(format!(
@@ -300,12 +309,19 @@ impl Wal {
         st.written = seq;
         st.stats.appends += 1;
         st.stats.bytes += rec.len() as u64;
+        Ok(seq)
+    }
+
+    /// Returns once record `seq` (and every record before it) is durable.
+    /// Concurrent callers share `fdatasync`s (group commit).
+    pub fn sync(&self, seq: u64) -> Result<()> {
+        let mut st = self.lock();
         loop {
             if let Some(why) = &st.failed {
                 return Err(Error::io(&st.path, std::io::Error::other(why.clone())));
             }
             if st.synced >= seq {
-                return Ok(seq);
+                return Ok(());
             }
             if st.syncing {
                 st = self.synced.wait(st).unwrap_or_else(|p| p.into_inner());

@@ -154,7 +154,7 @@ pub(crate) fn build(seed: u64, size: usize, n_function: usize) -> Vec<String> {
                 break;
             }
             tries += 1;
-            if tries % 8 == 0 {
+            if tries.is_multiple_of(8) {
                 // This length is crowded: go one syllable longer.
                 syllables += 1;
             }

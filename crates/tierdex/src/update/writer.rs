@@ -1,0 +1,768 @@
+//! The index writer: additions and deletions while queries run (DESIGN §5).
+//!
+//! * [`IndexWriter::apply`] writes a batch to the write-ahead log, applies it
+//!   to the in-memory buffer and returns once the log is synced: an
+//!   acknowledged batch survives a crash. Concurrent callers share syncs.
+//!   An added document whose id already exists replaces the old one.
+//! * [`IndexWriter::refresh`] makes everything applied so far searchable:
+//!   the documents added since the last refresh become a small segment held
+//!   in memory (the `ram` tier), tombstones are materialised, and a new
+//!   [`Searcher`] snapshot is published. Searches on older snapshots go on
+//!   undisturbed.
+//! * When the buffer reaches its budget (documents or bytes), or on
+//!   [`IndexWriter::flush`], its live documents are written as a new durable
+//!   segment, tombstones are written, the configured [`Strategy`] merges the
+//!   newest segments, and the manifest (naming the last log record it holds)
+//!   is replaced atomically; then the log is trimmed.
+//! * [`IndexWriter::compact`] rewrites every segment holding deleted
+//!   documents without them.
+//!
+//! A crash at any point leaves the last manifest and the log: reopening
+//! removes files no manifest names and replays the log records after the
+//! manifest's, so no acknowledged change is lost. One writer per index
+//! directory (a file lock).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::analysis::{Analyzer, AnalyzerConfig};
+use crate::error::{Error, Result};
+use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
+use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
+use crate::indexing::merge::merge_live;
+use crate::indexing::{segment_name, SegmentWriter};
+use crate::layout::{Codec, Layout};
+use crate::schema::Document;
+use crate::search::Searcher;
+use crate::storage::{Storage, Tier, TierOptions};
+use crate::update::wal::{Op, Wal};
+use crate::update::Strategy;
+
+/// Name of the lock file that keeps a second writer out.
+pub const LOCK_FILE: &str = "write.lock";
+/// Directory of the buffer's refresh segments (in memory once opened).
+const BUFFER_DIR: &str = ".buffer";
+
+/// How a writer buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterOptions {
+    /// Flush once the buffer holds this many live documents; also the flush
+    /// unit of the merge strategies.
+    pub buffer_docs: usize,
+    /// Flush once the buffered documents hold this many bytes of text.
+    pub buffer_bytes: usize,
+    /// How durable segments are read.
+    pub tier: TierOptions,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            buffer_docs: 10_000,
+            buffer_bytes: 64 << 20,
+            tier: TierOptions::default(),
+        }
+    }
+}
+
+/// What one [`IndexWriter::apply`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    /// Log sequence number of the batch.
+    pub seq: u64,
+    /// Documents added (replacements included).
+    pub added: u64,
+    /// Of those, documents that replaced one with the same id.
+    pub replaced: u64,
+    /// Deletions that found their document.
+    pub deleted: u64,
+    /// Deletions of ids not in the index.
+    pub not_found: u64,
+}
+
+/// What a flush or compaction did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FlushReport {
+    /// Buffered documents written as a new segment.
+    pub docs_flushed: u64,
+    /// Segments merged into one (0 without a merge).
+    pub segments_merged: usize,
+    /// Segments rewritten without their deleted documents (compaction).
+    pub segments_compacted: usize,
+    /// Bytes of index files written.
+    pub bytes_written: u64,
+    /// Bytes of segments read by merges.
+    pub bytes_merged: u64,
+    /// Segments after the flush.
+    pub segments: usize,
+    /// Wall time.
+    pub secs: f64,
+}
+
+/// Counters of an open writer.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WriterStats {
+    /// Live documents in the buffer (not yet in a durable segment).
+    pub buffered_docs: u64,
+    /// Durable segments.
+    pub segments: usize,
+    /// Refreshes that published a new snapshot.
+    pub refreshes: u64,
+    /// Flushes so far.
+    pub flushes: u64,
+    /// Last log record applied (to the buffer or the segments).
+    pub last_seq: u64,
+    /// Last log record held by the durable segments.
+    pub flushed_seq: u64,
+}
+
+/// Where a live document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loc {
+    /// In durable segment number `seg`, local number `local`.
+    Durable { seg: u64, local: u32 },
+    /// At this index of the buffer.
+    Buffer(u32),
+}
+
+/// A segment with its tombstones and the deletions not yet materialised.
+struct Part {
+    /// Segment number (durable) or refresh number.
+    number: u64,
+    reader: Arc<SegmentReader>,
+    deletes: Option<Arc<Deletes>>,
+    pending: Vec<u32>,
+    /// Tombstones changed since they were last written (durable parts).
+    deletes_dirty: bool,
+    /// Buffer indices of the documents (refresh parts), ascending.
+    slots: Vec<u32>,
+}
+
+impl Part {
+    fn new(number: u64, reader: SegmentReader, deletes: Option<Deletes>) -> Part {
+        Part {
+            number,
+            reader: Arc::new(reader),
+            deletes: deletes.map(Arc::new),
+            pending: Vec::new(),
+            deletes_dirty: false,
+            slots: Vec::new(),
+        }
+    }
+
+    fn live(&self) -> u64 {
+        (self.reader.max_doc() - self.deletes.as_ref().map_or(0, |d| d.count())) as u64
+    }
+
+    fn materialise(&mut self, analyzer: &Analyzer) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let base = match &self.deletes {
+            Some(d) => d.with(&self.reader, analyzer, &self.pending)?,
+            None => Deletes::none(self.reader.max_doc()).with(&self.reader, analyzer, &self.pending)?,
+        };
+        self.deletes = Some(Arc::new(base));
+        self.pending.clear();
+        self.deletes_dirty = true;
+        Ok(())
+    }
+
+    fn view(&self) -> SegmentView {
+        SegmentView {
+            reader: self.reader.clone(),
+            deletes: self.deletes.clone(),
+        }
+    }
+}
+
+struct State {
+    manifest: Manifest,
+    analyzer: Analyzer,
+    storage: Storage,
+    memory: Storage,
+    durable: Vec<Part>,
+    /// Documents applied since the last flush; `None` once deleted.
+    buffer: Vec<Option<Document>>,
+    buffer_live: usize,
+    buffer_bytes: usize,
+    /// Refresh segments over `buffer[..refreshed]`.
+    refreshed_parts: Vec<Part>,
+    refreshed: usize,
+    next_refresh: u64,
+    ids: HashMap<String, Loc>,
+    last_seq: u64,
+    /// Applied changes not yet visible to searches.
+    dirty: bool,
+    /// A flush failed half way: the in-memory state cannot be trusted.
+    failed: Option<String>,
+    stats: WriterStats,
+}
+
+/// A writer on one index directory.
+pub struct IndexWriter {
+    dir: PathBuf,
+    options: WriterOptions,
+    wal: Wal,
+    state: Mutex<State>,
+    current: RwLock<Arc<Searcher>>,
+    _lock: File,
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidArgument(format!(
+            "{} is open for writing by another process (a server or another command); stop it first",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+    }
+}
+
+/// Segment number of a segment name written by this crate (`seg000042`).
+fn segment_number(dir: &Path, name: &str) -> Result<u64> {
+    name.strip_prefix("seg")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| Error::corrupt(dir.join(MANIFEST), format!("unexpected segment name `{name}`")))
+}
+
+/// Removes files of `dir` that the manifest does not name (left by a crash
+/// during a flush), and the buffer directory.
+fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let mut keep: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for s in &manifest.segments {
+        for e in s.files.keys() {
+            keep.insert(s.file_name(e));
+        }
+        if let Some(d) = &s.deletes {
+            keep.insert(d.file_name(&s.name));
+        }
+    }
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let orphan = (name.starts_with("seg") && !keep.contains(&name)) || name == format!("{MANIFEST}.tmp");
+        if orphan && e.path().is_file() {
+            tracing::info!("removing {name}, left by an interrupted flush");
+            std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
+        }
+    }
+    let buffer = dir.join(BUFFER_DIR);
+    if buffer.exists() {
+        std::fs::remove_dir_all(&buffer).map_err(|e| Error::io(&buffer, e))?;
+    }
+    Ok(())
+}
+
+fn text_bytes(d: &Document) -> usize {
+    d.id.len() + d.title.len() + d.body.len()
+}
+
+impl IndexWriter {
+    /// Creates a new, empty index in `dir` (which must not hold one) and
+    /// opens a writer on it.
+    pub fn create(
+        dir: &Path,
+        analyzer: AnalyzerConfig,
+        layout: Layout,
+        codec: Codec,
+        strategy: Strategy,
+        options: WriterOptions,
+    ) -> Result<IndexWriter> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock = lock_dir(dir)?;
+        if dir.join(MANIFEST).exists() {
+            return Err(Error::InvalidArgument(format!(
+                "{} already holds an index",
+                dir.display()
+            )));
+        }
+        let stray = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name() != LOCK_FILE);
+        if stray {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not empty and holds no tierdex index; refusing to write into it",
+                dir.display()
+            )));
+        }
+        let mut m = Manifest::new(analyzer, layout, codec);
+        m.strategy = strategy;
+        m.store(dir)?;
+        drop(lock);
+        Self::open(dir, options)
+    }
+
+    /// Opens a writer on the index in `dir`: cleans up after a crash,
+    /// replays the log and makes the replayed changes searchable.
+    pub fn open(dir: &Path, options: WriterOptions) -> Result<IndexWriter> {
+        if options.buffer_docs == 0 || options.buffer_bytes == 0 {
+            return Err(Error::InvalidArgument("the buffer budget must be positive".into()));
+        }
+        let lock = lock_dir(dir)?;
+        let manifest = Manifest::load(dir)?;
+        remove_orphans(dir, &manifest)?;
+        let storage = Storage::new(options.tier)?;
+        let memory = Storage::new(TierOptions::on(Tier::Ram))?;
+        let analyzer = Analyzer::new(manifest.analyzer);
+        let mut durable = Vec::with_capacity(manifest.segments.len());
+        let mut ids = HashMap::new();
+        let mut id = String::new();
+        for meta in &manifest.segments {
+            let number = segment_number(dir, &meta.name)?;
+            let reader = SegmentReader::open(dir, meta, manifest.layout, manifest.codec, &storage)?;
+            let deletes = Deletes::load(dir, meta, &reader, &analyzer, &storage)?;
+            for d in 0..reader.max_doc() {
+                if deletes.as_ref().is_some_and(|x| x.contains(d)) {
+                    continue;
+                }
+                reader.external_id(d, &mut id)?;
+                ids.insert(id.clone(), Loc::Durable { seg: number, local: d });
+            }
+            durable.push(Part::new(number, reader, deletes));
+        }
+        let (wal, replay) = Wal::open(dir, manifest.applied_seq)?;
+        if replay.torn_bytes > 0 {
+            tracing::warn!(
+                "dropped {} bytes of an unacknowledged, torn log tail",
+                replay.torn_bytes
+            );
+        }
+        let applied = manifest.applied_seq;
+        let st = State {
+            stats: WriterStats {
+                segments: durable.len(),
+                last_seq: applied,
+                flushed_seq: applied,
+                ..Default::default()
+            },
+            manifest,
+            analyzer,
+            storage,
+            memory,
+            durable,
+            buffer: Vec::new(),
+            buffer_live: 0,
+            buffer_bytes: 0,
+            refreshed_parts: Vec::new(),
+            refreshed: 0,
+            next_refresh: 0,
+            ids,
+            last_seq: applied,
+            dirty: true,
+            failed: None,
+        };
+        let searcher = Arc::new(Searcher::from_index(snapshot(dir, &st)?));
+        let w = IndexWriter {
+            dir: dir.to_path_buf(),
+            options,
+            wal,
+            state: Mutex::new(st),
+            current: RwLock::new(searcher),
+            _lock: lock,
+        };
+        {
+            let mut st = w.lock();
+            let mut replayed = 0;
+            for (seq, ops) in replay.batches {
+                if seq <= applied {
+                    continue;
+                }
+                w.apply_locked(&mut st, seq, ops)?;
+                replayed += 1;
+            }
+            if replayed > 0 {
+                tracing::info!("replayed {replayed} logged batches");
+            }
+            w.refresh_locked(&mut st)?;
+        }
+        Ok(w)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn usable(st: &State) -> Result<()> {
+        match &st.failed {
+            Some(why) => Err(Error::InvalidArgument(format!(
+                "the writer stopped after an error ({why}); reopen the index to recover"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The strategy the index was created with.
+    pub fn strategy(&self) -> Strategy {
+        self.lock().manifest.strategy
+    }
+
+    /// The latest published snapshot.
+    pub fn searcher(&self) -> Arc<Searcher> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Applies a batch: logged, applied to the buffer, and durable when this
+    /// returns (visible to searches after the next refresh). Flushes when the
+    /// buffer is over its budget.
+    pub fn apply(&self, ops: Vec<Op>) -> Result<Applied> {
+        for op in &ops {
+            if let Op::Add(d) = op {
+                if d.id.is_empty() {
+                    return Err(Error::InvalidArgument("a document to add has an empty id".into()));
+                }
+                if d.title.len().max(d.body.len()) >= u32::MAX as usize {
+                    return Err(Error::InvalidArgument(format!(
+                        "document `{}` is larger than 4 GiB",
+                        d.id
+                    )));
+                }
+            }
+        }
+        let (applied, seq) = {
+            let mut st = self.lock();
+            Self::usable(&st)?;
+            let seq = self.wal.write(&ops)?;
+            let applied = self.apply_locked(&mut st, seq, ops)?;
+            if st.buffer_live >= self.options.buffer_docs || st.buffer_bytes >= self.options.buffer_bytes {
+                self.flush_locked(&mut st, false)?;
+            }
+            (applied, seq)
+        };
+        self.wal.sync(seq)?;
+        Ok(applied)
+    }
+
+    /// Adds (or replaces, by id) documents; see [`IndexWriter::apply`].
+    pub fn add(&self, docs: Vec<Document>) -> Result<Applied> {
+        self.apply(docs.into_iter().map(Op::Add).collect())
+    }
+
+    /// Deletes documents by id; see [`IndexWriter::apply`].
+    pub fn delete(&self, ids: Vec<String>) -> Result<Applied> {
+        self.apply(ids.into_iter().map(Op::Delete).collect())
+    }
+
+    fn apply_locked(&self, st: &mut State, seq: u64, ops: Vec<Op>) -> Result<Applied> {
+        let mut a = Applied {
+            seq,
+            ..Default::default()
+        };
+        for op in ops {
+            match op {
+                Op::Add(doc) => {
+                    if let Some(old) = st.ids.remove(&doc.id) {
+                        Self::delete_at(st, old);
+                        a.replaced += 1;
+                    }
+                    let slot = st.buffer.len() as u32;
+                    st.ids.insert(doc.id.clone(), Loc::Buffer(slot));
+                    st.buffer_bytes += text_bytes(&doc);
+                    st.buffer.push(Some(doc));
+                    st.buffer_live += 1;
+                    a.added += 1;
+                }
+                Op::Delete(id) => match st.ids.remove(&id) {
+                    Some(old) => {
+                        Self::delete_at(st, old);
+                        a.deleted += 1;
+                    }
+                    None => a.not_found += 1,
+                },
+            }
+        }
+        st.last_seq = seq;
+        st.stats.last_seq = seq;
+        st.dirty = true;
+        Ok(a)
+    }
+
+    fn delete_at(st: &mut State, loc: Loc) {
+        match loc {
+            Loc::Durable { seg, local } => {
+                if let Some(p) = st.durable.iter_mut().find(|p| p.number == seg) {
+                    p.pending.push(local);
+                }
+            }
+            Loc::Buffer(slot) => {
+                if let Some(d) = st.buffer[slot as usize].take() {
+                    st.buffer_live -= 1;
+                    st.buffer_bytes -= text_bytes(&d);
+                }
+                if (slot as usize) < st.refreshed {
+                    for p in &mut st.refreshed_parts {
+                        if let Ok(local) = p.slots.binary_search(&slot) {
+                            p.pending.push(local as u32);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes every applied change searchable and returns the new snapshot
+    /// (the current one when nothing changed).
+    pub fn refresh(&self) -> Result<Arc<Searcher>> {
+        let mut st = self.lock();
+        Self::usable(&st)?;
+        self.refresh_locked(&mut st)?;
+        Ok(self.searcher())
+    }
+
+    fn refresh_locked(&self, st: &mut State) -> Result<()> {
+        if !st.dirty {
+            return Ok(());
+        }
+        if st.refreshed < st.buffer.len() {
+            let slots: Vec<u32> = (st.refreshed..st.buffer.len())
+                .filter(|&i| st.buffer[i].is_some())
+                .map(|i| i as u32)
+                .collect();
+            if !slots.is_empty() {
+                let part = self.write_refresh_part(st, slots)?;
+                st.refreshed_parts.push(part);
+            }
+            st.refreshed = st.buffer.len();
+        }
+        let State {
+            durable,
+            refreshed_parts,
+            analyzer,
+            ..
+        } = st;
+        for p in durable.iter_mut().chain(refreshed_parts.iter_mut()) {
+            p.materialise(analyzer)?;
+        }
+        let searcher = Searcher::from_index(snapshot(&self.dir, st)?);
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(searcher);
+        st.dirty = false;
+        st.stats.refreshes += 1;
+        Ok(())
+    }
+
+    /// Inverts the buffered documents at `slots` into a segment read from
+    /// memory (its files are removed once loaded).
+    fn write_refresh_part(&self, st: &mut State, slots: Vec<u32>) -> Result<Part> {
+        let dir = self.dir.join(BUFFER_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let number = st.next_refresh;
+        st.next_refresh += 1;
+        let name = format!("r{number:06}");
+        let docs = slots.iter().filter_map(|&s| st.buffer[s as usize].as_ref());
+        let meta = write_segment(&dir, &name, &st.manifest, &st.analyzer, docs)?;
+        let reader = SegmentReader::open(&dir, &meta, st.manifest.layout, st.manifest.codec, &st.memory);
+        for e in meta.files.keys() {
+            let _ = std::fs::remove_file(dir.join(meta.file_name(e)));
+        }
+        let mut part = Part::new(number, reader?, None);
+        part.slots = slots;
+        Ok(part)
+    }
+
+    /// Writes the buffer to storage by the index's strategy and makes the
+    /// result durable (see the module doc).
+    pub fn flush(&self) -> Result<FlushReport> {
+        let mut st = self.lock();
+        Self::usable(&st)?;
+        self.flush_locked(&mut st, false)
+    }
+
+    /// Flushes, then rewrites every segment that holds deleted documents
+    /// without them.
+    pub fn compact(&self) -> Result<FlushReport> {
+        let mut st = self.lock();
+        Self::usable(&st)?;
+        self.flush_locked(&mut st, true)
+    }
+
+    fn flush_locked(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
+        match self.flush_inner(st, compact) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                st.failed = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn flush_inner(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
+        let started = Instant::now();
+        let dir = self.dir.clone();
+        let mut report = FlushReport::default();
+        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
+        for p in &mut st.durable {
+            p.materialise(&st.analyzer)?;
+        }
+        let mut fresh: Vec<u64> = Vec::new();
+        // The buffer becomes a segment.
+        if st.buffer_live > 0 {
+            let number = st.manifest.next_segment;
+            st.manifest.next_segment += 1;
+            let docs = st.buffer.iter().flatten();
+            let meta = write_segment(&dir, &segment_name(number), &st.manifest, &st.analyzer, docs)?;
+            report.docs_flushed = meta.max_doc as u64;
+            report.bytes_written += meta.bytes();
+            let reader = SegmentReader::open(&dir, &meta, st.manifest.layout, st.manifest.codec, &st.storage)?;
+            st.durable.push(Part::new(number, reader, None));
+            fresh.push(number);
+        }
+        st.durable.retain(|p| p.live() > 0);
+        // The strategy's merge of the newest segments.
+        let sizes: Vec<u64> = st.durable.iter().map(|p| p.live()).collect();
+        let k = if report.docs_flushed > 0 {
+            st.manifest
+                .strategy
+                .merge_count(&sizes, self.options.buffer_docs as u64)
+        } else {
+            0
+        };
+        if k > 1 {
+            let at = st.durable.len() - k;
+            let merged = self.merge_parts(st, at..st.durable.len(), &mut report)?;
+            st.durable.truncate(at);
+            st.durable.push(merged);
+            fresh.push(st.durable[at].number);
+            report.segments_merged = k;
+        }
+        if compact {
+            for i in 0..st.durable.len() {
+                if st.durable[i].deletes.as_ref().is_some_and(|d| !d.is_empty()) {
+                    let merged = self.merge_parts(st, i..i + 1, &mut report)?;
+                    fresh.push(merged.number);
+                    st.durable[i] = merged;
+                    report.segments_compacted += 1;
+                }
+            }
+        }
+        // Tombstones, then the manifest: the commit point.
+        let mut metas = Vec::with_capacity(st.durable.len());
+        for p in &mut st.durable {
+            let mut meta = p.reader.meta().clone();
+            meta.deletes = before.iter().find(|b| b.name == meta.name).and_then(|b| b.deletes);
+            if p.deletes_dirty {
+                if let Some(d) = &p.deletes {
+                    let generation = st.manifest.next_segment;
+                    st.manifest.next_segment += 1;
+                    let file = d.write(&dir.join(DeletesMeta::name_for(&meta.name, generation)))?;
+                    let dm = DeletesMeta {
+                        generation,
+                        count: d.count(),
+                        file,
+                    };
+                    report.bytes_written += dm.file.content_len;
+                    meta.deletes = Some(dm);
+                }
+                p.deletes_dirty = false;
+            }
+            metas.push(meta);
+        }
+        st.manifest.segments = metas;
+        st.manifest.applied_seq = st.last_seq;
+        st.manifest.store(&dir)?;
+        self.wal.checkpoint(st.last_seq)?;
+        remove_orphans(&dir, &st.manifest)?;
+        // The buffer is now in the segments.
+        st.buffer.clear();
+        st.buffer_live = 0;
+        st.buffer_bytes = 0;
+        st.refreshed_parts.clear();
+        st.refreshed = 0;
+        let mut id = String::new();
+        for p in st.durable.iter().filter(|p| fresh.contains(&p.number)) {
+            for d in 0..p.reader.max_doc() {
+                p.reader.external_id(d, &mut id)?;
+                st.ids.insert(
+                    id.clone(),
+                    Loc::Durable {
+                        seg: p.number,
+                        local: d,
+                    },
+                );
+            }
+        }
+        st.dirty = true;
+        self.refresh_locked(st)?;
+        st.stats.flushes += 1;
+        st.stats.segments = st.durable.len();
+        st.stats.flushed_seq = st.last_seq;
+        report.segments = st.durable.len();
+        report.secs = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Merges `st.durable[range]` without their deleted documents into a new
+    /// segment.
+    fn merge_parts(&self, st: &mut State, range: std::ops::Range<usize>, report: &mut FlushReport) -> Result<Part> {
+        let number = st.manifest.next_segment;
+        st.manifest.next_segment += 1;
+        let parts = &st.durable[range];
+        let sources: Vec<_> = parts.iter().map(|p| (&*p.reader, p.deletes.as_deref())).collect();
+        report.bytes_merged += parts.iter().map(|p| p.reader.meta().bytes()).sum::<u64>();
+        let meta = merge_live(
+            &self.dir,
+            &sources,
+            &segment_name(number),
+            st.manifest.layout,
+            st.manifest.codec,
+            &|_| {},
+        )?;
+        report.bytes_written += meta.bytes();
+        let reader = SegmentReader::open(&self.dir, &meta, st.manifest.layout, st.manifest.codec, &st.storage)?;
+        Ok(Part::new(number, reader, None))
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> WriterStats {
+        let st = self.lock();
+        WriterStats {
+            buffered_docs: st.buffer_live as u64,
+            ..st.stats.clone()
+        }
+    }
+
+    /// Live documents (buffered ones included).
+    pub fn live_docs(&self) -> u64 {
+        let st = self.lock();
+        st.ids.len() as u64
+    }
+}
+
+/// Writes `docs` as segment `name` in `dir`.
+fn write_segment<'a>(
+    dir: &Path,
+    name: &str,
+    manifest: &Manifest,
+    analyzer: &Analyzer,
+    docs: impl Iterator<Item = &'a Document>,
+) -> Result<SegmentMeta> {
+    let mut w = SegmentWriter::new(dir, name, analyzer.clone(), None, manifest.layout, manifest.codec)?;
+    for d in docs {
+        w.add(d)?;
+    }
+    w.finish()
+}
+
+/// The searchable view of the writer's state.
+fn snapshot(dir: &Path, st: &State) -> Result<Index> {
+    let views = st.durable.iter().chain(&st.refreshed_parts).map(Part::view).collect();
+    Index::assemble(dir, st.manifest.clone(), st.storage.clone(), views)
+}

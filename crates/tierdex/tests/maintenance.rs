@@ -1,0 +1,251 @@
+//! Online maintenance against a from-scratch rebuild (DESIGN §5): random
+//! sequences of additions, replacements, deletions (of present and absent
+//! ids), refreshes, flushes, compactions and reopenings (which replay the
+//! log), under every strategy, with small buffers so that flushes and merges
+//! happen often. After every refresh-like step every query (all types, all
+//! modes) must answer exactly like an index built from scratch on the live
+//! documents in insertion order: the same ids in the same order, the same
+//! scores bit for bit, the same counts.
+//!
+//! `TIERDEX_MAINTENANCE_CASES` sets the number of sequences (default 24).
+
+mod support;
+
+use support::gen::{self, Rng};
+use tierdex::indexing::{build_index, IndexOptions};
+use tierdex::search::{Mode, Searcher};
+use tierdex::update::{IndexWriter, Strategy, WriterOptions};
+use tierdex::Document;
+
+const SEED: u64 = 0x6d61_696e_2026_0006;
+
+fn cases() -> u64 {
+    std::env::var("TIERDEX_MAINTENANCE_CASES")
+        .ok()
+        .map(|v| v.parse().expect("TIERDEX_MAINTENANCE_CASES is a number"))
+        .unwrap_or(24)
+}
+
+/// One answer as ids, score bits and count.
+type Answer = (Vec<(String, u32)>, Option<u64>);
+
+fn answer(s: &Searcher, q: &tierdex::query::ast::Query, mode: Mode, k: usize) -> Answer {
+    let r = s.search_parsed(q, mode, k).unwrap();
+    let hits = r
+        .hits
+        .iter()
+        .map(|h| (s.doc_id(h.doc).unwrap(), h.score.to_bits()))
+        .collect();
+    (hits, r.count)
+}
+
+/// The live documents in insertion order.
+#[derive(Default)]
+struct Model {
+    live: Vec<Document>,
+}
+
+impl Model {
+    fn add(&mut self, d: Document) {
+        self.live.retain(|x| x.id != d.id);
+        self.live.push(d);
+    }
+
+    fn delete(&mut self, id: &str) {
+        self.live.retain(|x| x.id != id);
+    }
+}
+
+fn check(
+    writer: &IndexWriter,
+    model: &Model,
+    opts: &IndexOptions,
+    rng: &mut Rng,
+    lex: &gen::Lexicon,
+    context: &str,
+) -> usize {
+    let s = writer.searcher();
+    assert_eq!(s.num_docs(), model.live.len() as u64, "{context}: live documents");
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = (!model.live.is_empty()).then(|| {
+        build_index(model.live.iter().cloned().map(Ok), dir.path(), opts).unwrap();
+        Searcher::open(dir.path()).unwrap()
+    });
+    let mut checked = 0;
+    for _ in 0..10 {
+        let q = gen::query(rng, lex);
+        for (mode, k) in [
+            (Mode::TopK, *rng.pick(&gen::KS)),
+            (Mode::TopKAndCount, 10),
+            (Mode::Count, 0),
+        ] {
+            let got = answer(&s, &q, mode, k);
+            let want = match &fresh {
+                Some(f) => answer(f, &q, mode, k),
+                None => (Vec::new(), (mode != Mode::TopK).then_some(0)),
+            };
+            assert_eq!(got, want, "{context}: {q:?} {mode:?} k={k}");
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn updates_answer_like_a_rebuild_under_every_strategy() {
+    let mut checked = 0;
+    let mut flushes = 0;
+    let mut merged = 0;
+    let mut compacted = 0;
+    for case in 0..cases() {
+        let seed = gen::mix(SEED, case);
+        let corpus = gen::corpus(seed, case);
+        if corpus.docs.is_empty() {
+            continue;
+        }
+        let mut rng = Rng::new(gen::mix(seed, 1));
+        let mut opts = gen::index_options(seed);
+        opts.strategy = Strategy::ALL[case as usize % Strategy::ALL.len()];
+        let options = WriterOptions {
+            buffer_docs: rng.range(2, 30),
+            ..WriterOptions::default()
+        };
+        let context = format!(
+            "case {case} ({}, {}, buffer {})",
+            corpus.description, opts.strategy, options.buffer_docs
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("idx");
+        let mut model = Model::default();
+        let mut next_id = 0u64;
+        let mut fresh_doc = |rng: &mut Rng, id: Option<String>| {
+            let src = rng.pick(&corpus.docs);
+            let id = id.unwrap_or_else(|| {
+                next_id += 1;
+                format!("n{next_id}")
+            });
+            Document {
+                id,
+                title: src.title.clone(),
+                body: src.body.clone(),
+            }
+        };
+        // Start empty or from a built index.
+        let mut writer = if rng.chance(0.5) {
+            IndexWriter::create(&path, opts.analyzer, opts.layout, opts.codec, opts.strategy, options).unwrap()
+        } else {
+            let initial: Vec<Document> = (0..rng.range(1, 40)).map(|_| fresh_doc(&mut rng, None)).collect();
+            build_index(initial.iter().cloned().map(Ok), &path, &opts).unwrap();
+            initial.into_iter().for_each(|d| model.add(d));
+            IndexWriter::open(&path, options).unwrap()
+        };
+        assert_eq!(writer.strategy(), opts.strategy);
+        for step in 0..60 {
+            let ctx = format!("{context} step {step}");
+            match rng.weighted(&[10, 3, 4, 4, 3, 1, 1]) {
+                0 => {
+                    let n = rng.range(1, 8);
+                    let batch: Vec<Document> = (0..n).map(|_| fresh_doc(&mut rng, None)).collect();
+                    batch.iter().cloned().for_each(|d| model.add(d));
+                    let a = writer.add(batch).unwrap();
+                    assert_eq!(a.added, n as u64);
+                }
+                1 if !model.live.is_empty() => {
+                    // Replace existing documents by id.
+                    let ids: Vec<String> = (0..rng.range(1, 3)).map(|_| rng.pick(&model.live).id.clone()).collect();
+                    let batch: Vec<Document> = ids.into_iter().map(|id| fresh_doc(&mut rng, Some(id))).collect();
+                    batch.iter().cloned().for_each(|d| model.add(d));
+                    writer.add(batch).unwrap();
+                }
+                2 if !model.live.is_empty() => {
+                    let mut ids: Vec<String> = (0..rng.range(1, 6)).map(|_| rng.pick(&model.live).id.clone()).collect();
+                    ids.push("never-added".into());
+                    let present = {
+                        let mut u = ids.clone();
+                        u.sort();
+                        u.dedup();
+                        u.iter().filter(|id| model.live.iter().any(|d| &&d.id == id)).count()
+                    };
+                    ids.iter().for_each(|id| model.delete(id));
+                    let a = writer.delete(ids).unwrap();
+                    assert_eq!(a.deleted, present as u64, "{ctx}");
+                }
+                3 => {
+                    writer.refresh().unwrap();
+                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                }
+                4 => {
+                    let r = writer.flush().unwrap();
+                    flushes += 1;
+                    merged += usize::from(r.segments_merged > 0);
+                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                }
+                5 => {
+                    let r = writer.compact().unwrap();
+                    compacted += r.segments_compacted;
+                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                }
+                6 => {
+                    // Reopen: unflushed changes come back from the log.
+                    drop(writer);
+                    writer = IndexWriter::open(&path, options).unwrap();
+                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                }
+                _ => {}
+            }
+        }
+        writer.refresh().unwrap();
+        checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &context);
+        // A plain searcher on the flushed index sees the flushed state.
+        writer.flush().unwrap();
+        drop(writer);
+        let s = Searcher::open(&path).unwrap();
+        assert_eq!(s.num_docs(), model.live.len() as u64, "{context}: after reopening");
+    }
+    assert!(checked > 1000, "only {checked} answers checked");
+    assert!(
+        flushes > 20 && merged > 5 && compacted > 3,
+        "{flushes} flushes, {merged} merges, {compacted} compactions"
+    );
+}
+
+#[test]
+fn a_second_writer_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = IndexWriter::create(
+        dir.path(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Strategy::NoMerge,
+        WriterOptions::default(),
+    )
+    .unwrap();
+    let e = IndexWriter::open(dir.path(), WriterOptions::default()).err().unwrap();
+    assert!(e.to_string().contains("open for writing"), "{e}");
+    drop(w);
+    IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
+}
+
+#[test]
+fn bad_documents_are_refused_before_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = IndexWriter::create(
+        dir.path(),
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        Strategy::Logarithmic,
+        WriterOptions::default(),
+    )
+    .unwrap();
+    let e = w
+        .add(vec![Document {
+            id: String::new(),
+            title: "t".into(),
+            body: "b".into(),
+        }])
+        .unwrap_err();
+    assert!(e.to_string().contains("empty id"), "{e}");
+    assert_eq!(w.stats().last_seq, 0);
+}
