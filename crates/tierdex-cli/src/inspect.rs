@@ -52,7 +52,10 @@ pub fn run(a: Args) -> Result<()> {
     if a.json {
         let v = json!({
             "dir": a.dir,
-            "docs": index.num_docs(),
+            "docs": index.live_docs(),
+            "deleted_docs": index.num_docs() - index.live_docs(),
+            "strategy": m.strategy,
+            "applied_seq": m.applied_seq,
             "analyzer": m.analyzer,
             "codec": m.codec,
             "layout": m.layout,
@@ -68,12 +71,14 @@ pub fn run(a: Args) -> Result<()> {
     let total: u64 = m.segments.iter().map(|s| s.bytes()).sum();
     println!("index {}", a.dir.display());
     println!(
-        "  {} documents, {} segment(s), {}, codec {}, layout {}, analyzer stemming={} stop_words={}",
-        index.num_docs(),
+        "  {} documents ({} deleted, not yet compacted), {} segment(s), {}, codec {}, layout {}, strategy {}, analyzer stemming={} stop_words={}",
+        index.live_docs(),
+        index.num_docs() - index.live_docs(),
         m.segments.len(),
         human_bytes(total),
         m.codec,
         m.layout,
+        m.strategy,
         m.analyzer.stemming,
         m.analyzer.stop_words
     );
@@ -93,9 +98,10 @@ pub fn run(a: Args) -> Result<()> {
     }
     for s in &m.segments {
         println!(
-            "  segment {}: {} docs, {} terms, {}",
+            "  segment {}: {} docs ({} deleted), {} terms, {}",
             s.name,
             s.max_doc,
+            s.deletes.map_or(0, |d| d.count),
             s.num_terms,
             human_bytes(s.bytes())
         );

@@ -11,6 +11,7 @@ mod query_stream;
 mod search;
 mod serve;
 mod tier;
+mod update;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,13 @@ enum Command {
     Demo(demo::Args),
     /// Answer `MODE<TAB>QUERY` lines from stdin with JSON lines (benchmark protocol).
     QueryStream(query_stream::Args),
+    /// Add (or replace, by id) documents in an index; durable and searchable
+    /// when it returns.
+    Add(update::AddArgs),
+    /// Delete documents by id; durable and searchable when it returns.
+    Delete(update::DeleteArgs),
+    /// Rewrite the segments holding deleted documents without them.
+    Compact(update::CompactArgs),
     /// Serve an index over HTTP/JSON (search, stats, metrics, an
     /// Elasticsearch-compatible search API) until SIGTERM.
     Serve(serve::Args),
@@ -68,6 +76,9 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::QueryStream(a) => query_stream::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Add(a) => update::add(a),
+        Command::Delete(a) => update::delete(a),
+        Command::Compact(a) => update::compact(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -189,3 +189,50 @@ fn query_stream_answers_before_stdin_closes() {
         assert!(v["pool"]["misses"].as_u64().unwrap() > 0, "{totals}");
     }
 }
+
+#[test]
+fn add_delete_compact_are_durable_and_visible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let json = |s: &str| -> serde_json::Value { serde_json::from_str(s.trim()).unwrap() };
+    let count = |q: &str| -> u64 {
+        let out = ok(&["search", &idx, q, "--json", "--mode", "count"]);
+        json(out.lines().next().unwrap())["count"].as_u64().unwrap()
+    };
+    let new = tmp.path().join("new.jsonl");
+    std::fs::write(
+        &new,
+        "{\"id\":\"x1\",\"title\":\"zebracorn arrives\",\"body\":\"a zebracorn and a unicorn\"}\n\
+         {\"id\":\"x2\",\"title\":\"another\",\"body\":\"zebracorn twice zebracorn\"}\n",
+    )
+    .unwrap();
+    let out = json(&ok(&["add", &idx, new.to_str().unwrap(), "--json"]));
+    assert_eq!(out["added"], 2);
+    assert_eq!(out["live_docs"], 3002);
+    assert_eq!(count("zebracorn"), 2);
+    // Re-adding replaces by id.
+    let out = json(&ok(&["add", &idx, new.to_str().unwrap(), "--json"]));
+    assert_eq!(out["replaced"], 2);
+    assert_eq!(count("zebracorn"), 2);
+    let out = json(&ok(&["delete", &idx, "x1", "nope", "--json"]));
+    assert_eq!((out["deleted"].as_u64(), out["not_found"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(count("zebracorn"), 1);
+    let inspect = json(&ok(&["inspect", &idx, "--json"]));
+    assert_eq!(inspect["docs"], 3001);
+    assert_eq!(inspect["deleted_docs"], 1);
+    let out = json(&ok(&["compact", &idx, "--json"]));
+    assert!(out["flush"]["segments_compacted"].as_u64().unwrap() >= 1);
+    let inspect = json(&ok(&["inspect", &idx, "--json"]));
+    assert_eq!(
+        (inspect["docs"].as_u64(), inspect["deleted_docs"].as_u64()),
+        (Some(3001), Some(0))
+    );
+    assert_eq!(count("zebracorn"), 1);
+    // Clear errors.
+    let missing = tmp.path().join("none");
+    let out = tierdex(&["add", missing.to_str().unwrap(), new.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--create"));
+    let out = tierdex(&["index", "x", "--out", "y", "--strategy", "sometimes"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown strategy"));
+}

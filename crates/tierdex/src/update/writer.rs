@@ -119,6 +119,8 @@ pub struct WriterStats {
     pub last_seq: u64,
     /// Last log record held by the durable segments.
     pub flushed_seq: u64,
+    /// Everything the flushes and compactions since open did, summed.
+    pub maintenance: FlushReport,
 }
 
 /// Where a live document is.
@@ -596,7 +598,17 @@ impl IndexWriter {
 
     fn flush_locked(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
         match self.flush_inner(st, compact) {
-            Ok(r) => Ok(r),
+            Ok(r) => {
+                let m = &mut st.stats.maintenance;
+                m.docs_flushed += r.docs_flushed;
+                m.segments_merged += r.segments_merged;
+                m.segments_compacted += r.segments_compacted;
+                m.bytes_written += r.bytes_written;
+                m.bytes_merged += r.bytes_merged;
+                m.segments = r.segments;
+                m.secs += r.secs;
+                Ok(r)
+            }
             Err(e) => {
                 st.failed = Some(e.to_string());
                 Err(e)

@@ -1,0 +1,217 @@
+//! `tierdex add`, `tierdex delete` and `tierdex compact`: updates to an
+//! index on disk. Each command opens the index's writer (replaying any
+//! logged changes), applies its changes in logged batches, and flushes by
+//! the index's strategy before returning, so the change is durable and
+//! visible to `tierdex search`.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use anyhow::{bail, Context, Result};
+use tierdex::analysis::AnalyzerConfig;
+use tierdex::corpus::{Corpus, ReadOptions};
+use tierdex::layout::{Codec, Layout};
+use tierdex::update::{FlushReport, IndexWriter, Strategy, WriterOptions};
+
+use crate::progress::bar;
+
+/// Options shared by the update commands.
+#[derive(clap::Args)]
+pub struct WriterArgs {
+    /// Buffer this many documents before writing a segment (also the
+    /// merge strategies' flush unit).
+    #[arg(long, default_value_t = 10_000)]
+    buffer_docs: usize,
+    /// Buffer at most this many MiB of text before writing a segment.
+    #[arg(long, default_value_t = 64)]
+    buffer_mb: usize,
+}
+
+impl WriterArgs {
+    fn options(&self) -> WriterOptions {
+        WriterOptions {
+            buffer_docs: self.buffer_docs,
+            buffer_bytes: self.buffer_mb.max(1) << 20,
+            ..WriterOptions::default()
+        }
+    }
+}
+
+/// Options of `tierdex add`.
+#[derive(clap::Args)]
+pub struct AddArgs {
+    /// The index directory.
+    dir: PathBuf,
+    /// Documents: JSON-lines files ({"id"|"url","title","body"} per line,
+    /// .zst/.gz ok) or directories of text files. A document whose id is
+    /// already in the index replaces it.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Create the index if the directory holds none (with this strategy).
+    #[arg(long)]
+    create: bool,
+    /// Strategy of an index made by --create: immediate-merge, geometric,
+    /// logarithmic or no-merge.
+    #[arg(long, default_value = "logarithmic", value_parser = |s: &str| s.parse::<Strategy>().map_err(|e| e.to_string()))]
+    strategy: Strategy,
+    /// Skip malformed records (reported and counted) instead of stopping.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Documents per logged batch.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    #[command(flatten)]
+    writer: WriterArgs,
+    /// Print what was done as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `tierdex delete`.
+#[derive(clap::Args)]
+pub struct DeleteArgs {
+    /// The index directory.
+    dir: PathBuf,
+    /// Ids of the documents to delete; `-` reads ids from stdin, one per line.
+    #[arg(required = true)]
+    ids: Vec<String>,
+    #[command(flatten)]
+    writer: WriterArgs,
+    /// Print what was done as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `tierdex compact`.
+#[derive(clap::Args)]
+pub struct CompactArgs {
+    /// The index directory.
+    dir: PathBuf,
+    #[command(flatten)]
+    writer: WriterArgs,
+    /// Print what was done as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn open(dir: &std::path::Path, options: WriterOptions, create: Option<Strategy>) -> Result<IndexWriter> {
+    let exists = dir.join(tierdex::index::manifest::MANIFEST).exists();
+    match (exists, create) {
+        (true, _) => IndexWriter::open(dir, options).with_context(|| format!("opening {}", dir.display())),
+        (false, Some(strategy)) => IndexWriter::create(
+            dir,
+            AnalyzerConfig::default(),
+            Layout::default(),
+            Codec::default(),
+            strategy,
+            options,
+        )
+        .with_context(|| format!("creating an index in {}", dir.display())),
+        (false, None) => bail!(
+            "{} holds no tierdex index: build one with `tierdex index`, or pass --create",
+            dir.display()
+        ),
+    }
+}
+
+fn print_report(what: serde_json::Value, flush: &FlushReport, w: &IndexWriter, json: bool) -> Result<()> {
+    let mut v = what;
+    v["flush"] = serde_json::to_value(flush)?;
+    v["live_docs"] = w.live_docs().into();
+    v["strategy"] = w.strategy().name().into();
+    if json {
+        println!("{v}");
+    } else {
+        for (k, x) in v.as_object().into_iter().flatten() {
+            if k != "flush" {
+                println!("{k}: {x}");
+            }
+        }
+        println!(
+            "flushed {} documents in {:.2} s: {} segments merged, {} compacted, {} segments now, {} bytes written",
+            flush.docs_flushed,
+            flush.secs,
+            flush.segments_merged,
+            flush.segments_compacted,
+            flush.segments,
+            flush.bytes_written
+        );
+    }
+    Ok(())
+}
+
+/// Runs `tierdex add`.
+pub fn add(a: AddArgs) -> Result<()> {
+    if a.batch == 0 {
+        bail!("--batch must be positive");
+    }
+    let corpus = Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?;
+    let w = open(&a.dir, a.writer.options(), a.create.then_some(a.strategy))?;
+    let read = corpus.progress();
+    let pb = bar(Some(corpus.total_bytes()), true, "adding");
+    let mut corpus = corpus;
+    let (mut added, mut replaced) = (0u64, 0u64);
+    let mut batch = Vec::with_capacity(a.batch);
+    let mut send = |batch: &mut Vec<tierdex::Document>| -> Result<()> {
+        let applied = w.add(std::mem::take(batch))?;
+        added += applied.added;
+        replaced += applied.replaced;
+        pb.set_position(read.load(Ordering::Relaxed));
+        pb.set_message(format!("{added} docs"));
+        Ok(())
+    };
+    for item in corpus.by_ref() {
+        batch.push(item.context("reading the documents")?);
+        if batch.len() >= a.batch {
+            send(&mut batch)?;
+        }
+    }
+    if !batch.is_empty() {
+        send(&mut batch)?;
+    }
+    pb.set_prefix("flushing");
+    w.flush()?;
+    pb.finish_and_clear();
+    let flush = w.stats().maintenance;
+    let v = serde_json::json!({
+        "added": added,
+        "replaced": replaced,
+        "skipped": corpus.skipped(),
+    });
+    print_report(v, &flush, &w, a.json)
+}
+
+/// Runs `tierdex delete`.
+pub fn delete(a: DeleteArgs) -> Result<()> {
+    let mut ids = Vec::new();
+    for id in a.ids {
+        if id == "-" {
+            for line in std::io::stdin().lock().lines() {
+                let line = line.context("reading ids from stdin")?;
+                let line = line.trim();
+                if !line.is_empty() {
+                    ids.push(line.to_string());
+                }
+            }
+        } else {
+            ids.push(id);
+        }
+    }
+    let w = open(&a.dir, a.writer.options(), None)?;
+    let applied = w.delete(ids)?;
+    w.flush()?;
+    let flush = w.stats().maintenance;
+    let v = serde_json::json!({ "deleted": applied.deleted, "not_found": applied.not_found });
+    print_report(v, &flush, &w, a.json)
+}
+
+/// Runs `tierdex compact`.
+pub fn compact(a: CompactArgs) -> Result<()> {
+    let w = open(&a.dir, a.writer.options(), None)?;
+    let pb = bar(None, false, "compacting");
+    w.compact()?;
+    pb.finish_and_clear();
+    let flush = w.stats().maintenance;
+    print_report(serde_json::json!({}), &flush, &w, a.json)
+}
