@@ -1,9 +1,17 @@
-//! The search side of an Elasticsearch-compatible API: `/{index}/_search`
-//! and `/{index}/_count` with `query_string`, `match`, `match_phrase`,
-//! `term` and `bool` (`must`, `should`, `must_not`), `size`,
-//! `track_total_hits`, `highlight` and `_source`, answered in
-//! Elasticsearch's response shape. Anything else is a 400 naming what is
-//! not supported, never a silently different query.
+//! An Elasticsearch-compatible subset.
+//!
+//! * Search: `/{index}/_search` and `/{index}/_count` with `query_string`,
+//!   `match`, `match_phrase`, `term` and `bool` (`must`, `should`,
+//!   `must_not`), `size`, `track_total_hits`, `highlight` and `_source`.
+//! * Writes: `PUT /{index}`, `POST /{index}/_doc`, `PUT|POST
+//!   /{index}/_doc/{id}`, `DELETE /{index}/_doc/{id}`, `POST /_bulk` and
+//!   `/{index}/_bulk` (NDJSON `index`, `create` and `delete` actions),
+//!   `/{index}/_refresh`, and `?refresh=true|wait_for` on writes. Documents
+//!   have two text fields, `title` and `body`; other fields are refused
+//!   (tierdex has no dynamic mapping), never silently dropped.
+//!
+//! Answers have Elasticsearch's shape. Anything else is a 400 naming what is
+//! not supported, never a silently different request.
 
 use std::sync::Arc;
 
@@ -16,7 +24,10 @@ use tierdex::query::ast::{Clause, Occur, Query};
 use tierdex::search::Mode;
 use tierdex::Field;
 
-use crate::{ApiError, AppState, SearchJob, MAX_K};
+use tierdex::update::wal::Op;
+use tierdex::Document;
+
+use crate::{ApiError, AppState, SearchJob, WriteParams, MAX_K};
 
 /// URI parameters (`?q=...&size=...`).
 #[derive(Debug, Default, Deserialize)]
@@ -364,4 +375,303 @@ pub async fn count(
         "count": answer.count.unwrap_or(0),
         "_shards": { "total": 1, "successful": 1, "skipped": 0, "failed": 0 },
     })))
+}
+
+type WriteQuery = Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>;
+
+fn write_params(p: WriteQuery) -> Result<WriteParams, ApiError> {
+    p.map(|UrlQuery(p)| p).map_err(|e| ApiError::bad_request(e.body_text()))
+}
+
+/// A document from an Elasticsearch `_source`: `title` and `body` strings.
+fn source_doc(id: String, v: &Value) -> Result<Document, ApiError> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("the document must be a JSON object"))?;
+    let mut d = Document {
+        id,
+        ..Document::default()
+    };
+    for (k, x) in obj {
+        let text = match x {
+            Value::String(t) => t.clone(),
+            Value::Null => String::new(),
+            _ => {
+                return Err(mapper_error(format!("field [{k}] must be a string")));
+            }
+        };
+        match k.as_str() {
+            "title" => d.title = text,
+            "body" => d.body = text,
+            _ => {
+                return Err(mapper_error(format!(
+                    "field [{k}] is not in the mapping: tierdex indexes [title] and [body]"
+                )))
+            }
+        }
+    }
+    Ok(d)
+}
+
+fn mapper_error(reason: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "mapper_parsing_exception", reason)
+}
+
+/// A fresh document id (time and a counter: unique within the process and
+/// across restarts).
+fn new_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{nanos:x}{n:04x}")
+}
+
+fn shards() -> Value {
+    json!({ "total": 1, "successful": 1, "failed": 0 })
+}
+
+/// `PUT /{index}`: the served index exists already; acknowledged when it is
+/// the served one and still empty (a fresh index), else the Elasticsearch
+/// error for an existing index.
+pub async fn create_index(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_index(&state, &index)?;
+    if state.writer().is_none() || state.searcher().num_docs() > 0 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "resource_already_exists_exception",
+            format!("index [{index}] already exists"),
+        ));
+    }
+    Ok(Json(
+        json!({ "acknowledged": true, "shards_acknowledged": true, "index": index }),
+    ))
+}
+
+/// `HEAD /{index}`: 200 for the served index, 404 otherwise.
+pub async fn index_exists(State(state): State<Arc<AppState>>, Path(index): Path<String>) -> StatusCode {
+    match check_index(&state, &index) {
+        Ok(()) => StatusCode::OK,
+        Err(_) => StatusCode::NOT_FOUND,
+    }
+}
+
+async fn put_doc(
+    state: &Arc<AppState>,
+    index: &str,
+    id: String,
+    p: WriteParams,
+    body: &[u8],
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    check_index(state, index)?;
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?;
+    let doc = source_doc(id.clone(), &v)?;
+    let a = state.write(vec![Op::Add(doc)], p.wants_refresh()).await?;
+    let (status, result) = if a.replaced > 0 {
+        (StatusCode::OK, "updated")
+    } else {
+        (StatusCode::CREATED, "created")
+    };
+    Ok((
+        status,
+        Json(json!({
+            "_index": state.config().index_name, "_id": id, "_version": 1, "result": result,
+            "_shards": shards(), "_seq_no": a.seq, "_primary_term": 1,
+        })),
+    ))
+}
+
+/// `POST /{index}/_doc`: adds a document under a new id.
+pub async fn index_doc(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+    p: WriteQuery,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    put_doc(&state, &index, new_id(), write_params(p)?, &body).await
+}
+
+/// `PUT|POST /{index}/_doc/{id}`: adds or replaces document `id`.
+pub async fn index_doc_id(
+    State(state): State<Arc<AppState>>,
+    Path((index, id)): Path<(String, String)>,
+    p: WriteQuery,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if id.is_empty() {
+        return Err(ApiError::bad_request("empty document id"));
+    }
+    put_doc(&state, &index, id, write_params(p)?, &body).await
+}
+
+/// `DELETE /{index}/_doc/{id}`.
+pub async fn delete_doc(
+    State(state): State<Arc<AppState>>,
+    Path((index, id)): Path<(String, String)>,
+    p: WriteQuery,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    check_index(&state, &index)?;
+    let a = state
+        .write(vec![Op::Delete(id.clone())], write_params(p)?.wants_refresh())
+        .await?;
+    let (status, result) = if a.deleted > 0 {
+        (StatusCode::OK, "deleted")
+    } else {
+        (StatusCode::NOT_FOUND, "not_found")
+    };
+    Ok((
+        status,
+        Json(json!({
+            "_index": state.config().index_name, "_id": id, "_version": 1, "result": result,
+            "_shards": shards(), "_seq_no": a.seq, "_primary_term": 1,
+        })),
+    ))
+}
+
+/// `GET|POST /{index}/_refresh`.
+pub async fn refresh(State(state): State<Arc<AppState>>, Path(index): Path<String>) -> Result<Json<Value>, ApiError> {
+    check_index(&state, &index)?;
+    state.refresh().await?;
+    Ok(Json(json!({ "_shards": shards() })))
+}
+
+/// `POST /_bulk`.
+pub async fn bulk_all(
+    State(state): State<Arc<AppState>>,
+    p: WriteQuery,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    run_bulk(&state, None, write_params(p)?, &body).await
+}
+
+/// `POST /{index}/_bulk`.
+pub async fn bulk(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+    p: WriteQuery,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    check_index(&state, &index)?;
+    run_bulk(&state, Some(index), write_params(p)?, &body).await
+}
+
+/// One parsed bulk action: its response key and the op, or its error.
+struct BulkItem {
+    action: &'static str,
+    id: String,
+    op: Result<Op, ApiError>,
+}
+
+/// Parses an NDJSON bulk body. Errors in the framing (a bad action line)
+/// fail the whole request; errors in one document fail only its item.
+fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Result<Vec<BulkItem>, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("bulk body is not UTF-8"))?;
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut items = Vec::new();
+    while let Some((n, line)) = lines.next() {
+        let at = |m: String| ApiError::bad_request(format!("bulk line {}: {m}", n + 1));
+        let v: Value = serde_json::from_str(line).map_err(|e| at(format!("not JSON: {e}")))?;
+        let obj = v
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .ok_or_else(|| at("expected one action object".into()))?;
+        let (name, meta) = obj.iter().next().unwrap();
+        let action: &'static str = match name.as_str() {
+            "index" => "index",
+            "create" => "create",
+            "delete" => "delete",
+            other => return Err(at(format!("action [{other}] is not supported (index, create, delete)"))),
+        };
+        let index = meta.get("_index").and_then(Value::as_str).or(default_index);
+        let id = meta.get("_id").and_then(Value::as_str).map(str::to_string);
+        let target = match index {
+            Some(i) => check_index(state, i),
+            None => Err(ApiError::bad_request("no index named for this action")),
+        };
+        if action == "delete" {
+            let id = id.ok_or_else(|| at("delete needs an _id".into()))?;
+            items.push(BulkItem {
+                action,
+                op: target.map(|_| Op::Delete(id.clone())),
+                id,
+            });
+            continue;
+        }
+        let (_, source) = lines
+            .next()
+            .ok_or_else(|| at(format!("{action} without a document line")))?;
+        let id = id.unwrap_or_else(new_id);
+        let op = target.and_then(|_| {
+            let v: Value = serde_json::from_str(source)
+                .map_err(|e| ApiError::bad_request(format!("document is not JSON: {e}")))?;
+            source_doc(id.clone(), &v).map(Op::Add)
+        });
+        items.push(BulkItem { action, id, op });
+    }
+    if items.is_empty() {
+        return Err(ApiError::bad_request("the bulk body holds no action"));
+    }
+    Ok(items)
+}
+
+async fn run_bulk(
+    state: &Arc<AppState>,
+    index: Option<String>,
+    p: WriteParams,
+    body: &[u8],
+) -> Result<Json<Value>, ApiError> {
+    let started = std::time::Instant::now();
+    let items = parse_bulk(state, index.as_deref(), body)?;
+    // `create` must not replace: the ids already present fail with 409.
+    let exists = |id: &str| state.writer().is_some_and(|w| w.contains(id));
+    let name = &state.config().index_name;
+    // Whether each id exists before its op, following the batch's own ops.
+    let mut seen: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
+    let mut ops = Vec::new();
+    let mut results: Vec<Value> = Vec::with_capacity(items.len());
+    let mut pending: Vec<(usize, u16, &str)> = Vec::new();
+    for it in &items {
+        let op = match &it.op {
+            Err(e) => {
+                results.push(json!({ it.action: { "_index": name, "_id": it.id, "status": e.status.as_u16(), "error": e.body["error"] } }));
+                continue;
+            }
+            Ok(op) => op,
+        };
+        let existed = *seen.entry(&it.id).or_insert_with(|| exists(&it.id));
+        if it.action == "create" && existed {
+            results.push(json!({ it.action: { "_index": name, "_id": it.id, "status": 409,
+                "error": { "type": "version_conflict_engine_exception", "reason": format!("[{}]: document already exists", it.id) } } }));
+            continue;
+        }
+        let (status, result, now) = match op {
+            Op::Add(_) if existed => (200, "updated", true),
+            Op::Add(_) => (201, "created", true),
+            Op::Delete(_) if existed => (200, "deleted", false),
+            Op::Delete(_) => (404, "not_found", false),
+        };
+        seen.insert(&it.id, now);
+        ops.push(op.clone());
+        pending.push((results.len(), status, result));
+        results.push(Value::Null);
+    }
+    let errors = results.iter().any(|r| !r.is_null());
+    let seq = if ops.is_empty() {
+        0
+    } else {
+        state.write(ops, p.wants_refresh()).await?.seq
+    };
+    for (at, status, result) in pending {
+        let it = &items[at];
+        results[at] = json!({ it.action: { "_index": name, "_id": it.id, "status": status, "result": result,
+            "_shards": shards(), "_seq_no": seq, "_primary_term": 1, "_version": 1 } });
+    }
+    Ok(Json(
+        json!({ "took": started.elapsed().as_millis() as u64, "errors": errors, "items": results }),
+    ))
 }

@@ -1,5 +1,5 @@
-//! tierdex over HTTP/JSON (DESIGN §7): search, stats, health and Prometheus
-//! metrics, plus the search side of an Elasticsearch-compatible API.
+//! tierdex over HTTP/JSON (DESIGN §7): search, live updates, stats, health
+//! and Prometheus metrics, plus an Elasticsearch-compatible subset.
 //!
 //! Query evaluation runs on a dedicated pool of worker threads fed by a
 //! bounded queue, never on the async executor; when the queue is full the
@@ -12,8 +12,12 @@
 //! never started, and one running is stopped inside the engine (the
 //! collectors read the clock every 1,024 documents), answered 504.
 //!
-//! Not yet here (issue #8, after the write path of issue #6): adding and
-//! deleting documents, and refresh.
+//! Updates go through the index's [`IndexWriter`] on blocking threads, at
+//! most [`ServerConfig::max_writes`] at a time (503 beyond): a write is
+//! acknowledged once it is in the synced write-ahead log. A background task
+//! refreshes every [`ServerConfig::refresh_interval`] (near-real-time
+//! search); a request may also ask for `?refresh=true`. Every search runs on
+//! one snapshot. On shutdown the buffer is flushed to segments.
 
 pub mod es;
 mod metrics;
@@ -27,13 +31,15 @@ use std::time::{Duration, Instant};
 use axum::extract::{DefaultBodyLimit, Query as UrlQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use tierdex::cache::{CacheConfig, ResultCache};
 use tierdex::index::OpenOptions;
 use tierdex::query::ast;
 use tierdex::search::{Mode, SearchResults, Searcher};
+use tierdex::update::wal::Op;
+use tierdex::update::{Applied, IndexWriter, Strategy, WriterOptions};
 
 pub use metrics::Metrics;
 pub use pool::{Overloaded, Pool};
@@ -57,6 +63,16 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Longest a search waits for its answer unless the request says otherwise.
     pub default_timeout: Duration,
+    /// Serve searches only (no writer, no lock on the index).
+    pub read_only: bool,
+    /// Create an empty index (with this strategy) if the directory holds none.
+    pub create: Option<Strategy>,
+    /// How often updates become searchable.
+    pub refresh_interval: Duration,
+    /// The writer's buffer.
+    pub writer: WriterOptions,
+    /// Write requests in progress at once; beyond, 503.
+    pub max_writes: usize,
 }
 
 impl ServerConfig {
@@ -75,15 +91,27 @@ impl ServerConfig {
             queue: 64,
             open: OpenOptions::default(),
             cache: None,
-            max_body_bytes: 1 << 20,
+            max_body_bytes: 10 << 20,
             default_timeout: Duration::from_secs(10),
+            read_only: false,
+            create: None,
+            refresh_interval: Duration::from_secs(1),
+            writer: WriterOptions::default(),
+            max_writes: 16,
         }
     }
 }
 
+/// Where searches get their snapshot.
+enum Source {
+    ReadOnly(Arc<Searcher>),
+    Writer(Arc<IndexWriter>),
+}
+
 /// Everything handlers share.
 pub struct AppState {
-    searcher: Arc<Searcher>,
+    source: Source,
+    writes: tokio::sync::Semaphore,
     cache: Option<Arc<ResultCache>>,
     pool: Pool,
     metrics: Metrics,
@@ -179,7 +207,8 @@ pub struct Answer {
 }
 
 fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) -> tierdex::Result<Answer> {
-    let s = &state.searcher;
+    let snapshot = state.searcher();
+    let s = &*snapshot;
     let d = Some(deadline);
     let (r, outcome): (SearchResults, _) = match &state.cache {
         Some(c) => c
@@ -257,9 +286,83 @@ impl AppState {
         })
     }
 
-    /// The open index.
-    pub fn searcher(&self) -> &Searcher {
-        &self.searcher
+    /// The current snapshot of the index.
+    pub fn searcher(&self) -> Arc<Searcher> {
+        match &self.source {
+            Source::ReadOnly(s) => s.clone(),
+            Source::Writer(w) => w.searcher(),
+        }
+    }
+
+    /// The index's writer (none when read-only).
+    pub fn writer(&self) -> Option<&Arc<IndexWriter>> {
+        match &self.source {
+            Source::ReadOnly(_) => None,
+            Source::Writer(w) => Some(w),
+        }
+    }
+
+    /// Applies `ops` (durable when this returns), then refreshes if asked.
+    pub async fn write(self: &Arc<Self>, ops: Vec<Op>, refresh: bool) -> Result<Applied, ApiError> {
+        let Some(w) = self.writer().cloned() else {
+            return Err(ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "read_only",
+                "this server was started read-only",
+            ));
+        };
+        let _permit = self.writes.try_acquire().map_err(|_| {
+            self.metrics.rejected();
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "too many writes in progress; retry later",
+            )
+        })?;
+        let r = tokio::task::spawn_blocking(move || {
+            let a = w.apply(ops)?;
+            if refresh {
+                w.refresh()?;
+            }
+            Ok::<_, tierdex::Error>(a)
+        })
+        .await;
+        match r {
+            Ok(Ok(a)) => {
+                self.metrics.updated(a.added, a.deleted);
+                Ok(a)
+            }
+            Ok(Err(tierdex::Error::InvalidArgument(m))) => Err(ApiError::bad_request(m)),
+            Ok(Err(e)) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "engine_error",
+                e.to_string(),
+            )),
+            Err(e) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "engine_error",
+                e.to_string(),
+            )),
+        }
+    }
+
+    /// Makes every acknowledged update searchable now.
+    pub async fn refresh(self: &Arc<Self>) -> Result<(), ApiError> {
+        let Some(w) = self.writer().cloned() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || w.refresh().map(|_| ()))
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))?
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))
+    }
+
+    /// Flushes the writer's buffer to segments (on shutdown).
+    pub fn flush(&self) -> tierdex::Result<()> {
+        if let Some(w) = self.writer() {
+            w.flush()?;
+        }
+        Ok(())
     }
 
     /// The server's configuration.
@@ -268,12 +371,33 @@ impl AppState {
     }
 }
 
-/// Opens the index and starts the workers.
+/// Opens the index (and its writer unless read-only) and starts the workers.
 pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
-    let searcher = Arc::new(Searcher::open_with(&config.dir, config.open)?);
+    let source = if config.read_only {
+        Source::ReadOnly(Arc::new(Searcher::open_with(&config.dir, config.open)?))
+    } else {
+        let options = WriterOptions {
+            tier: config.open.tier,
+            ..config.writer
+        };
+        let exists = config.dir.join(tierdex::index::manifest::MANIFEST).exists();
+        let w = match (exists, config.create) {
+            (false, Some(strategy)) => IndexWriter::create(
+                &config.dir,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+                strategy,
+                options,
+            )?,
+            _ => IndexWriter::open(&config.dir, options)?,
+        };
+        Source::Writer(Arc::new(w))
+    };
     let cache = config.cache.map(ResultCache::new).transpose()?.map(Arc::new);
     Ok(Arc::new(AppState {
-        searcher,
+        source,
+        writes: tokio::sync::Semaphore::new(config.max_writes.max(1)),
         cache,
         pool: Pool::new(config.threads.max(1), config.queue.max(1)),
         metrics: Metrics::default(),
@@ -292,6 +416,21 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/search", get(search_get).post(search_post))
         .route("/{index}/_search", get(es::search).post(es::search))
         .route("/{index}/_count", get(es::count).post(es::count))
+        .route("/docs", post(add_docs))
+        .route("/docs/{id}", axum::routing::delete(delete_doc))
+        .route("/refresh", post(refresh))
+        .route("/flush", post(flush))
+        .route("/{index}", axum::routing::put(es::create_index).head(es::index_exists))
+        .route("/{index}/_doc", post(es::index_doc))
+        .route(
+            "/{index}/_doc/{id}",
+            axum::routing::put(es::index_doc_id)
+                .post(es::index_doc_id)
+                .delete(es::delete_doc),
+        )
+        .route("/_bulk", post(es::bulk_all))
+        .route("/{index}/_bulk", post(es::bulk))
+        .route("/{index}/_refresh", get(es::refresh).post(es::refresh))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(DefaultBodyLimit::max(limit))
@@ -311,6 +450,19 @@ pub async fn serve(
     }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     bound(listener.local_addr()?);
+    if state.writer().is_some() {
+        let st = state.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(st.config.refresh_interval.max(Duration::from_millis(10)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(e) = st.refresh().await {
+                    tracing::error!("refresh failed: {}", e.body);
+                }
+            }
+        });
+    }
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await
@@ -351,12 +503,14 @@ async fn health() -> Json<serde_json::Value> {
 }
 
 async fn stats(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let index = state.searcher.index();
+    let snapshot = state.searcher();
+    let index = snapshot.index();
     let mut v = serde_json::json!({
         "index": {
             "name": state.config.index_name,
             "dir": state.config.dir,
-            "docs": index.num_docs(),
+            "docs": index.live_docs(),
+            "deleted_docs": index.num_docs() - index.live_docs(),
             "segments": index.segments().len(),
             "layout": index.manifest().layout.to_string(),
             "codec": index.manifest().codec.to_string(),
@@ -372,7 +526,100 @@ async fn stats(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     if let Some(c) = &state.cache {
         v["cache"] = serde_json::to_value(c.stats()).expect("serialisable");
     }
+    if let Some(w) = state.writer() {
+        v["writer"] = serde_json::to_value(w.stats()).expect("serialisable");
+        v["writer"]["strategy"] = w.strategy().name().into();
+    }
     Json(v)
+}
+
+/// `?refresh=` of write requests (Elasticsearch style: present, `true` or
+/// `wait_for` refresh before answering).
+#[derive(Debug, Default, Deserialize)]
+pub struct WriteParams {
+    /// Refresh before answering.
+    #[serde(default)]
+    pub refresh: Option<String>,
+}
+
+impl WriteParams {
+    /// True when the request asks for a refresh.
+    pub fn wants_refresh(&self) -> bool {
+        matches!(self.refresh.as_deref(), Some("" | "true" | "wait_for"))
+    }
+}
+
+/// Documents of a `POST /docs` body: a JSON array of `{"id","title","body"}`
+/// objects, or one such object per line.
+pub fn parse_docs(body: &[u8]) -> Result<Vec<tierdex::Document>, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str(trimmed).map_err(|e| ApiError::bad_request(format!("bad document array: {e}")));
+    }
+    let mut docs = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let d: tierdex::Document = serde_json::from_str(line)
+            .map_err(|e| ApiError::bad_request(format!("line {}: bad document: {e}", i + 1)))?;
+        docs.push(d);
+    }
+    if docs.is_empty() {
+        return Err(ApiError::bad_request("no documents in the body"));
+    }
+    Ok(docs)
+}
+
+async fn add_docs(
+    State(state): State<Arc<AppState>>,
+    params: Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>,
+    body: axum::body::Bytes,
+) -> Result<Json<Applied>, ApiError> {
+    let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let docs = parse_docs(&body)?;
+    let ops = docs.into_iter().map(Op::Add).collect();
+    Ok(Json(state.write(ops, p.wants_refresh()).await?))
+}
+
+async fn delete_doc(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    params: Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Applied>, ApiError> {
+    let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let a = state.write(vec![Op::Delete(id.clone())], p.wants_refresh()).await?;
+    if a.deleted == 0 {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no document [{id}]"),
+        ));
+    }
+    Ok(Json(a))
+}
+
+async fn refresh(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
+    state.refresh().await?;
+    Ok(Json(
+        serde_json::json!({ "refreshed": true, "docs": state.searcher().num_docs() }),
+    ))
+}
+
+async fn flush(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
+    let Some(w) = state.writer().cloned() else {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "read_only",
+            "this server was started read-only",
+        ));
+    };
+    let r = tokio::task::spawn_blocking(move || w.flush())
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))?;
+    Ok(Json(serde_json::to_value(r).expect("serialisable")))
 }
 
 async fn prometheus(State(state): State<Arc<AppState>>) -> impl IntoResponse {

@@ -30,6 +30,8 @@ pub struct Metrics {
     /// (route, status) → latency series.
     series: Mutex<BTreeMap<(String, u16), Series>>,
     rejected: AtomicU64,
+    added: AtomicU64,
+    deleted: AtomicU64,
     started: std::sync::OnceLock<Instant>,
 }
 
@@ -40,6 +42,10 @@ pub struct RequestCounts {
     pub by_route: BTreeMap<String, u64>,
     /// Requests refused because the queue was full.
     pub rejected_overloaded: u64,
+    /// Documents added (or replaced) through the API.
+    pub docs_added: u64,
+    /// Documents deleted through the API.
+    pub docs_deleted: u64,
     /// Seconds since the first request.
     pub uptime_seconds: f64,
 }
@@ -63,12 +69,20 @@ impl Metrics {
         self.rejected.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts documents written by an acknowledged update.
+    pub fn updated(&self, added: u64, deleted: u64) {
+        self.added.fetch_add(added, Ordering::Relaxed);
+        self.deleted.fetch_add(deleted, Ordering::Relaxed);
+    }
+
     /// Counts for `/stats`.
     pub fn snapshot(&self) -> RequestCounts {
         let m = self.series.lock().unwrap_or_else(|p| p.into_inner());
         RequestCounts {
             by_route: m.iter().map(|((r, s), v)| (format!("{r} {s}"), v.count)).collect(),
             rejected_overloaded: self.rejected.load(Ordering::Relaxed),
+            docs_added: self.added.load(Ordering::Relaxed),
+            docs_deleted: self.deleted.load(Ordering::Relaxed),
             uptime_seconds: self.started.get().map(|s| s.elapsed().as_secs_f64()).unwrap_or(0.0),
         }
     }
@@ -128,6 +142,14 @@ impl Metrics {
             "tierdex_overloaded_total {}",
             self.rejected.load(Ordering::Relaxed)
         );
+        out += "# HELP tierdex_docs_written_total Documents written by acknowledged updates, by operation.\n# TYPE tierdex_docs_written_total counter\n";
+        for (op, n) in [("add", &self.added), ("delete", &self.deleted)] {
+            let _ = writeln!(
+                out,
+                "tierdex_docs_written_total{{op=\"{op}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         if let Some(c) = cache {
             out += "# HELP tierdex_cache_lookups_total Result cache lookups, by outcome.\n# TYPE tierdex_cache_lookups_total counter\n";
             for (outcome, n) in [

@@ -6,7 +6,7 @@ Usage: python opensearch_client.py URL INDEX
 import json
 import sys
 
-from opensearchpy import OpenSearch
+from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import NotFoundError, RequestError
 
 url, index = sys.argv[1], sys.argv[2]
@@ -42,5 +42,39 @@ try:
     out["bad_index"] = "accepted"
 except NotFoundError as e:
     out["bad_index"] = e.status_code
+
+# The write side: index, bulk, delete, refresh.
+try:
+    client.indices.create(index=index)
+    out["create_existing"] = "accepted"
+except RequestError as e:
+    out["create_existing"] = e.error
+out["exists"] = client.indices.exists(index=index)
+r = client.index(index=index, id="py-1", body={"title": "kumquat one", "body": "a kumquat in the bowl"}, refresh=True)
+out["index_result"] = r["result"]
+r = client.index(index=index, body={"title": "kumquat two", "body": "another kumquat"})
+out["auto_id"] = r["_id"]
+ok, errors = helpers.bulk(
+    client,
+    [{"_index": index, "_id": f"py-bulk-{i}", "_source": {"title": f"kumquat bulk {i}", "body": "kumquat jam"}} for i in range(50)]
+    + [{"_op_type": "delete", "_index": index, "_id": "doc-0"}],
+)
+out["bulk_ok"] = ok
+out["bulk_errors"] = errors
+client.indices.refresh(index=index)
+out["kumquat_count"] = client.count(index=index, body={"query": {"match": {"title": "kumquat"}}})["count"]
+r = client.delete(index=index, id="py-1", refresh=True)
+out["delete_result"] = r["result"]
+try:
+    client.delete(index=index, id="py-1")
+    out["delete_again"] = "accepted"
+except NotFoundError as e:
+    out["delete_again"] = e.status_code
+out["kumquat_after_delete"] = client.count(index=index, body={"query": {"match": {"title": "kumquat"}}})["count"]
+try:
+    client.index(index=index, id="bad", body={"price": 3})
+    out["bad_field"] = "accepted"
+except RequestError as e:
+    out["bad_field"] = e.error
 
 print(json.dumps(out))

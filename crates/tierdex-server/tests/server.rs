@@ -28,6 +28,7 @@ struct Running {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<std::io::Result<()>>,
+    state: Arc<tierdex_server::AppState>,
     searcher: Searcher,
     _dir: tempfile::TempDir,
 }
@@ -42,7 +43,7 @@ async fn start(tune: impl FnOnce(&mut ServerConfig)) -> Running {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let done = tokio::spawn(tierdex_server::serve(
-        st,
+        st.clone(),
         "127.0.0.1:0".parse().unwrap(),
         move |a| {
             addr_tx.send(a).unwrap();
@@ -56,6 +57,7 @@ async fn start(tune: impl FnOnce(&mut ServerConfig)) -> Running {
         addr,
         stop: Some(tx),
         done,
+        state: st,
         searcher: Searcher::open(dir.path()).unwrap(),
         _dir: dir,
     }
@@ -369,5 +371,173 @@ async fn the_opensearch_python_client_works_unmodified() {
     assert_eq!(ids(&v["uri_ids"]), s.ids("grape", 2));
     assert_eq!(v["bad_query"], 400);
     assert_eq!(v["bad_index"], 404);
+    // The write side.
+    assert_eq!(v["create_existing"], "resource_already_exists_exception");
+    assert_eq!(v["exists"], true);
+    assert_eq!(v["index_result"], "created");
+    assert!(!v["auto_id"].as_str().unwrap().is_empty());
+    assert_eq!(v["bulk_ok"], 51, "{v}");
+    assert_eq!(v["bulk_errors"], json!([]));
+    assert_eq!(v["kumquat_count"], 52);
+    assert_eq!(v["delete_result"], "deleted");
+    assert_eq!(v["delete_again"], 404);
+    assert_eq!(v["kumquat_after_delete"], 51);
+    assert_eq!(v["bad_field"], "mapper_parsing_exception");
     s.stop().await;
+}
+
+async fn send(method: reqwest::Method, url: &str, body: Option<String>) -> (u16, Value) {
+    let mut r = reqwest::Client::new().request(method, url);
+    if let Some(b) = body {
+        r = r.header("content-type", "application/json").body(b);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn es_count(s: &Running, q: &str) -> u64 {
+    let (st, v) = get(&s.url(&format!("/fruit/_count?q={}", urlencode(q)))).await;
+    assert_eq!(st, 200, "{v}");
+    v["count"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_are_durable_searchable_and_checked() {
+    use reqwest::Method;
+    let s = start(|c| {
+        c.refresh_interval = std::time::Duration::from_millis(100);
+        c.writer.buffer_docs = 25;
+    })
+    .await;
+    let dir = s._dir.path().to_path_buf();
+    // Native: JSON lines and arrays, refresh on request.
+    let lines = (0..10)
+        .map(|i| {
+            json!({"id": format!("new-{i}"), "title": "zucchini", "body": format!("zucchini number {i}")}).to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (st, v) = send(Method::POST, &s.url("/docs?refresh=true"), Some(lines)).await;
+    assert_eq!((st, v["added"].as_u64()), (200, Some(10)), "{v}");
+    assert_eq!(es_count(&s, "zucchini").await, 10);
+    let arr = json!([{"id": "new-0", "title": "zucchini replaced", "body": "x"}]).to_string();
+    let (st, v) = send(Method::POST, &s.url("/docs?refresh"), Some(arr)).await;
+    assert_eq!((st, v["replaced"].as_u64()), (200, Some(1)), "{v}");
+    assert_eq!(es_count(&s, "body:zucchini").await, 9);
+    let (st, _) = send(Method::DELETE, &s.url("/docs/new-1?refresh=true"), None).await;
+    assert_eq!(st, 200);
+    let (st, v) = send(Method::DELETE, &s.url("/docs/new-1"), None).await;
+    assert_eq!(st, 404, "{v}");
+    assert_eq!(es_count(&s, "body:zucchini").await, 8);
+    // Near-real-time: visible without an explicit refresh.
+    let (st, _) = send(
+        Method::PUT,
+        &s.url("/fruit/_doc/nrt-1"),
+        Some(json!({"title": "rutabaga"}).to_string()),
+    )
+    .await;
+    assert_eq!(st, 201);
+    let waited = std::time::Instant::now();
+    while es_count(&s, "rutabaga").await == 0 {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(3),
+            "not visible after 3 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Bulk with a bad document: only its item fails.
+    let bulk = [
+        json!({"index": {"_id": "b-1"}}).to_string(),
+        json!({"title": "okra"}).to_string(),
+        json!({"create": {"_id": "b-1"}}).to_string(),
+        json!({"title": "okra again"}).to_string(),
+        json!({"index": {"_id": "b-2"}}).to_string(),
+        json!({"colour": "green"}).to_string(),
+        json!({"delete": {"_id": "doc-5"}}).to_string(),
+    ]
+    .join("\n")
+        + "\n";
+    let (st, v) = send(Method::POST, &s.url("/fruit/_bulk?refresh=true"), Some(bulk)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["errors"], true);
+    let statuses: Vec<u64> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            i.as_object().unwrap().values().next().unwrap()["status"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(statuses, vec![201, 409, 400, 200]);
+    assert_eq!(es_count(&s, "okra").await, 1);
+    // Bad inputs: clear 4xx.
+    for (method, path, body) in [
+        (Method::POST, "/docs", "not json"),
+        (Method::POST, "/docs", "[{\"title\": \"no id\"}]"),
+        (Method::POST, "/docs", "[{\"id\": \"\", \"title\": \"empty id\"}]"),
+        (Method::POST, "/fruit/_bulk", "{\"update\": {\"_id\": \"1\"}}\n{}\n"),
+        (Method::POST, "/fruit/_bulk", "{\"index\": {}}\n"),
+        (Method::PUT, "/fruit/_doc/x", "[1, 2]"),
+        (Method::PUT, "/other/_doc/x", "{}"),
+    ] {
+        let (st, v) = send(method.clone(), &s.url(path), Some(body.to_string())).await;
+        assert!((400..500).contains(&st), "{method} {path} {body}: {st} {v}");
+        assert!(v["error"].is_object(), "{method} {path}: {v}");
+    }
+    // Concurrent additions and searches: every search answers, counts never go back.
+    let url = s.url("");
+    let writers: Vec<_> = (0..2)
+        .map(|t| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                for i in 0..30 {
+                    let d =
+                        json!([{"id": format!("c-{t}-{i}"), "title": "parsnip", "body": "parsnip soup"}]).to_string();
+                    let (st, v) = send(Method::POST, &format!("{url}/docs"), Some(d)).await;
+                    assert_eq!(st, 200, "{v}");
+                }
+            })
+        })
+        .collect();
+    let mut last = 0;
+    for _ in 0..40 {
+        let n = es_count(&s, "parsnip").await;
+        assert!(n >= last, "count went back from {last} to {n}");
+        last = n;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let (st, _) = send(Method::POST, &s.url("/refresh"), None).await;
+    assert_eq!(st, 200);
+    assert_eq!(es_count(&s, "parsnip").await, 60);
+    let (_, stats) = get(&s.url("/stats")).await;
+    assert!(stats["writer"]["flushes"].as_u64().unwrap() >= 1, "{stats}");
+    let (_, metrics) = {
+        let r = reqwest::get(s.url("/metrics")).await.unwrap();
+        (r.status(), r.text().await.unwrap())
+    };
+    assert!(metrics.contains("tierdex_docs_written_total{op=\"add\"}"), "{metrics}");
+    // After a clean stop and a flush, a plain searcher sees everything.
+    let expected = es_count(&s, "parsnip okra zucchini rutabaga").await;
+    let st = {
+        let (tx, done) = (s.stop, s.done);
+        tx.unwrap().send(()).unwrap();
+        done.await.unwrap().unwrap();
+        s.state.clone()
+    };
+    st.flush().unwrap();
+    drop(st);
+    let fresh = Searcher::open(&dir).unwrap();
+    assert_eq!(
+        fresh
+            .search("parsnip okra zucchini rutabaga", Mode::Count, 0)
+            .unwrap()
+            .count,
+        Some(expected)
+    );
 }

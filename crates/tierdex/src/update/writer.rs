@@ -751,6 +751,11 @@ impl IndexWriter {
         }
     }
 
+    /// True if a live document (buffered ones included) has this id.
+    pub fn contains(&self, id: &str) -> bool {
+        self.lock().ids.contains_key(id)
+    }
+
     /// Live documents (buffered ones included).
     pub fn live_docs(&self) -> u64 {
         let st = self.lock();
