@@ -22,6 +22,7 @@ pub mod engines;
 pub mod limited;
 pub mod limits;
 pub mod load;
+pub mod maintenance;
 pub mod quality;
 pub mod report;
 pub mod stats;

@@ -176,6 +176,133 @@ pub async fn run_rate(client: &reqwest::Client, plan: &LoadPlan, rate: f64, offs
     })
 }
 
+/// A concurrent stream of updates: batches of documents re-indexed at a
+/// steady rate through `POST /docs`, cycling over a fixed set of ids (the
+/// first pass adds them, later passes replace them). Every document's title
+/// carries a token unique to its id, so that each acknowledged id can be
+/// checked by a search after the run.
+#[derive(Debug, Clone)]
+pub struct UpdateStream {
+    /// Documents per second.
+    pub docs_per_sec: f64,
+    /// Documents per request.
+    pub batch: usize,
+    /// Distinct ids cycled over.
+    pub ids: u64,
+    /// Words the bodies are drawn from.
+    pub words: Vec<String>,
+    /// Seed of the bodies.
+    pub seed: u64,
+}
+
+/// What an update stream did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UpdateReport {
+    /// Batches acknowledged (200).
+    pub batches_ok: u64,
+    /// Batches that failed.
+    pub batches_failed: u64,
+    /// Documents acknowledged.
+    pub docs_acked: u64,
+    /// Write latency percentiles (ms, from the scheduled send time).
+    pub p50_ms: f64,
+    /// 99th percentile (ms).
+    pub p99_ms: f64,
+    /// Largest (ms).
+    pub max_ms: f64,
+    /// Distinct ids acknowledged at least once.
+    #[serde(skip)]
+    pub acked: std::collections::BTreeSet<u64>,
+}
+
+/// The title token of update id `k`.
+pub fn update_token(k: u64) -> String {
+    format!("tdxupd{k}")
+}
+
+/// Runs `stream` against `base` until `stop` turns true.
+pub async fn run_updates(
+    client: reqwest::Client,
+    base: String,
+    stream: UpdateStream,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> UpdateReport {
+    use rand::RngExt;
+    let mut rng = Pcg64::seed_from_u64(stream.seed);
+    let period = Duration::from_secs_f64(stream.batch as f64 / stream.docs_per_sec.max(1e-3));
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("bounds");
+    let mut report = UpdateReport::default();
+    let start = tokio::time::Instant::now();
+    let mut next_id = 0u64;
+    let mut n = 0u32;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let scheduled = start + period * n;
+        n += 1;
+        tokio::time::sleep_until(scheduled).await;
+        let mut ids = Vec::with_capacity(stream.batch);
+        let mut body = String::new();
+        for _ in 0..stream.batch {
+            let k = next_id % stream.ids;
+            next_id += 1;
+            let words: Vec<&str> = (0..rng.random_range(50..400))
+                .map(|_| stream.words[rng.random_range(0..stream.words.len())].as_str())
+                .collect();
+            let d = serde_json::json!({
+                "id": format!("upd-{k}"),
+                "title": format!("{} {}", update_token(k), words[0]),
+                "body": words.join(" "),
+            });
+            body += &d.to_string();
+            body.push('\n');
+            ids.push(k);
+        }
+        let ok = match client.post(format!("{base}/docs")).body(body).send().await {
+            Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+            Err(_) => false,
+        };
+        let us = scheduled.elapsed().as_micros().max(1) as u64;
+        if ok {
+            hist.saturating_record(us);
+            report.batches_ok += 1;
+            report.docs_acked += ids.len() as u64;
+            report.acked.extend(ids);
+        } else {
+            report.batches_failed += 1;
+        }
+    }
+    report.p50_ms = hist.value_at_quantile(0.5) as f64 / 1000.0;
+    report.p99_ms = hist.value_at_quantile(0.99) as f64 / 1000.0;
+    report.max_ms = hist.max() as f64 / 1000.0;
+    report
+}
+
+/// Checks every acknowledged update id by searching its title token; returns
+/// the ids not found exactly once.
+pub async fn verify_updates(
+    client: &reqwest::Client,
+    base: &str,
+    acked: &std::collections::BTreeSet<u64>,
+) -> Result<Vec<u64>> {
+    let mut lost = Vec::new();
+    for &k in acked {
+        let url = format!("{base}/search?q=title:{}&mode=count&k=0", update_token(k));
+        let bytes = client.get(&url).send().await?.bytes().await?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes)?;
+        if v["count"].as_u64() != Some(1) {
+            lost.push(k);
+        }
+    }
+    Ok(lost)
+}
+
+/// Resident memory of process `pid` in bytes (Linux `/proc`).
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// When a sweep stops, and what counts as keeping up.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct SweepRule {

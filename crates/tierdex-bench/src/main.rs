@@ -63,6 +63,44 @@ enum Cmd {
     /// rate, a capacity estimate and a chart of p99 vs offered rate. Each run
     /// adds a labelled series to the results directory.
     Load(LoadArgs),
+    /// The maintenance workload (issue #6): from an empty index, equal
+    /// batches added and flushed one after the other under each strategy,
+    /// with a fixed query set after every flush; cumulative maintenance
+    /// time, bytes and mean query time per strategy, with charts.
+    Maintenance(MaintenanceArgs),
+}
+
+#[derive(clap::Args)]
+struct MaintenanceArgs {
+    /// Flushes (equal batches).
+    #[arg(long, default_value_t = 100)]
+    flushes: usize,
+    /// Documents per batch.
+    #[arg(long, default_value_t = 20_000)]
+    docs_per_flush: usize,
+    /// A JSON-lines corpus to split into the batches (default: the seeded
+    /// generated corpus).
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Seed of the generated corpus and of the queries.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Strategies to run (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = |s: &str| s.parse::<tierdex::update::Strategy>().map_err(|e| e.to_string()))]
+    strategies: Vec<tierdex::update::Strategy>,
+    /// Queries per workload category in the fixed query set (11 categories,
+    /// drawn from an index of the first batch).
+    #[arg(long, default_value_t = 10)]
+    queries_per_category: usize,
+    /// Passes over the query set after each flush (the best counts).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Where the indexes are built (removed afterwards).
+    #[arg(long, default_value = "target/maintenance-work")]
+    work: PathBuf,
+    /// Results directory.
+    #[arg(long, default_value = "bench/results/maintenance")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -115,6 +153,23 @@ struct LoadArgs {
     /// Results directory (series accumulate in load.json).
     #[arg(long, default_value = "bench/results/load")]
     out: PathBuf,
+    /// Re-index this many documents per second through `POST /docs` while
+    /// the queries run (0: no updates).
+    #[arg(long, default_value_t = 0.0)]
+    update_docs_per_sec: f64,
+    /// Documents per update request.
+    #[arg(long, default_value_t = 10)]
+    update_batch: usize,
+    /// Distinct ids the updates cycle over (first pass adds, then replaces).
+    #[arg(long, default_value_t = 100_000)]
+    update_ids: u64,
+    /// After the run, wait for a refresh and check by search that every
+    /// acknowledged update id is there exactly once.
+    #[arg(long)]
+    verify_updates: bool,
+    /// The server's process id: its resident memory is sampled every second.
+    #[arg(long)]
+    server_pid: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -351,6 +406,7 @@ fn main() {
         Cmd::LimitedReport { dir } => limited_report(&dir),
         Cmd::Cache(a) => cache_bench(a),
         Cmd::Load(a) => load_bench(a),
+        Cmd::Maintenance(a) => maintenance_bench(a),
     };
     if let Err(e) = r {
         eprintln!("error: {e:#}");
@@ -1179,6 +1235,114 @@ fn cache_bench(a: CacheBenchArgs) -> Result<()> {
     Ok(())
 }
 
+fn maintenance_bench(a: MaintenanceArgs) -> Result<()> {
+    use tierdex_bench::maintenance;
+    if a.flushes == 0 || a.docs_per_flush == 0 {
+        bail!("--flushes and --docs-per-flush must be positive");
+    }
+    let total = a.flushes * a.docs_per_flush;
+    let docs: Vec<tierdex::Document> = match &a.corpus {
+        Some(path) => {
+            let corpus = Corpus::open(std::slice::from_ref(path), ReadOptions::default())?;
+            let docs = corpus.take(total).collect::<std::result::Result<Vec<_>, _>>()?;
+            if docs.len() < total {
+                bail!(
+                    "{} holds {} documents, fewer than {} flushes × {}",
+                    path.display(),
+                    docs.len(),
+                    a.flushes,
+                    a.docs_per_flush
+                );
+            }
+            docs
+        }
+        None => {
+            let gen = tierdex::corpus::gen::Generator::new(tierdex::corpus::gen::GenOptions {
+                docs: total as u64,
+                seed: a.seed,
+                ..Default::default()
+            });
+            gen.docs().collect()
+        }
+    };
+    let batches: Vec<Vec<tierdex::Document>> = docs
+        .chunks(a.docs_per_flush)
+        .map(<[tierdex::Document]>::to_vec)
+        .collect();
+    drop(docs);
+    // A fixed query set drawn from an index of the first batch.
+    std::fs::create_dir_all(&a.work)?;
+    let qdir = a.work.join("queries-index");
+    let _ = std::fs::remove_dir_all(&qdir);
+    tierdex::indexing::build_index(batches[0].iter().cloned().map(Ok), &qdir, &Default::default())?;
+    let queries: Vec<String> = workload::generate(&Searcher::open(&qdir)?, a.queries_per_category, a.seed)?
+        .into_iter()
+        .map(|q| q.text)
+        .collect();
+    let _ = std::fs::remove_dir_all(&qdir);
+    let strategies = if a.strategies.is_empty() {
+        tierdex::update::Strategy::ALL.to_vec()
+    } else {
+        a.strategies.clone()
+    };
+    let what = format!(
+        "{} flushes of {} documents ({}), {} queries after each flush (top-10 and count, best of {})",
+        a.flushes,
+        a.docs_per_flush,
+        a.corpus
+            .as_ref()
+            .map_or(format!("generated corpus, seed {}", a.seed), |p| p
+                .display()
+                .to_string()),
+        queries.len(),
+        a.repeats
+    );
+    eprintln!("maintenance: {what}");
+    let mut runs = Vec::new();
+    for st in strategies {
+        let pb = ProgressBar::new(a.flushes as u64);
+        pb.set_style(
+            ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} flushes ({elapsed}, eta {eta})")?
+                .progress_chars("=> "),
+        );
+        pb.set_prefix(st.name().to_string());
+        let run = maintenance::run_strategy(&a.work, st, &batches, &queries, a.repeats, &|i| {
+            pb.set_position(i as u64)
+        })?;
+        pb.finish_and_clear();
+        eprintln!(
+            "{:>16}: {:.1} s maintenance, mean query {:.0} µs",
+            run.strategy,
+            run.total_secs(),
+            run.mean_query_us()
+        );
+        runs.push(run);
+        // Partial results survive an interruption.
+        maintenance::write(&a.out, &runs, &what)?;
+    }
+    print!("{}", maintenance::write(&a.out, &runs, &what)?);
+    Ok(())
+}
+
+/// "first / peak / last MiB" of RSS samples `[[secs, bytes], ...]`.
+fn rss_summary(v: &serde_json::Value) -> String {
+    let b: Vec<f64> = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s[1].as_f64())
+        .map(|x| x / 1048576.0)
+        .collect();
+    match (b.first(), b.last()) {
+        (Some(f), Some(l)) => format!(
+            "{f:.0} MiB at start, {:.0} MiB peak, {l:.0} MiB at the end ({} samples)",
+            b.iter().copied().fold(0.0, f64::max),
+            b.len()
+        ),
+        _ => "none".into(),
+    }
+}
+
 fn load_bench(a: LoadArgs) -> Result<()> {
     use tierdex_bench::load::{self, LoadPlan, RateResult, SweepRule};
 
@@ -1212,7 +1376,21 @@ fn load_bench(a: LoadArgs) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let results: Vec<RateResult> = rt.block_on(async {
+    if a.update_docs_per_sec < 0.0 || (a.update_docs_per_sec > 0.0 && (a.update_batch == 0 || a.update_ids == 0)) {
+        bail!("--update-docs-per-sec must be ≥ 0, with a positive --update-batch and --update-ids");
+    }
+    let words: Vec<String> = lines
+        .iter()
+        .flat_map(|(_, q)| q.split(|c: char| !c.is_alphanumeric()))
+        .filter(|w| w.len() > 2)
+        .map(str::to_lowercase)
+        .collect();
+    let (results, updates, lost, rss): (
+        Vec<RateResult>,
+        Option<load::UpdateReport>,
+        Option<Vec<u64>>,
+        Vec<(f64, u64)>,
+    ) = rt.block_on(async {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(a.max_in_flight)
             .build()?;
@@ -1220,6 +1398,39 @@ fn load_bench(a: LoadArgs) -> Result<()> {
         if !health.is_ok_and(|r| r.status().is_success()) {
             bail!("{}/health does not answer: start `tierdex serve` first", plan.base);
         }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let updater = (a.update_docs_per_sec > 0.0).then(|| {
+            tokio::spawn(load::run_updates(
+                client.clone(),
+                plan.base.clone(),
+                load::UpdateStream {
+                    docs_per_sec: a.update_docs_per_sec,
+                    batch: a.update_batch,
+                    ids: a.update_ids,
+                    words: if words.is_empty() {
+                        vec!["word".into()]
+                    } else {
+                        words.clone()
+                    },
+                    seed: a.seed,
+                },
+                stop.clone(),
+            ))
+        });
+        let sampler = a.server_pid.map(|pid| {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                let mut out = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(b) = load::rss_bytes(pid) {
+                        out.push((t0.elapsed().as_secs_f64(), b));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                out
+            })
+        });
         let first = a.rates.first().copied().unwrap_or(a.start_rate);
         if a.warmup_secs > 0.0 {
             let warm = LoadPlan {
@@ -1255,8 +1466,46 @@ fn load_bench(a: LoadArgs) -> Result<()> {
             rate *= a.factor;
             i += 1;
         }
-        Ok(out)
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let updates = match updater {
+            Some(u) => Some(u.await?),
+            None => None,
+        };
+        let rss = match sampler {
+            Some(s) => s.await?,
+            None => Vec::new(),
+        };
+        let lost = match (&updates, a.verify_updates) {
+            (Some(u), true) => {
+                // Past the server's refresh interval (1 s by default).
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                Some(load::verify_updates(&client, &plan.base, &u.acked).await?)
+            }
+            _ => None,
+        };
+        Ok((out, updates, lost, rss))
     })?;
+    if let Some(u) = &updates {
+        eprintln!(
+            "updates: {} batches acknowledged ({} documents, {} distinct ids), {} failed; write p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms",
+            u.batches_ok, u.docs_acked, u.acked.len(), u.batches_failed, u.p50_ms, u.p99_ms, u.max_ms
+        );
+    }
+    if let Some(l) = &lost {
+        eprintln!(
+            "verified by id: {} of {} acknowledged ids missing",
+            l.len(),
+            updates.as_ref().map_or(0, |u| u.acked.len())
+        );
+    }
+    if let (Some(first), Some(peak), Some(last)) = (rss.first(), rss.iter().map(|r| r.1).max(), rss.last()) {
+        eprintln!(
+            "server RSS: {:.1} MiB at start, {:.1} MiB peak, {:.1} MiB at the end",
+            first.1 as f64 / 1048576.0,
+            peak as f64 / 1048576.0,
+            last.1 as f64 / 1048576.0
+        );
+    }
     // Accumulate series by label.
     std::fs::create_dir_all(&a.out)?;
     let json_path = a.out.join("load.json");
@@ -1274,6 +1523,38 @@ fn load_bench(a: LoadArgs) -> Result<()> {
     for (label, r) in &all {
         md += &load::markdown(label, r, &rule);
         md += "\n";
+    }
+    let extra_path = a.out.join("load-updates.json");
+    let mut extras: serde_json::Map<String, serde_json::Value> = std::fs::read(&extra_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    if updates.is_some() || !rss.is_empty() {
+        extras.insert(
+            a.label.clone(),
+            serde_json::json!({
+                "updates": updates,
+                "update_docs_per_sec": a.update_docs_per_sec,
+                "acked_ids": updates.as_ref().map(|u| u.acked.len()),
+                "lost_ids": lost.as_ref().map(|l| l.len()),
+                "rss_samples": rss,
+            }),
+        );
+        std::fs::write(&extra_path, serde_json::to_string_pretty(&extras)?)?;
+    }
+    for (label, v) in &extras {
+        md += &format!(
+            "### {label}: updates and memory\n\nUpdates: {} documents/s offered; {} batches acknowledged ({} documents, {} distinct ids), {} failed; write p50 {} ms, p99 {} ms. Lost after the run (verified by id): {}. Server RSS samples: {}.\n\n",
+            v["update_docs_per_sec"],
+            v["updates"]["batches_ok"],
+            v["updates"]["docs_acked"],
+            v["acked_ids"],
+            v["updates"]["batches_failed"],
+            v["updates"]["p50_ms"],
+            v["updates"]["p99_ms"],
+            v["lost_ids"],
+            rss_summary(&v["rss_samples"]),
+        );
     }
     std::fs::write(a.out.join("load.md"), &md)?;
     load::chart(&a.out.join("load-p99.svg"), &all)?;

@@ -55,7 +55,18 @@ enum Command {
     Serve(serve::Args),
 }
 
+/// Restores the default SIGPIPE action, so that `tierdex ... | head` ends
+/// quietly when the reader goes away instead of panicking on a failed print.
+fn quiet_on_closed_pipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists;
+    // setting a signal's disposition to SIG_DFL installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     let default = match cli.verbose {
         0 => "warn",

@@ -236,3 +236,19 @@ fn add_delete_compact_are_durable_and_visible() {
     let out = tierdex(&["index", "x", "--out", "y", "--strategy", "sometimes"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown strategy"));
 }
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; '{}' inspect '{idx}' --terms 100000 | head -c 10 >/dev/null",
+            env!("CARGO_BIN_EXE_tierdex")
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -108,6 +108,7 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
         opts.strategy = Strategy::ALL[case as usize % Strategy::ALL.len()];
         let options = WriterOptions {
             buffer_docs: rng.range(2, 30),
+            max_refresh_segments: rng.range(1, 4),
             ..WriterOptions::default()
         };
         let context = format!(

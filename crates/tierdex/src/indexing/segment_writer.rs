@@ -83,6 +83,32 @@ impl SegmentWriter {
             Some(d) => StoreWriter::create_with_dictionary(&data, &index, StoreOptions::default(), Some(d))?,
             None => StoreWriter::create(&data, &index, StoreOptions::default())?,
         };
+        Self::with_store(dir, name, analyzer, store, layout, codec)
+    }
+
+    /// Starts segment `name` whose document store trains no dictionary
+    /// (short-lived segments, where training would cost more than it saves).
+    pub fn untrained(dir: &Path, name: &str, analyzer: Analyzer, layout: Layout, codec: Codec) -> Result<Self> {
+        let (data, index) = (
+            dir.join(format!("{name}.{}", ext::STORE)),
+            dir.join(format!("{name}.{}", ext::STORE_INDEX)),
+        );
+        let options = StoreOptions {
+            dictionary: false,
+            ..StoreOptions::default()
+        };
+        let store = StoreWriter::create(&data, &index, options)?;
+        Self::with_store(dir, name, analyzer, store, layout, codec)
+    }
+
+    fn with_store(
+        dir: &Path,
+        name: &str,
+        analyzer: Analyzer,
+        store: StoreWriter,
+        layout: Layout,
+        codec: Codec,
+    ) -> Result<Self> {
         Ok(SegmentWriter {
             analyzer,
             dir: dir.to_path_buf(),

@@ -58,6 +58,9 @@ pub struct WriterOptions {
     pub buffer_bytes: usize,
     /// How durable segments are read.
     pub tier: TierOptions,
+    /// In-memory refresh segments kept before a refresh rebuilds them into
+    /// one (each search visits every segment, so many tiny ones cost).
+    pub max_refresh_segments: usize,
 }
 
 impl Default for WriterOptions {
@@ -66,6 +69,7 @@ impl Default for WriterOptions {
             buffer_docs: 10_000,
             buffer_bytes: 64 << 20,
             tier: TierOptions::default(),
+            max_refresh_segments: 8,
         }
     }
 }
@@ -494,7 +498,7 @@ impl IndexWriter {
         }
         st.last_seq = seq;
         st.stats.last_seq = seq;
-        st.dirty = true;
+        st.dirty |= a.added > 0 || a.deleted > 0;
         Ok(a)
     }
 
@@ -544,6 +548,19 @@ impl IndexWriter {
                 st.refreshed_parts.push(part);
             }
             st.refreshed = st.buffer.len();
+            if st.refreshed_parts.len() > self.options.max_refresh_segments.max(1) {
+                // One segment over every live buffered document; deleted
+                // ones are simply left out.
+                let all: Vec<u32> = (0..st.refreshed)
+                    .filter(|&i| st.buffer[i].is_some())
+                    .map(|i| i as u32)
+                    .collect();
+                st.refreshed_parts.clear();
+                if !all.is_empty() {
+                    let part = self.write_refresh_part(st, all)?;
+                    st.refreshed_parts.push(part);
+                }
+            }
         }
         let State {
             durable,
@@ -569,8 +586,13 @@ impl IndexWriter {
         let number = st.next_refresh;
         st.next_refresh += 1;
         let name = format!("r{number:06}");
-        let docs = slots.iter().filter_map(|&s| st.buffer[s as usize].as_ref());
-        let meta = write_segment(&dir, &name, &st.manifest, &st.analyzer, docs)?;
+        let mut w = SegmentWriter::untrained(&dir, &name, st.analyzer.clone(), st.manifest.layout, st.manifest.codec)?;
+        for &s in &slots {
+            if let Some(d) = &st.buffer[s as usize] {
+                w.add(d)?;
+            }
+        }
+        let meta = w.finish()?;
         let reader = SegmentReader::open(&dir, &meta, st.manifest.layout, st.manifest.codec, &st.memory);
         for e in meta.files.keys() {
             let _ = std::fs::remove_file(dir.join(meta.file_name(e)));
