@@ -1343,6 +1343,15 @@ fn rss_summary(v: &serde_json::Value) -> String {
     }
 }
 
+/// What a load run returns: per-rate results, the update stream's report,
+/// the ids found missing, and RSS samples `(secs, bytes)`.
+type LoadOutcome = (
+    Vec<tierdex_bench::load::RateResult>,
+    Option<tierdex_bench::load::UpdateReport>,
+    Option<Vec<u64>>,
+    Vec<(f64, u64)>,
+);
+
 fn load_bench(a: LoadArgs) -> Result<()> {
     use tierdex_bench::load::{self, LoadPlan, RateResult, SweepRule};
 
@@ -1385,12 +1394,7 @@ fn load_bench(a: LoadArgs) -> Result<()> {
         .filter(|w| w.len() > 2)
         .map(str::to_lowercase)
         .collect();
-    let (results, updates, lost, rss): (
-        Vec<RateResult>,
-        Option<load::UpdateReport>,
-        Option<Vec<u64>>,
-        Vec<(f64, u64)>,
-    ) = rt.block_on(async {
+    let (results, updates, lost, rss): LoadOutcome = rt.block_on(async {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(a.max_in_flight)
             .build()?;

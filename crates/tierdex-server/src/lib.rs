@@ -14,10 +14,12 @@
 //!
 //! Updates go through the index's [`IndexWriter`] on blocking threads, at
 //! most [`ServerConfig::max_writes`] at a time (503 beyond): a write is
-//! acknowledged once it is in the synced write-ahead log. A background task
-//! refreshes every [`ServerConfig::refresh_interval`] (near-real-time
-//! search); a request may also ask for `?refresh=true`. Every search runs on
-//! one snapshot. On shutdown the buffer is flushed to segments.
+//! acknowledged once it is in the synced write-ahead log. The writer's
+//! background thread (at a lower CPU priority than the query workers)
+//! refreshes every [`ServerConfig::refresh_interval`] (near-real-time search)
+//! and flushes when the buffer is full; a request may also ask for
+//! `?refresh=true`. Every search runs on one snapshot. On shutdown the
+//! buffer is flushed to segments.
 
 pub mod es;
 mod metrics;
@@ -450,19 +452,11 @@ pub async fn serve(
     }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     bound(listener.local_addr()?);
-    if state.writer().is_some() {
-        let st = state.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(st.config.refresh_interval.max(Duration::from_millis(10)));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                if let Err(e) = st.refresh().await {
-                    tracing::error!("refresh failed: {}", e.body);
-                }
-            }
-        });
-    }
+    // Refreshes and flushes run on the writer's own low-priority thread for
+    // as long as the server runs.
+    let _maintainer = state
+        .writer()
+        .map(|w| w.maintain(state.config.refresh_interval.max(Duration::from_millis(10))));
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await

@@ -250,3 +250,51 @@ fn bad_documents_are_refused_before_the_log() {
     assert!(e.to_string().contains("empty id"), "{e}");
     assert_eq!(w.stats().last_seq, 0);
 }
+
+#[test]
+fn background_maintenance_refreshes_and_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = std::sync::Arc::new(
+        IndexWriter::create(
+            dir.path(),
+            Default::default(),
+            Default::default(),
+            Default::default(),
+            Strategy::Logarithmic,
+            WriterOptions {
+                buffer_docs: 10,
+                ..WriterOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let m = w.maintain(std::time::Duration::from_millis(10));
+    let docs: Vec<Document> = (0..35)
+        .map(|i| Document {
+            id: format!("m{i}"),
+            title: format!("title {i}"),
+            body: format!("body words w{}", i % 4),
+        })
+        .collect();
+    for d in &docs {
+        w.add(vec![d.clone()]).unwrap();
+    }
+    // Visible without an explicit refresh, and flushed in the background.
+    let t = std::time::Instant::now();
+    while w.searcher().num_docs() < 35 || w.stats().flushes < 2 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "{:?}", w.stats());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    drop(m);
+    let fresh = tempfile::tempdir().unwrap();
+    build_index(docs.iter().cloned().map(Ok), fresh.path(), &IndexOptions::default()).unwrap();
+    let f = Searcher::open(fresh.path()).unwrap();
+    let s = w.searcher();
+    for q in ["w1", "title", "\"body words\""] {
+        let q = tierdex::query::parse(q).unwrap();
+        assert_eq!(
+            answer(&s, &q, Mode::TopKAndCount, 10),
+            answer(&f, &q, Mode::TopKAndCount, 10)
+        );
+    }
+}

@@ -3,9 +3,10 @@
 //! ([`strategy`]) and the writer that ties them to a searchable buffer
 //! ([`writer`]).
 
+pub mod priority;
 pub mod strategy;
 pub mod wal;
 pub mod writer;
 
 pub use strategy::Strategy;
-pub use writer::{Applied, FlushReport, IndexWriter, WriterOptions, WriterStats};
+pub use writer::{Applied, FlushReport, IndexWriter, Maintainer, WriterOptions, WriterStats};

@@ -212,6 +212,9 @@ struct State {
 
 /// A writer on one index directory.
 pub struct IndexWriter {
+    /// A background maintainer runs: `apply` leaves flushes to it until the
+    /// buffer is twice over budget.
+    maintained: std::sync::atomic::AtomicBool,
     dir: PathBuf,
     options: WriterOptions,
     wal: Wal,
@@ -374,6 +377,7 @@ impl IndexWriter {
         };
         let searcher = Arc::new(Searcher::from_index(snapshot(dir, &st)?));
         let w = IndexWriter {
+            maintained: std::sync::atomic::AtomicBool::new(false),
             dir: dir.to_path_buf(),
             options,
             wal,
@@ -449,13 +453,69 @@ impl IndexWriter {
             Self::usable(&st)?;
             let seq = self.wal.write(&ops)?;
             let applied = self.apply_locked(&mut st, seq, ops)?;
-            if st.buffer_live >= self.options.buffer_docs || st.buffer_bytes >= self.options.buffer_bytes {
+            let slack = if self.maintained.load(std::sync::atomic::Ordering::Relaxed) {
+                2
+            } else {
+                1
+            };
+            if self.over_budget(&st, slack) {
                 self.flush_locked(&mut st, false)?;
             }
             (applied, seq)
         };
         self.wal.sync(seq)?;
         Ok(applied)
+    }
+
+    fn over_budget(&self, st: &State, times: usize) -> bool {
+        st.buffer_live >= self.options.buffer_docs.saturating_mul(times)
+            || st.buffer_bytes >= self.options.buffer_bytes.saturating_mul(times)
+    }
+
+    /// Starts a background thread, at a lower CPU priority than the threads
+    /// that search, that refreshes every `interval` and flushes once the
+    /// buffer is over its budget (so that flushes and merges neither block
+    /// the writes that fill the buffer nor take CPU from searches). It stops
+    /// when the returned handle is dropped.
+    pub fn maintain(self: &Arc<Self>, interval: std::time::Duration) -> Maintainer {
+        self.maintained.store(true, std::sync::atomic::Ordering::Relaxed);
+        let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let (w, s) = (self.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("tierdex-maintain".into())
+            .spawn(move || {
+                crate::update::priority::lower_this_thread(MAINTENANCE_NICE);
+                loop {
+                    let (lock, cv) = &*s;
+                    let stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                    let (stopped, _) = cv
+                        .wait_timeout_while(stopped, interval, |stop| !*stop)
+                        .unwrap_or_else(|p| p.into_inner());
+                    if *stopped {
+                        break;
+                    }
+                    drop(stopped);
+                    let result = (|| {
+                        let due = {
+                            let st = w.lock();
+                            w.over_budget(&st, 1)
+                        };
+                        if due {
+                            w.flush()?;
+                        }
+                        w.refresh().map(|_| ())
+                    })();
+                    if let Err(e) = result {
+                        tracing::error!("background maintenance failed: {e}");
+                    }
+                }
+                w.maintained.store(false, std::sync::atomic::Ordering::Relaxed);
+            })
+            .expect("spawning the maintenance thread");
+        Maintainer {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// Adds (or replaces, by id) documents; see [`IndexWriter::apply`].
@@ -782,6 +842,26 @@ impl IndexWriter {
     pub fn live_docs(&self) -> u64 {
         let st = self.lock();
         st.ids.len() as u64
+    }
+}
+
+/// Nice value of the background maintenance thread (searches run at 0).
+const MAINTENANCE_NICE: i32 = 10;
+
+/// The background maintenance of [`IndexWriter::maintain`]; dropping it
+/// stops the thread (after the step in progress).
+pub struct Maintainer {
+    stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Maintainer {
+    fn drop(&mut self) {
+        *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.stop.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
