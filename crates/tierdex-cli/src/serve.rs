@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long)]
     threads: Option<usize>,
     /// Searches that may wait for a worker; beyond that the server answers 503.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 256)]
     queue: usize,
     /// Largest request body (K, M, G suffixes).
     #[arg(long, default_value = "10M", value_parser = parse_bytes)]

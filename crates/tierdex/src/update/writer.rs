@@ -45,8 +45,27 @@ use crate::update::Strategy;
 
 /// Name of the lock file that keeps a second writer out.
 pub const LOCK_FILE: &str = "write.lock";
-/// Directory of the buffer's refresh segments (in memory once opened).
+/// Directory of the buffer's refresh segments in the index directory, when
+/// no memory file system is available (they are read into memory and their
+/// files removed at once either way).
 const BUFFER_DIR: &str = ".buffer";
+
+/// Where refresh segments are written on their way into memory: a private
+/// directory on `/dev/shm` when there is one (no disk writes, no syncs, no
+/// journal commits competing with the log's), else `dir/.buffer`.
+fn buffer_dir(dir: &Path) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let private = shm.join(format!("tierdex-buffer-{}-{nanos:x}", std::process::id()));
+        if std::fs::create_dir(&private).is_ok() {
+            return private;
+        }
+    }
+    dir.join(BUFFER_DIR)
+}
 
 /// How a writer buffers.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +136,10 @@ pub struct WriterStats {
     pub segments: usize,
     /// Refreshes that published a new snapshot.
     pub refreshes: u64,
+    /// Seconds spent refreshing (in-memory segments, tombstones, snapshots).
+    pub refresh_secs: f64,
+    /// In-memory refresh segments now.
+    pub refresh_segments: usize,
     /// Flushes so far.
     pub flushes: u64,
     /// Last log record applied (to the buffer or the segments).
@@ -207,11 +230,18 @@ struct State {
     dirty: bool,
     /// A flush failed half way: the in-memory state cannot be trusted.
     failed: Option<String>,
+    /// Snapshots replaced by newer ones, kept until no search holds them so
+    /// that they are freed here (by the writer's thread) rather than by the
+    /// query worker that happens to finish last with them: freeing a large
+    /// merged-away segment read into memory takes milliseconds.
+    retired: Vec<Arc<Searcher>>,
     stats: WriterStats,
 }
 
 /// A writer on one index directory.
 pub struct IndexWriter {
+    /// Where refresh segments are written (see [`buffer_dir`]).
+    buffer_dir: PathBuf,
     /// A background maintainer runs: `apply` leaves flushes to it until the
     /// buffer is twice over budget.
     maintained: std::sync::atomic::AtomicBool,
@@ -374,9 +404,11 @@ impl IndexWriter {
             last_seq: applied,
             dirty: true,
             failed: None,
+            retired: Vec::new(),
         };
         let searcher = Arc::new(Searcher::from_index(snapshot(dir, &st)?));
         let w = IndexWriter {
+            buffer_dir: buffer_dir(dir),
             maintained: std::sync::atomic::AtomicBool::new(false),
             dir: dir.to_path_buf(),
             options,
@@ -595,9 +627,11 @@ impl IndexWriter {
     }
 
     fn refresh_locked(&self, st: &mut State) -> Result<()> {
+        st.retired.retain(|s| Arc::strong_count(s) > 1);
         if !st.dirty {
             return Ok(());
         }
+        let started = Instant::now();
         if st.refreshed < st.buffer.len() {
             let slots: Vec<u32> = (st.refreshed..st.buffer.len())
                 .filter(|&i| st.buffer[i].is_some())
@@ -608,16 +642,24 @@ impl IndexWriter {
                 st.refreshed_parts.push(part);
             }
             st.refreshed = st.buffer.len();
-            if st.refreshed_parts.len() > self.options.max_refresh_segments.max(1) {
-                // One segment over every live buffered document; deleted
-                // ones are simply left out.
-                let all: Vec<u32> = (0..st.refreshed)
-                    .filter(|&i| st.buffer[i].is_some())
-                    .map(|i| i as u32)
+            // The refresh segments merge by size like the geometric strategy
+            // (each buffered document is re-inverted O(log n) times), and all
+            // of them once there are more than `max_refresh_segments`.
+            let sizes: Vec<u64> = st.refreshed_parts.iter().map(Part::live).collect();
+            let mut k = Strategy::Geometric.merge_count(&sizes, 1);
+            if sizes.len() + 1 - k.max(1) > self.options.max_refresh_segments.max(1) {
+                k = sizes.len();
+            }
+            if k > 1 {
+                let at = st.refreshed_parts.len() - k;
+                let slots: Vec<u32> = st.refreshed_parts[at..]
+                    .iter()
+                    .flat_map(|p| p.slots.iter().copied())
+                    .filter(|&i| st.buffer[i as usize].is_some())
                     .collect();
-                st.refreshed_parts.clear();
-                if !all.is_empty() {
-                    let part = self.write_refresh_part(st, all)?;
+                st.refreshed_parts.truncate(at);
+                if !slots.is_empty() {
+                    let part = self.write_refresh_part(st, slots)?;
                     st.refreshed_parts.push(part);
                 }
             }
@@ -631,17 +673,20 @@ impl IndexWriter {
         for p in durable.iter_mut().chain(refreshed_parts.iter_mut()) {
             p.materialise(analyzer)?;
         }
-        let searcher = Searcher::from_index(snapshot(&self.dir, st)?);
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(searcher);
+        let searcher = Arc::new(Searcher::from_index(snapshot(&self.dir, st)?));
+        let old = std::mem::replace(&mut *self.current.write().unwrap_or_else(|p| p.into_inner()), searcher);
+        st.retired.push(old);
         st.dirty = false;
         st.stats.refreshes += 1;
+        st.stats.refresh_secs += started.elapsed().as_secs_f64();
+        st.stats.refresh_segments = st.refreshed_parts.len();
         Ok(())
     }
 
     /// Inverts the buffered documents at `slots` into a segment read from
     /// memory (its files are removed once loaded).
     fn write_refresh_part(&self, st: &mut State, slots: Vec<u32>) -> Result<Part> {
-        let dir = self.dir.join(BUFFER_DIR);
+        let dir = self.buffer_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let number = st.next_refresh;
         st.next_refresh += 1;
@@ -842,6 +887,12 @@ impl IndexWriter {
     pub fn live_docs(&self) -> u64 {
         let st = self.lock();
         st.ids.len() as u64
+    }
+}
+
+impl Drop for IndexWriter {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.buffer_dir);
     }
 }
 
