@@ -123,6 +123,7 @@ fn acknowledged_changes_survive_kill_9() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let child_pid = child.id();
         let out = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut lines = Vec::new();
@@ -147,6 +148,16 @@ fn acknowledged_changes_survive_kill_9() {
         }
         let w = IndexWriter::open(&dir, options())
             .unwrap_or_else(|e| panic!("round {round}: the index does not open: {e}"));
+        // The killed child's in-memory buffer directory is cleaned up.
+        if let Ok(entries) = std::fs::read_dir("/dev/shm") {
+            let prefix = format!("tierdex-buffer-{child_pid}-");
+            assert!(
+                !entries
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with(&prefix)),
+                "round {round}: the killed writer's buffer directory was left behind"
+            );
+        }
         let s = w.searcher();
         let live: HashSet<String> = live_ids(&s).into_iter().collect();
         for id in &added {

@@ -50,12 +50,35 @@ pub const LOCK_FILE: &str = "write.lock";
 /// files removed at once either way).
 const BUFFER_DIR: &str = ".buffer";
 
+/// Removes the buffer directories of writers whose process is gone (killed
+/// before its writer was dropped).
+fn remove_stale_buffers(shm: &Path) {
+    let Ok(entries) = std::fs::read_dir(shm) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("tierdex-buffer-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Where refresh segments are written on their way into memory: a private
 /// directory on `/dev/shm` when there is one (no disk writes, no syncs, no
 /// journal commits competing with the log's), else `dir/.buffer`.
 fn buffer_dir(dir: &Path) -> PathBuf {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
+        remove_stale_buffers(shm);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
