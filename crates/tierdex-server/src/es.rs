@@ -477,13 +477,18 @@ async fn put_doc(
     } else {
         (StatusCode::CREATED, "created")
     };
-    Ok((
+    Ok(doc_answer(state, &id, status, result, a.seq))
+}
+
+/// The answer to a single-document write, in Elasticsearch's shape.
+fn doc_answer(state: &AppState, id: &str, status: StatusCode, result: &str, seq: u64) -> (StatusCode, Json<Value>) {
+    (
         status,
         Json(json!({
             "_index": state.config().index_name, "_id": id, "_version": 1, "result": result,
-            "_shards": shards(), "_seq_no": a.seq, "_primary_term": 1,
+            "_shards": shards(), "_seq_no": seq, "_primary_term": 1,
         })),
-    ))
+    )
 }
 
 /// `POST /{index}/_doc`: adds a document under a new id.
@@ -524,13 +529,7 @@ pub async fn delete_doc(
     } else {
         (StatusCode::NOT_FOUND, "not_found")
     };
-    Ok((
-        status,
-        Json(json!({
-            "_index": state.config().index_name, "_id": id, "_version": 1, "result": result,
-            "_shards": shards(), "_seq_no": a.seq, "_primary_term": 1,
-        })),
-    ))
+    Ok(doc_answer(&state, &id, status, result, a.seq))
 }
 
 /// `GET|POST /{index}/_refresh`.

@@ -210,18 +210,23 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
     );
 }
 
+/// A writer on a new, empty index in `dir` with default analysis and layout.
+fn empty(dir: &std::path::Path, strategy: Strategy, options: WriterOptions) -> IndexWriter {
+    IndexWriter::create(
+        dir,
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        strategy,
+        options,
+    )
+    .unwrap()
+}
+
 #[test]
 fn a_second_writer_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let w = IndexWriter::create(
-        dir.path(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Strategy::NoMerge,
-        WriterOptions::default(),
-    )
-    .unwrap();
+    let w = empty(dir.path(), Strategy::NoMerge, WriterOptions::default());
     let e = IndexWriter::open(dir.path(), WriterOptions::default()).err().unwrap();
     assert!(e.to_string().contains("open for writing"), "{e}");
     drop(w);
@@ -231,15 +236,7 @@ fn a_second_writer_is_refused() {
 #[test]
 fn bad_documents_are_refused_before_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let w = IndexWriter::create(
-        dir.path(),
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        Strategy::Logarithmic,
-        WriterOptions::default(),
-    )
-    .unwrap();
+    let w = empty(dir.path(), Strategy::Logarithmic, WriterOptions::default());
     let e = w
         .add(vec![Document {
             id: String::new(),
@@ -254,20 +251,14 @@ fn bad_documents_are_refused_before_the_log() {
 #[test]
 fn background_maintenance_refreshes_and_flushes() {
     let dir = tempfile::tempdir().unwrap();
-    let w = std::sync::Arc::new(
-        IndexWriter::create(
-            dir.path(),
-            Default::default(),
-            Default::default(),
-            Default::default(),
-            Strategy::Logarithmic,
-            WriterOptions {
-                buffer_docs: 10,
-                ..WriterOptions::default()
-            },
-        )
-        .unwrap(),
-    );
+    let w = std::sync::Arc::new(empty(
+        dir.path(),
+        Strategy::Logarithmic,
+        WriterOptions {
+            buffer_docs: 10,
+            ..WriterOptions::default()
+        },
+    ));
     let m = w.maintain(std::time::Duration::from_millis(10));
     let docs: Vec<Document> = (0..35)
         .map(|i| Document {
