@@ -289,3 +289,39 @@ fn background_maintenance_refreshes_and_flushes() {
         );
     }
 }
+
+#[test]
+fn a_long_log_replays_within_the_buffer_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs: Vec<Document> = (0..50)
+        .map(|i| Document {
+            id: format!("r{i}"),
+            title: format!("t{}", i % 3),
+            body: format!("replayed w{} words", i % 6),
+        })
+        .collect();
+    {
+        let w = empty(dir.path(), Strategy::Geometric, WriterOptions::default());
+        for d in &docs {
+            w.add(vec![d.clone()]).unwrap();
+        }
+        assert_eq!(w.stats().flushes, 0);
+    }
+    let small = WriterOptions {
+        buffer_docs: 10,
+        ..WriterOptions::default()
+    };
+    let w = IndexWriter::open(dir.path(), small).unwrap();
+    assert!(w.stats().flushes >= 4, "{:?}", w.stats());
+    assert!(w.stats().buffered_docs < 10);
+    let fresh = tempfile::tempdir().unwrap();
+    build_index(docs.iter().cloned().map(Ok), fresh.path(), &IndexOptions::default()).unwrap();
+    let f = Searcher::open(fresh.path()).unwrap();
+    for q in ["w2", "replayed", "\"w1 words\""] {
+        let q = tierdex::query::parse(q).unwrap();
+        assert_eq!(
+            answer(&w.searcher(), &q, Mode::TopKAndCount, 10),
+            answer(&f, &q, Mode::TopKAndCount, 10)
+        );
+    }
+}

@@ -449,6 +449,10 @@ impl IndexWriter {
                 }
                 w.apply_locked(&mut st, seq, ops)?;
                 replayed += 1;
+                // A long log must not replay into an unbounded buffer.
+                if w.over_budget(&st, 1) {
+                    w.flush_locked(&mut st, false)?;
+                }
             }
             if replayed > 0 {
                 tracing::info!("replayed {replayed} logged batches");
