@@ -189,8 +189,11 @@ pub struct UpdateStream {
     pub batch: usize,
     /// Distinct ids cycled over.
     pub ids: u64,
-    /// Words the bodies are drawn from.
+    /// Words the bodies are drawn from (when `docs` is empty).
     pub words: Vec<String>,
+    /// Real documents re-indexed in turn, with their own ids (the id space
+    /// is then `docs.len()`); empty: generated bodies with ids `upd-K`.
+    pub docs: Arc<Vec<tierdex::schema::Document>>,
     /// Seed of the bodies.
     pub seed: u64,
 }
@@ -242,8 +245,25 @@ pub async fn run_updates(
         let mut ids = Vec::with_capacity(stream.batch);
         let mut body = String::new();
         for _ in 0..stream.batch {
-            let k = next_id % stream.ids;
+            let ids_len = if stream.docs.is_empty() {
+                stream.ids
+            } else {
+                stream.docs.len() as u64
+            };
+            let k = next_id % ids_len;
             next_id += 1;
+            if let Some(doc) = stream.docs.get(k as usize) {
+                // The title token makes every re-indexed version findable.
+                let d = serde_json::json!({
+                    "id": doc.id,
+                    "title": format!("{} {}", update_token(k), doc.title),
+                    "body": doc.body,
+                });
+                body += &d.to_string();
+                body.push('\n');
+                ids.push(k);
+                continue;
+            }
             let words: Vec<&str> = (0..rng.random_range(50..400))
                 .map(|_| stream.words[rng.random_range(0..stream.words.len())].as_str())
                 .collect();

@@ -163,6 +163,13 @@ struct LoadArgs {
     /// Distinct ids the updates cycle over (first pass adds, then replaces).
     #[arg(long, default_value_t = 100_000)]
     update_ids: u64,
+    /// Re-index real documents: the first `--update-ids` documents of this
+    /// corpus (JSON lines, .zst/.gz ok; usually the one the index was built
+    /// from), sent with their own ids, so they replace what the index holds.
+    /// Without it, bodies are drawn from the query words, a worst case that
+    /// makes every update match many queries.
+    #[arg(long)]
+    update_docs: Option<PathBuf>,
     /// After the run, wait for a refresh and check by search that every
     /// acknowledged update id is there exactly once.
     #[arg(long)]
@@ -1394,6 +1401,21 @@ fn load_bench(a: LoadArgs) -> Result<()> {
         .filter(|w| w.len() > 2)
         .map(str::to_lowercase)
         .collect();
+    let update_docs = match (&a.update_docs, a.update_docs_per_sec > 0.0) {
+        (Some(path), true) => {
+            let corpus = Corpus::open(std::slice::from_ref(path), ReadOptions::default())?;
+            let docs = corpus
+                .take(a.update_ids.min(10_000_000) as usize)
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("reading update documents from {}", path.display()))?;
+            if docs.is_empty() {
+                bail!("{} holds no documents", path.display());
+            }
+            eprintln!("updates re-index {} documents of {}", docs.len(), path.display());
+            std::sync::Arc::new(docs)
+        }
+        _ => std::sync::Arc::new(Vec::new()),
+    };
     let (results, updates, lost, rss): LoadOutcome = rt.block_on(async {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(a.max_in_flight)
@@ -1416,6 +1438,7 @@ fn load_bench(a: LoadArgs) -> Result<()> {
                     } else {
                         words.clone()
                     },
+                    docs: update_docs.clone(),
                     seed: a.seed,
                 },
                 stop.clone(),
@@ -1539,6 +1562,7 @@ fn load_bench(a: LoadArgs) -> Result<()> {
             serde_json::json!({
                 "updates": updates,
                 "update_docs_per_sec": a.update_docs_per_sec,
+                "update_docs": a.update_docs.as_ref().map(|p| p.display().to_string()),
                 "acked_ids": updates.as_ref().map(|u| u.acked.len()),
                 "lost_ids": lost.as_ref().map(|l| l.len()),
                 "rss_samples": rss,
@@ -1548,8 +1572,12 @@ fn load_bench(a: LoadArgs) -> Result<()> {
     }
     for (label, v) in &extras {
         md += &format!(
-            "### {label}: updates and memory\n\nUpdates: {} documents/s offered; {} batches acknowledged ({} documents, {} distinct ids), {} failed; write p50 {} ms, p99 {} ms. Lost after the run (verified by id): {}. Server RSS samples: {}.\n\n",
+            "### {label}: updates and memory\n\nUpdates: {} documents/s offered ({}); {} batches acknowledged ({} documents, {} distinct ids), {} failed; write p50 {} ms, p99 {} ms. Lost after the run (verified by id): {}. Server RSS samples: {}.\n\n",
             v["update_docs_per_sec"],
+            match v["update_docs"].as_str() {
+                Some(p) => format!("real documents re-indexed from `{p}`"),
+                None => "generated from the query words".into(),
+            },
             v["updates"]["batches_ok"],
             v["updates"]["docs_acked"],
             v["acked_ids"],

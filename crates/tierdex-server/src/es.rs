@@ -627,7 +627,28 @@ async fn run_bulk(
     let started = std::time::Instant::now();
     let items = parse_bulk(state, index.as_deref(), body)?;
     // `create` must not replace: the ids already present fail with 409.
-    let exists = |id: &str| state.writer().is_some_and(|w| w.contains(id));
+    // Looked up off the async executor: the writer's state is locked for
+    // the whole of a flush.
+    let present: std::collections::HashSet<String> = match state.writer().cloned() {
+        Some(w) => {
+            let ids: Vec<String> = items
+                .iter()
+                .filter(|it| it.op.is_ok())
+                .map(|it| it.id.clone())
+                .collect();
+            tokio::task::spawn_blocking(move || ids.into_iter().filter(|id| w.contains(id)).collect())
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "engine_error",
+                        "the id lookup stopped",
+                    )
+                })?
+        }
+        None => Default::default(),
+    };
+    let exists = |id: &str| present.contains(id);
     let name = &state.config().index_name;
     // Whether each id exists before its op, following the batch's own ops.
     let mut seen: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();

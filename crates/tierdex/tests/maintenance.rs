@@ -97,6 +97,7 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
     let mut flushes = 0;
     let mut merged = 0;
     let mut compacted = 0;
+    let mut refresh_merged = 0;
     for case in 0..cases() {
         let seed = gen::mix(SEED, case);
         let corpus = gen::corpus(seed, case);
@@ -197,6 +198,7 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
         }
         writer.refresh().unwrap();
         checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &context);
+        refresh_merged += writer.stats().refresh_docs_merged;
         // A plain searcher on the flushed index sees the flushed state.
         writer.flush().unwrap();
         drop(writer);
@@ -205,8 +207,8 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
     }
     assert!(checked > 1000, "only {checked} answers checked");
     assert!(
-        flushes > 20 && merged > 5 && compacted > 3,
-        "{flushes} flushes, {merged} merges, {compacted} compactions"
+        flushes > 20 && merged > 5 && compacted > 3 && refresh_merged > 20,
+        "{flushes} flushes, {merged} merges, {compacted} compactions, {refresh_merged} documents of merged refresh segments"
     );
 }
 

@@ -35,19 +35,22 @@ pub fn merge_segments(
         .map(|m| SegmentReader::open(dir, m, layout, codec, &storage))
         .collect::<Result<Vec<_>>>()?;
     let sources: Vec<_> = readers.iter().map(|r| (r, None)).collect();
-    merge_live(dir, &sources, name, layout, codec, progress)
+    merge_live(dir, &sources, name, layout, codec, StoreOptions::default(), progress)
 }
 
 /// Merges open segments (in document order), leaving out the documents
 /// their tombstones mark deleted, into a new segment `name` in `dir`. Live
 /// documents keep their order; terms left without documents disappear; the
-/// statistics are those of the live documents.
+/// statistics are those of the live documents. The document store is
+/// written with `store` (its dictionary, if any, taken from the largest
+/// source that has one).
 pub fn merge_live(
     dir: &Path,
     sources: &[(&SegmentReader, Option<&Deletes>)],
     name: &str,
     layout: Layout,
     codec: Codec,
+    store: StoreOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
     let readers: Vec<&SegmentReader> = sources.iter().map(|s| s.0).collect();
@@ -164,12 +167,7 @@ pub fn merge_live(
     files.insert(ext::NORMS.to_string(), norms_file.finish()?);
 
     let stores: Vec<_> = readers.iter().map(|r| r.store()).collect();
-    let mut store = StoreWriter::create_for_merge(
-        &path(ext::STORE),
-        &path(ext::STORE_INDEX),
-        StoreOptions::default(),
-        &stores,
-    )?;
+    let mut store = StoreWriter::create_for_merge(&path(ext::STORE), &path(ext::STORE_INDEX), store, &stores)?;
     let mut ids = IdsWriter::new();
     let mut id = String::new();
     for (r, map) in readers.iter().zip(&maps) {

@@ -37,9 +37,10 @@ use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentV
 use crate::indexing::merge::merge_live;
 use crate::indexing::{segment_name, SegmentWriter};
 use crate::layout::{Codec, Layout};
-use crate::schema::Document;
+use crate::schema::{DocId, Document};
 use crate::search::Searcher;
 use crate::storage::{Storage, Tier, TierOptions};
+use crate::store::StoreOptions;
 use crate::update::wal::{Op, Wal};
 use crate::update::Strategy;
 
@@ -163,6 +164,19 @@ pub struct WriterStats {
     pub refresh_secs: f64,
     /// In-memory refresh segments now.
     pub refresh_segments: usize,
+    /// Documents inverted by refreshes.
+    pub refresh_docs_inverted: u64,
+    /// Seconds of [`WriterStats::refresh_secs`] spent inverting documents
+    /// and merging refresh segments.
+    pub refresh_invert_secs: f64,
+    /// Documents copied by merges of refresh segments (postings merged,
+    /// not analysed again).
+    pub refresh_docs_merged: u64,
+    /// Seconds of [`WriterStats::refresh_invert_secs`] spent merging.
+    pub refresh_merge_secs: f64,
+    /// Seconds of [`WriterStats::refresh_secs`] spent applying deletions to
+    /// tombstones.
+    pub refresh_delete_secs: f64,
     /// Flushes so far.
     pub flushes: u64,
     /// Last log record applied (to the buffer or the segments).
@@ -261,6 +275,35 @@ struct State {
     stats: WriterStats,
 }
 
+/// The writer's state, locked; releasing it publishes the counters.
+struct StateGuard<'a> {
+    state: MutexGuard<'a, State>,
+    published: &'a Mutex<WriterStats>,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let stats = WriterStats {
+            buffered_docs: self.state.buffer_live as u64,
+            ..self.state.stats.clone()
+        };
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+    }
+}
+
 /// A writer on one index directory.
 pub struct IndexWriter {
     /// Where refresh segments are written (see [`buffer_dir`]).
@@ -273,6 +316,11 @@ pub struct IndexWriter {
     wal: Wal,
     state: Mutex<State>,
     current: RwLock<Arc<Searcher>>,
+    /// The counters as of the last release of `state`: read without waiting
+    /// for a flush that holds the state.
+    published: Mutex<WriterStats>,
+    /// The index's strategy (fixed at creation).
+    strategy: Strategy,
     _lock: File,
 }
 
@@ -430,6 +478,7 @@ impl IndexWriter {
             retired: Vec::new(),
         };
         let searcher = Arc::new(Searcher::from_index(snapshot(dir, &st)?));
+        let strategy = st.manifest.strategy;
         let w = IndexWriter {
             buffer_dir: buffer_dir(dir),
             maintained: std::sync::atomic::AtomicBool::new(false),
@@ -438,6 +487,8 @@ impl IndexWriter {
             wal,
             state: Mutex::new(st),
             current: RwLock::new(searcher),
+            published: Mutex::new(WriterStats::default()),
+            strategy,
             _lock: lock,
         };
         {
@@ -462,8 +513,11 @@ impl IndexWriter {
         Ok(w)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> StateGuard<'_> {
+        StateGuard {
+            state: self.state.lock().unwrap_or_else(|p| p.into_inner()),
+            published: &self.published,
+        }
     }
 
     fn usable(st: &State) -> Result<()> {
@@ -482,7 +536,7 @@ impl IndexWriter {
 
     /// The strategy the index was created with.
     pub fn strategy(&self) -> Strategy {
-        self.lock().manifest.strategy
+        self.strategy
     }
 
     /// The latest published snapshot.
@@ -679,18 +733,14 @@ impl IndexWriter {
             }
             if k > 1 {
                 let at = st.refreshed_parts.len() - k;
-                let slots: Vec<u32> = st.refreshed_parts[at..]
-                    .iter()
-                    .flat_map(|p| p.slots.iter().copied())
-                    .filter(|&i| st.buffer[i as usize].is_some())
-                    .collect();
+                let part = self.merge_refresh_parts(st, at)?;
                 st.refreshed_parts.truncate(at);
-                if !slots.is_empty() {
-                    let part = self.write_refresh_part(st, slots)?;
+                if let Some(part) = part {
                     st.refreshed_parts.push(part);
                 }
             }
         }
+        let inverted = started.elapsed().as_secs_f64();
         let State {
             durable,
             refreshed_parts,
@@ -700,6 +750,8 @@ impl IndexWriter {
         for p in durable.iter_mut().chain(refreshed_parts.iter_mut()) {
             p.materialise(analyzer)?;
         }
+        st.stats.refresh_invert_secs += inverted;
+        st.stats.refresh_delete_secs += started.elapsed().as_secs_f64() - inverted;
         let searcher = Arc::new(Searcher::from_index(snapshot(&self.dir, st)?));
         let old = std::mem::replace(&mut *self.current.write().unwrap_or_else(|p| p.into_inner()), searcher);
         st.retired.push(old);
@@ -708,6 +760,66 @@ impl IndexWriter {
         st.stats.refresh_secs += started.elapsed().as_secs_f64();
         st.stats.refresh_segments = st.refreshed_parts.len();
         Ok(())
+    }
+
+    /// Merges the refresh segments `refreshed_parts[at..]` (their postings,
+    /// not their documents: nothing is analysed again) without their deleted
+    /// documents into one segment read from memory; `None` when none of
+    /// their documents is live.
+    fn merge_refresh_parts(&self, st: &mut State, at: usize) -> Result<Option<Part>> {
+        let State {
+            refreshed_parts,
+            analyzer,
+            ..
+        } = st;
+        let parts = &mut refreshed_parts[at..];
+        for p in parts.iter_mut() {
+            p.materialise(analyzer)?;
+        }
+        let mut slots = Vec::with_capacity(parts.iter().map(|p| p.live() as usize).sum());
+        for p in parts.iter() {
+            let del = p.deletes.as_deref();
+            slots.extend(
+                p.slots
+                    .iter()
+                    .enumerate()
+                    .filter(|&(d, _)| !del.is_some_and(|x| x.contains(d as DocId)))
+                    .map(|(_, &s)| s),
+            );
+        }
+        if slots.is_empty() {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let number = st.next_refresh;
+        st.next_refresh += 1;
+        let name = format!("r{number:06}");
+        let dir = &self.buffer_dir;
+        let sources: Vec<_> = st.refreshed_parts[at..]
+            .iter()
+            .map(|p| (&*p.reader, p.deletes.as_deref()))
+            .collect();
+        let meta = merge_live(
+            dir,
+            &sources,
+            &name,
+            st.manifest.layout,
+            st.manifest.codec,
+            StoreOptions {
+                dictionary: false,
+                ..StoreOptions::default()
+            },
+            &|_| {},
+        )?;
+        let reader = SegmentReader::open(dir, &meta, st.manifest.layout, st.manifest.codec, &st.memory);
+        for e in meta.files.keys() {
+            let _ = std::fs::remove_file(dir.join(meta.file_name(e)));
+        }
+        let mut part = Part::new(number, reader?, None);
+        st.stats.refresh_docs_merged += slots.len() as u64;
+        st.stats.refresh_merge_secs += started.elapsed().as_secs_f64();
+        part.slots = slots;
+        Ok(Some(part))
     }
 
     /// Inverts the buffered documents at `slots` into a segment read from
@@ -730,6 +842,7 @@ impl IndexWriter {
             let _ = std::fs::remove_file(dir.join(meta.file_name(e)));
         }
         let mut part = Part::new(number, reader?, None);
+        st.stats.refresh_docs_inverted += slots.len() as u64;
         part.slots = slots;
         Ok(part)
     }
@@ -889,6 +1002,7 @@ impl IndexWriter {
             &segment_name(number),
             st.manifest.layout,
             st.manifest.codec,
+            StoreOptions::default(),
             &|_| {},
         )?;
         report.bytes_written += meta.bytes();
@@ -898,11 +1012,7 @@ impl IndexWriter {
 
     /// Counters.
     pub fn stats(&self) -> WriterStats {
-        let st = self.lock();
-        WriterStats {
-            buffered_docs: st.buffer_live as u64,
-            ..st.stats.clone()
-        }
+        self.published.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// True if a live document (buffered ones included) has this id.
