@@ -327,3 +327,79 @@ fn a_long_log_replays_within_the_buffer_budget() {
         );
     }
 }
+
+/// Flushes write their segments without holding the writer, so additions,
+/// replacements and deletions land while a flush runs, in the part being
+/// flushed too: none may be lost or undone, and no old version may come back.
+#[test]
+fn writes_during_background_flushes_are_kept() {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let options = WriterOptions {
+        buffer_docs: 1_000_000,
+        ..WriterOptions::default()
+    };
+    for strategy in [Strategy::Geometric, Strategy::ImmediateMerge] {
+        let path = dir.path().join(strategy.name());
+        let w = Arc::new(empty(&path, strategy, options));
+        let stop = Arc::new(AtomicBool::new(false));
+        let flusher = {
+            let (w, stop) = (w.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut flushes = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    if w.flush().unwrap().docs_flushed > 0 {
+                        flushes += 1;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                flushes
+            })
+        };
+        let mut rng = Rng::new(7);
+        // id -> version token of its live copy; every token ever written.
+        let mut live: BTreeMap<String, String> = BTreeMap::new();
+        let mut written: Vec<String> = Vec::new();
+        for i in 0..4_000u32 {
+            let id = format!("d{}", rng.range(0, 400));
+            if rng.range(0, 4) == 0 {
+                w.delete(vec![id.clone()]).unwrap();
+                live.remove(&id);
+            } else {
+                let token = format!("v{i}");
+                w.add(vec![Document {
+                    id: id.clone(),
+                    title: format!("{token} title"),
+                    body: format!("body of {id} words {}", rng.range(0, 50)),
+                }])
+                .unwrap();
+                live.insert(id, token.clone());
+                written.push(token);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let flushes = flusher.join().unwrap();
+        assert!(flushes > 3, "{strategy}: only {flushes} flushes ran beside the writes");
+        let check = |s: &Searcher, when: &str| {
+            assert_eq!(s.num_docs(), live.len() as u64, "{strategy} {when}: live documents");
+            let by_token: BTreeMap<&String, &String> = live.iter().map(|(id, t)| (t, id)).collect();
+            for token in &written {
+                let r = s.search(&format!("title:{token}"), Mode::TopKAndCount, 2).unwrap();
+                match by_token.get(token) {
+                    Some(id) => {
+                        assert_eq!(r.count, Some(1), "{strategy} {when}: {token} of {id}");
+                        assert_eq!(&&s.doc_id(r.hits[0].doc).unwrap(), id, "{strategy} {when}: {token}");
+                    }
+                    None => assert_eq!(r.count, Some(0), "{strategy} {when}: old version {token} is back"),
+                }
+            }
+        };
+        check(&w.refresh().unwrap(), "after the flushes");
+        w.flush().unwrap();
+        drop(w);
+        check(&Searcher::open(&path).unwrap(), "after reopening");
+    }
+}

@@ -267,6 +267,9 @@ struct State {
     dirty: bool,
     /// A flush failed half way: the in-memory state cannot be trusted.
     failed: Option<String>,
+    /// A flush is writing segments without holding the state: `apply` must
+    /// not start another one.
+    flushing: bool,
     /// Snapshots replaced by newer ones, kept until no search holds them so
     /// that they are freed here (by the writer's thread) rather than by the
     /// query worker that happens to finish last with them: freeing a large
@@ -315,6 +318,9 @@ pub struct IndexWriter {
     options: WriterOptions,
     wal: Wal,
     state: Mutex<State>,
+    /// Held by refreshes, flushes and compactions for their whole run, so
+    /// that a flush can release `state` while it writes segments.
+    maintenance: Mutex<()>,
     current: RwLock<Arc<Searcher>>,
     /// The counters as of the last release of `state`: read without waiting
     /// for a flush that holds the state.
@@ -475,6 +481,7 @@ impl IndexWriter {
             last_seq: applied,
             dirty: true,
             failed: None,
+            flushing: false,
             retired: Vec::new(),
         };
         let searcher = Arc::new(Searcher::from_index(snapshot(dir, &st)?));
@@ -486,6 +493,7 @@ impl IndexWriter {
             options,
             wal,
             state: Mutex::new(st),
+            maintenance: Mutex::new(()),
             current: RwLock::new(searcher),
             published: Mutex::new(WriterStats::default()),
             strategy,
@@ -571,7 +579,7 @@ impl IndexWriter {
             } else {
                 1
             };
-            if self.over_budget(&st, slack) {
+            if self.over_budget(&st, slack) && !st.flushing {
                 self.flush_locked(&mut st, false)?;
             }
             (applied, seq)
@@ -701,6 +709,7 @@ impl IndexWriter {
     /// Makes every applied change searchable and returns the new snapshot
     /// (the current one when nothing changed).
     pub fn refresh(&self) -> Result<Arc<Searcher>> {
+        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = self.lock();
         Self::usable(&st)?;
         self.refresh_locked(&mut st)?;
@@ -848,23 +857,245 @@ impl IndexWriter {
     }
 
     /// Writes the buffer to storage by the index's strategy and makes the
-    /// result durable (see the module doc).
+    /// result durable (see the module doc). The segments are written (and
+    /// merged) without holding the writer's state, so writes go on meanwhile;
+    /// what they change in the flushed part is carried over at the end.
     pub fn flush(&self) -> Result<FlushReport> {
+        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let started = Instant::now();
+        let plan = {
+            let mut st = self.lock();
+            Self::usable(&st)?;
+            if st.buffer_live == 0 {
+                return self.flush_locked(&mut st, false);
+            }
+            match self.plan_flush(&mut st) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    st.failed = Some(e.to_string());
+                    return Err(e);
+                }
+            }
+        };
+        let built = self.build_flush(&plan);
         let mut st = self.lock();
-        Self::usable(&st)?;
-        self.flush_locked(&mut st, false)
+        st.flushing = false;
+        let result = built.and_then(|built| self.commit_flush(&mut st, plan, built, started));
+        Self::record_flush(&mut st, result)
     }
 
     /// Flushes, then rewrites every segment that holds deleted documents
     /// without them.
     pub fn compact(&self) -> Result<FlushReport> {
+        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = self.lock();
         Self::usable(&st)?;
         self.flush_locked(&mut st, true)
     }
 
-    fn flush_locked(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
-        match self.flush_inner(st, compact) {
+    /// The locked first step of [`IndexWriter::flush`]: tombstones brought
+    /// up to date, the buffer's documents taken, the merge chosen.
+    fn plan_flush(&self, st: &mut State) -> Result<FlushPlan> {
+        for p in &mut st.durable {
+            p.materialise(&st.analyzer)?;
+        }
+        st.durable.retain(|p| p.live() > 0);
+        let docs: Vec<(u32, Document)> = st
+            .buffer
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().map(|d| (i as u32, d.clone())))
+            .collect();
+        let number = st.manifest.next_segment;
+        st.manifest.next_segment += 1;
+        let mut sizes: Vec<u64> = st.durable.iter().map(|p| p.live()).collect();
+        sizes.push(docs.len() as u64);
+        let k = st
+            .manifest
+            .strategy
+            .merge_count(&sizes, self.options.buffer_docs as u64);
+        let (at, merged) = if k > 1 {
+            let n = st.manifest.next_segment;
+            st.manifest.next_segment += 1;
+            (st.durable.len() + 1 - k, Some(n))
+        } else {
+            (st.durable.len(), None)
+        };
+        st.flushing = true;
+        Ok(FlushPlan {
+            n: st.buffer.len(),
+            seq: st.last_seq,
+            number,
+            docs,
+            at,
+            merged,
+            sources: st.durable[at..]
+                .iter()
+                .map(|p| (p.reader.clone(), p.deletes.clone()))
+                .collect(),
+            manifest: st.manifest.clone(),
+            analyzer: st.analyzer.clone(),
+            storage: st.storage.clone(),
+        })
+    }
+
+    /// The unlocked step of [`IndexWriter::flush`]: the buffer's segment,
+    /// and the merge.
+    fn build_flush(&self, plan: &FlushPlan) -> Result<BuiltFlush> {
+        let m = &plan.manifest;
+        let mut report = FlushReport::default();
+        let meta = write_segment(
+            &self.dir,
+            &segment_name(plan.number),
+            m,
+            &plan.analyzer,
+            plan.docs.iter().map(|(_, d)| d),
+        )?;
+        report.docs_flushed = meta.max_doc as u64;
+        report.bytes_written += meta.bytes();
+        let reader = SegmentReader::open(&self.dir, &meta, m.layout, m.codec, &plan.storage)?;
+        let Some(number) = plan.merged else {
+            return Ok(BuiltFlush { report, reader });
+        };
+        let mut sources: Vec<_> = plan.sources.iter().map(|(r, d)| (&**r, d.as_deref())).collect();
+        sources.push((&reader, None));
+        report.bytes_merged += sources.iter().map(|s| s.0.meta().bytes()).sum::<u64>();
+        let merged = merge_live(
+            &self.dir,
+            &sources,
+            &segment_name(number),
+            m.layout,
+            m.codec,
+            StoreOptions::default(),
+            &|_| {},
+        )?;
+        report.bytes_written += merged.bytes();
+        report.segments_merged = sources.len();
+        let reader = SegmentReader::open(&self.dir, &merged, m.layout, m.codec, &plan.storage)?;
+        Ok(BuiltFlush { report, reader })
+    }
+
+    /// The locked last step of [`IndexWriter::flush`]: the new segment
+    /// replaces the buffer's flushed part (and the merged segments), with the
+    /// deletions made meanwhile; then the manifest commits it.
+    fn commit_flush(
+        &self,
+        st: &mut State,
+        plan: FlushPlan,
+        built: BuiltFlush,
+        started: Instant,
+    ) -> Result<FlushReport> {
+        let BuiltFlush { mut report, reader } = built;
+        let number = plan.merged.unwrap_or(plan.number);
+        // Documents of the merged segments and of the buffer, in the new
+        // segment's order: their new numbers, and which were deleted since.
+        let mut part = Part::new(number, reader, None);
+        let mut new_local = 0u32;
+        let mut replaced: Vec<u64> = Vec::new();
+        for (old, (_, del)) in st.durable[plan.at..].iter().zip(&plan.sources) {
+            let mut map = vec![u32::MAX; old.reader.max_doc() as usize];
+            for (d, to) in map.iter_mut().enumerate() {
+                if !del.as_ref().is_some_and(|x| x.contains(d as DocId)) {
+                    *to = new_local;
+                    new_local += 1;
+                }
+            }
+            part.pending.extend(
+                old.pending
+                    .iter()
+                    .filter_map(|&l| map.get(l as usize).copied())
+                    .filter(|&t| t != u32::MAX),
+            );
+            replaced.push(old.number);
+        }
+        for (i, (slot, _)) in plan.docs.iter().enumerate() {
+            if st.buffer[*slot as usize].is_none() {
+                part.pending.push(new_local + i as u32);
+            }
+        }
+        // Ids that still point at a flushed copy now point at the new one.
+        let mut id = String::new();
+        for d in 0..part.reader.max_doc() {
+            part.reader.external_id(d, &mut id)?;
+            if let Some(loc) = st.ids.get_mut(&id) {
+                let flushed = match *loc {
+                    Loc::Buffer(s) => (s as usize) < plan.n,
+                    Loc::Durable { seg, .. } => replaced.contains(&seg),
+                };
+                if flushed {
+                    *loc = Loc::Durable { seg: number, local: d };
+                }
+            }
+        }
+        st.durable.truncate(plan.at);
+        st.durable.push(part);
+        // The documents written since stay in the buffer.
+        st.buffer.drain(..plan.n);
+        st.buffer_live = 0;
+        st.buffer_bytes = 0;
+        let State { buffer, ids, .. } = st;
+        for (i, d) in buffer.iter().enumerate() {
+            if let Some(d) = d {
+                ids.insert(d.id.clone(), Loc::Buffer(i as u32));
+            }
+        }
+        st.buffer_live = st.buffer.iter().flatten().count();
+        st.buffer_bytes = st.buffer.iter().flatten().map(text_bytes).sum();
+        st.refreshed_parts.clear();
+        st.refreshed = 0;
+        self.commit_manifest(st, &plan.manifest.segments, plan.seq, &mut report)?;
+        st.dirty = true;
+        self.refresh_locked(st)?;
+        st.stats.flushes += 1;
+        st.stats.segments = st.durable.len();
+        st.stats.flushed_seq = plan.seq;
+        report.segments = st.durable.len();
+        report.secs = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Writes the tombstones that changed, then the manifest (the commit
+    /// point) holding the log up to `applied`; checkpoints the log and
+    /// removes the files no longer referenced.
+    fn commit_manifest(
+        &self,
+        st: &mut State,
+        before: &[SegmentMeta],
+        applied: u64,
+        report: &mut FlushReport,
+    ) -> Result<()> {
+        let dir = &self.dir;
+        let mut metas = Vec::with_capacity(st.durable.len());
+        for p in &mut st.durable {
+            let mut meta = p.reader.meta().clone();
+            meta.deletes = before.iter().find(|b| b.name == meta.name).and_then(|b| b.deletes);
+            if p.deletes_dirty {
+                if let Some(d) = &p.deletes {
+                    let generation = st.manifest.next_segment;
+                    st.manifest.next_segment += 1;
+                    let file = d.write(&dir.join(DeletesMeta::name_for(&meta.name, generation)))?;
+                    let dm = DeletesMeta {
+                        generation,
+                        count: d.count(),
+                        file,
+                    };
+                    report.bytes_written += dm.file.content_len;
+                    meta.deletes = Some(dm);
+                }
+                p.deletes_dirty = false;
+            }
+            metas.push(meta);
+        }
+        st.manifest.segments = metas;
+        st.manifest.applied_seq = applied;
+        st.manifest.store(dir)?;
+        self.wal.checkpoint(applied)?;
+        remove_orphans(dir, &st.manifest)
+    }
+
+    /// Adds a flush's report to the totals; an error stops the writer.
+    fn record_flush(st: &mut State, result: Result<FlushReport>) -> Result<FlushReport> {
+        match result {
             Ok(r) => {
                 let m = &mut st.stats.maintenance;
                 m.docs_flushed += r.docs_flushed;
@@ -881,6 +1112,11 @@ impl IndexWriter {
                 Err(e)
             }
         }
+    }
+
+    fn flush_locked(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
+        let result = self.flush_inner(st, compact);
+        Self::record_flush(st, result)
     }
 
     fn flush_inner(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
@@ -932,33 +1168,8 @@ impl IndexWriter {
                 }
             }
         }
-        // Tombstones, then the manifest: the commit point.
-        let mut metas = Vec::with_capacity(st.durable.len());
-        for p in &mut st.durable {
-            let mut meta = p.reader.meta().clone();
-            meta.deletes = before.iter().find(|b| b.name == meta.name).and_then(|b| b.deletes);
-            if p.deletes_dirty {
-                if let Some(d) = &p.deletes {
-                    let generation = st.manifest.next_segment;
-                    st.manifest.next_segment += 1;
-                    let file = d.write(&dir.join(DeletesMeta::name_for(&meta.name, generation)))?;
-                    let dm = DeletesMeta {
-                        generation,
-                        count: d.count(),
-                        file,
-                    };
-                    report.bytes_written += dm.file.content_len;
-                    meta.deletes = Some(dm);
-                }
-                p.deletes_dirty = false;
-            }
-            metas.push(meta);
-        }
-        st.manifest.segments = metas;
-        st.manifest.applied_seq = st.last_seq;
-        st.manifest.store(&dir)?;
-        self.wal.checkpoint(st.last_seq)?;
-        remove_orphans(&dir, &st.manifest)?;
+        let applied = st.last_seq;
+        self.commit_manifest(st, &before, applied, &mut report)?;
         // The buffer is now in the segments.
         st.buffer.clear();
         st.buffer_live = 0;
@@ -1035,6 +1246,33 @@ impl Drop for IndexWriter {
 
 /// Nice value of the background maintenance thread (searches run at 0).
 const MAINTENANCE_NICE: i32 = 10;
+
+/// What the locked start of a flush hands to its unlocked part.
+struct FlushPlan {
+    /// Buffer slots `..n` are flushed.
+    n: usize,
+    /// The last log record they hold.
+    seq: u64,
+    /// Number of the buffer's segment.
+    number: u64,
+    /// The live buffered documents, with their slots.
+    docs: Vec<(u32, Document)>,
+    /// Durable parts `at..` merge with the buffer's segment into segment
+    /// `merged` (none: no merge, `at` is the number of parts).
+    at: usize,
+    merged: Option<u64>,
+    /// Those parts' readers and tombstones, as merged.
+    sources: Vec<(Arc<SegmentReader>, Option<Arc<Deletes>>)>,
+    manifest: Manifest,
+    analyzer: Analyzer,
+    storage: Storage,
+}
+
+/// The segment an unlocked flush wrote (the merged one when it merged).
+struct BuiltFlush {
+    report: FlushReport,
+    reader: SegmentReader,
+}
 
 /// The background maintenance of [`IndexWriter::maintain`]; dropping it
 /// stops the thread (after the step in progress).
