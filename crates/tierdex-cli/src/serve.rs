@@ -38,8 +38,10 @@ pub struct Args {
     /// Query worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Searches that may wait for a worker; beyond that the server answers 503.
-    #[arg(long, default_value_t = 256)]
+    /// Searches that may wait for a worker; beyond that the server answers 503
+    /// (1000, as Elasticsearch's search queue: it absorbs the sub-second
+    /// bursts of work that flushes and merges bring).
+    #[arg(long, default_value_t = 1000)]
     queue: usize,
     /// Largest request body (K, M, G suffixes).
     #[arg(long, default_value = "10M", value_parser = parse_bytes)]

@@ -78,7 +78,7 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Defaults for the index in `dir`: 2 workers, a queue of 256, no cache,
+    /// Defaults for the index in `dir`: 2 workers, a queue of 1000, no cache,
     /// 1 MiB bodies, 10 s timeout.
     pub fn new(dir: PathBuf) -> ServerConfig {
         let index_name = dir
@@ -90,7 +90,7 @@ impl ServerConfig {
             dir,
             index_name,
             threads: 2,
-            queue: 256,
+            queue: 1000,
             open: OpenOptions::default(),
             cache: None,
             max_body_bytes: 10 << 20,
