@@ -1031,8 +1031,6 @@ impl IndexWriter {
         st.durable.push(part);
         // The documents written since stay in the buffer.
         st.buffer.drain(..plan.n);
-        st.buffer_live = 0;
-        st.buffer_bytes = 0;
         let State { buffer, ids, .. } = st;
         for (i, d) in buffer.iter().enumerate() {
             if let Some(d) = d {
@@ -1044,11 +1042,23 @@ impl IndexWriter {
         st.refreshed_parts.clear();
         st.refreshed = 0;
         self.commit_manifest(st, &plan.manifest.segments, plan.seq, &mut report)?;
+        self.after_flush(st, plan.seq, report, started)
+    }
+
+    /// Publishes a committed flush (holding the log up to `applied`) and
+    /// completes its report.
+    fn after_flush(
+        &self,
+        st: &mut State,
+        applied: u64,
+        mut report: FlushReport,
+        started: Instant,
+    ) -> Result<FlushReport> {
         st.dirty = true;
         self.refresh_locked(st)?;
         st.stats.flushes += 1;
         st.stats.segments = st.durable.len();
-        st.stats.flushed_seq = plan.seq;
+        st.stats.flushed_seq = applied;
         report.segments = st.durable.len();
         report.secs = started.elapsed().as_secs_f64();
         Ok(report)
@@ -1189,14 +1199,7 @@ impl IndexWriter {
                 );
             }
         }
-        st.dirty = true;
-        self.refresh_locked(st)?;
-        st.stats.flushes += 1;
-        st.stats.segments = st.durable.len();
-        st.stats.flushed_seq = st.last_seq;
-        report.segments = st.durable.len();
-        report.secs = started.elapsed().as_secs_f64();
-        Ok(report)
+        self.after_flush(st, applied, report, started)
     }
 
     /// Merges `st.durable[range]` without their deleted documents into a new
