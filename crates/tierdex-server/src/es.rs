@@ -627,8 +627,8 @@ async fn run_bulk(
     let started = std::time::Instant::now();
     let items = parse_bulk(state, index.as_deref(), body)?;
     // `create` must not replace: the ids already present fail with 409.
-    // Looked up off the async executor: the writer's state is locked for
-    // the whole of a flush.
+    // Looked up off the async executor: the writer's state stays locked
+    // while a refresh analyses documents or a flush swaps its segment in.
     let present: std::collections::HashSet<String> = match state.writer().cloned() {
         Some(w) => {
             let ids: Vec<String> = items
