@@ -1,7 +1,9 @@
 //! The whole write path under `kill -9` (DESIGN §5): a child process adds
 //! and deletes documents from two threads through an [`IndexWriter`] with a
 //! tiny buffer, so that flushes, merges (geometric strategy) and compactions
-//! run all the time, and prints every acknowledged change. The parent kills
+//! run all the time (inline, and from a third thread as the server's
+//! maintenance runs them, writing segments while the writers go on), and
+//! prints every acknowledged change. The parent kills
 //! it at a random moment, reopens the index (cleaning up and replaying the
 //! log) and checks that it opens, that every acknowledged addition is
 //! searchable, that every acknowledged deletion holds, and that the index
@@ -66,6 +68,12 @@ fn child_writer() {
         .unwrap()
     };
     std::thread::scope(|s| {
+        // Background flushes (as the server's maintenance thread runs them),
+        // which write segments while the writers go on.
+        s.spawn(|| loop {
+            w.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(3));
+        });
         for t in 0..2u64 {
             let w = &w;
             s.spawn(move || {
