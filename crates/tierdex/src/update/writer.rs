@@ -733,8 +733,8 @@ impl IndexWriter {
             }
             st.refreshed = st.buffer.len();
             // The refresh segments merge by size like the geometric strategy
-            // (each buffered document is re-inverted O(log n) times), and all
-            // of them once there are more than `max_refresh_segments`.
+            // (each buffered document is copied O(log n) times), and all of
+            // them once there are more than `max_refresh_segments`.
             let sizes: Vec<u64> = st.refreshed_parts.iter().map(Part::live).collect();
             let mut k = Strategy::Geometric.merge_count(&sizes, 1);
             if sizes.len() + 1 - k.max(1) > self.options.max_refresh_segments.max(1) {
@@ -959,19 +959,8 @@ impl IndexWriter {
         };
         let mut sources: Vec<_> = plan.sources.iter().map(|(r, d)| (&**r, d.as_deref())).collect();
         sources.push((&reader, None));
-        report.bytes_merged += sources.iter().map(|s| s.0.meta().bytes()).sum::<u64>();
-        let merged = merge_live(
-            &self.dir,
-            &sources,
-            &segment_name(number),
-            m.layout,
-            m.codec,
-            StoreOptions::default(),
-            &|_| {},
-        )?;
-        report.bytes_written += merged.bytes();
         report.segments_merged = sources.len();
-        let reader = SegmentReader::open(&self.dir, &merged, m.layout, m.codec, &plan.storage)?;
+        let reader = self.merge_durable(&sources, number, m, &plan.storage, &mut report)?;
         Ok(BuiltFlush { report, reader })
     }
 
@@ -1207,21 +1196,36 @@ impl IndexWriter {
     fn merge_parts(&self, st: &mut State, range: std::ops::Range<usize>, report: &mut FlushReport) -> Result<Part> {
         let number = st.manifest.next_segment;
         st.manifest.next_segment += 1;
-        let parts = &st.durable[range];
-        let sources: Vec<_> = parts.iter().map(|p| (&*p.reader, p.deletes.as_deref())).collect();
-        report.bytes_merged += parts.iter().map(|p| p.reader.meta().bytes()).sum::<u64>();
+        let sources: Vec<_> = st.durable[range]
+            .iter()
+            .map(|p| (&*p.reader, p.deletes.as_deref()))
+            .collect();
+        let reader = self.merge_durable(&sources, number, &st.manifest, &st.storage, report)?;
+        Ok(Part::new(number, reader, None))
+    }
+
+    /// Merges `sources` without their deleted documents into durable
+    /// segment `number` and opens it.
+    fn merge_durable(
+        &self,
+        sources: &[(&SegmentReader, Option<&Deletes>)],
+        number: u64,
+        manifest: &Manifest,
+        storage: &Storage,
+        report: &mut FlushReport,
+    ) -> Result<SegmentReader> {
+        report.bytes_merged += sources.iter().map(|s| s.0.meta().bytes()).sum::<u64>();
         let meta = merge_live(
             &self.dir,
-            &sources,
+            sources,
             &segment_name(number),
-            st.manifest.layout,
-            st.manifest.codec,
+            manifest.layout,
+            manifest.codec,
             StoreOptions::default(),
             &|_| {},
         )?;
         report.bytes_written += meta.bytes();
-        let reader = SegmentReader::open(&self.dir, &meta, st.manifest.layout, st.manifest.codec, &st.storage)?;
-        Ok(Part::new(number, reader, None))
+        SegmentReader::open(&self.dir, &meta, manifest.layout, manifest.codec, storage)
     }
 
     /// Counters.
