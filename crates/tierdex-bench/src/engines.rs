@@ -37,7 +37,8 @@ pub const LUCENE_ADVICE: [&str; 3] = ["normal", "random", "sequential"];
 /// A tierdex spec may name its index's layout and codec after `@`, joined
 /// by `+`: `tierdex@split:direct` (split layout, direct tier),
 /// `tierdex@direct:ram` (direct codec, ram tier), `tierdex@split+direct`
-/// (`grouped` and `compressed` are the defaults and may be left out).
+/// (`grouped` and `compressed` are the defaults and may be left out);
+/// `nobloom` builds the index without phrase Bloom filters.
 /// Every variant with the same [`EngineSpec::index_key`] opens the same index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineSpec {
@@ -57,6 +58,9 @@ pub struct EngineSpec {
     /// tierdex's postings codec (`tierdex index --codec`); `None`: the default (`compressed`).
     #[serde(default)]
     pub codec: Option<String>,
+    /// tierdex index built without phrase Bloom filters (`tierdex index --bloom off`).
+    #[serde(default)]
+    pub no_bloom: bool,
 }
 
 impl EngineSpec {
@@ -82,6 +86,7 @@ impl EngineSpec {
             read_advice: None,
             layout: None,
             codec: None,
+            no_bloom: false,
         };
         if let Some(options) = index_options {
             if base != "tierdex" {
@@ -89,13 +94,17 @@ impl EngineSpec {
             }
             let (mut layout, mut codec) = (None, None);
             for o in options.split('+') {
+                if o == "nobloom" {
+                    out.no_bloom = true;
+                    continue;
+                }
                 let slot = if LAYOUTS.contains(&o) {
                     &mut layout
                 } else if CODECS.contains(&o) {
                     &mut codec
                 } else {
                     bail!(
-                        "unknown index option `{o}` in `{spec}` (layouts: {}; codecs: {})",
+                        "unknown index option `{o}` in `{spec}` (layouts: {}; codecs: {}; nobloom)",
                         LAYOUTS.join(", "),
                         CODECS.join(", ")
                     );
@@ -162,10 +171,14 @@ impl EngineSpec {
 
     /// Names the index this variant opens: the engine, plus `@<layout>` for a non-default tierdex layout.
     pub fn index_key(&self) -> String {
-        let options: Vec<&str> = [self.layout.as_deref(), self.codec.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect();
+        let options: Vec<&str> = [
+            self.layout.as_deref(),
+            self.codec.as_deref(),
+            self.no_bloom.then_some("nobloom"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         if options.is_empty() {
             self.base.clone()
         } else {
@@ -181,6 +194,9 @@ impl EngineSpec {
         }
         if let Some(c) = &self.codec {
             args.extend(["--codec".to_string(), c.clone()]);
+        }
+        if self.no_bloom {
+            args.extend(["--bloom".to_string(), "off".to_string()]);
         }
         args
     }
@@ -209,9 +225,10 @@ impl EngineSpec {
     pub fn access(&self) -> String {
         let layout = if self.is_tierdex() {
             format!(
-                "; {} layout, {} codec",
+                "; {} layout, {} codec{}",
                 self.layout.as_deref().unwrap_or(LAYOUTS[0]),
-                self.codec.as_deref().unwrap_or(CODECS[0])
+                self.codec.as_deref().unwrap_or(CODECS[0]),
+                if self.no_bloom { ", no phrase filters" } else { "" }
             )
         } else {
             String::new()
@@ -715,6 +732,10 @@ mod tests {
         let s = EngineSpec::parse("tierdex@grouped:mmap-adaptive").unwrap();
         assert_eq!((s.layout.as_deref(), s.index_key().as_str()), (None, "tierdex"));
         assert_eq!(EngineSpec::parse("tierdex:ram").unwrap().index_key(), "tierdex");
+        let s = EngineSpec::parse("tierdex@nobloom+split:direct").unwrap();
+        assert_eq!(s.index_key(), "tierdex@split+nobloom");
+        assert_eq!(s.index_args(), vec!["--layout", "split", "--bloom", "off"]);
+        assert!(s.access().ends_with("no phrase filters"));
         let s = EngineSpec::parse("lucene:random").unwrap();
         assert_eq!(s.read_advice.as_deref(), Some("random"));
         assert!(EngineSpec::parse("lucene").unwrap().access().contains("NORMAL"));

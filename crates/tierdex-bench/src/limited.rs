@@ -27,7 +27,10 @@ pub const COUNTER_NOTE: &str = "device bytes = `read_bytes` of `/proc/<pid>/io` 
      caused to be fetched from the block layer (page-cache misses of read calls and of mmap page faults, \
      read-ahead included, and direct I/O), counted over the measured queries only (opening the index and the \
      warm-up are reported apart). `rchar` counts the bytes asked for through read-like system calls (cache hits \
-     included, mmap faults not); `syscr` counts those calls.";
+     included, mmap faults not); `syscr` counts those calls. device reads = reads completed by the block device \
+     holding the index while the query was answered (first field of its `/sys/dev/block/<major:minor>/stat`; \
+     read-ahead included, merged requests count once). It is device-wide: any other reader of the device in that \
+     time counts too (the machine ran nothing else heavy during the runs).";
 
 /// The JVM heap of the Lucene engine under a memory limit (MiB): a quarter
 /// of the limit, at least 64 MiB, at most 2048 MiB (run.sh's default,
@@ -82,6 +85,9 @@ pub struct Summary {
     pub max_us: f64,
     /// Mean device bytes read per query.
     pub read_bytes_per_query: f64,
+    /// Mean device reads completed per query (device-wide).
+    #[serde(default)]
+    pub reads_per_query: f64,
 }
 
 impl Summary {
@@ -105,6 +111,11 @@ impl Summary {
             p99_us: percentile(&us, 0.99),
             max_us: us[n - 1],
             read_bytes_per_query: idx.iter().map(|&i| run.read_bytes[i] as f64).sum::<f64>() / n as f64,
+            reads_per_query: idx
+                .iter()
+                .map(|&i| run.block_reads.get(i).copied().unwrap_or(0) as f64)
+                .sum::<f64>()
+                / n as f64,
         }
     }
 }
@@ -173,6 +184,10 @@ pub struct Run {
     pub elapsed_us: Vec<u64>,
     /// Per measured query: device bytes read while answering it.
     pub read_bytes: Vec<u64>,
+    /// Per measured query: reads the index's block device completed while
+    /// it was answered (device-wide, see [`limits::device_reads`]).
+    #[serde(default)]
+    pub block_reads: Vec<u64>,
     /// Per measured query: the engine answered with an error.
     #[serde(skip)]
     pub failed: Vec<bool>,
@@ -242,6 +257,7 @@ pub fn run(plan: &Plan, progress: &dyn Fn(u64)) -> Result<Run> {
         measured_queries: n,
         elapsed_us: vec![0; n],
         read_bytes: vec![0; n],
+        block_reads: vec![0; n],
         failed: vec![false; n],
         counts: vec![None; n],
         ..Default::default()
@@ -314,6 +330,7 @@ pub fn run(plan: &Plan, progress: &dyn Fn(u64)) -> Result<Run> {
         run.setup_secs = started.elapsed().as_secs_f64();
         let t0 = Instant::now();
         let mut last = base;
+        let mut last_reads = limits::device_reads(plan.index).unwrap_or(0);
         for (i, l) in plan.measured.iter().enumerate() {
             let Some(a) = ask(l)? else {
                 run.wall_secs = t0.elapsed().as_secs_f64();
@@ -327,6 +344,10 @@ pub fn run(plan: &Plan, progress: &dyn Fn(u64)) -> Result<Run> {
             check_group(plan.warmup.is_empty() && i == 0)?;
             run.elapsed_us[i] = a.elapsed_us;
             run.read_bytes[i] = io.read_bytes.saturating_sub(last.read_bytes);
+            if let Some(reads) = limits::device_reads(plan.index) {
+                run.block_reads[i] = reads.saturating_sub(last_reads);
+                last_reads = reads;
+            }
             run.failed[i] = a.error.is_some();
             run.counts[i] = a.count;
             run.answered = i + 1;
@@ -471,6 +492,9 @@ pub struct Workload {
     /// The generated categories kept (empty: all).
     #[serde(default)]
     pub categories: Vec<String>,
+    /// The command-file categories kept (empty: all).
+    #[serde(default)]
+    pub command_categories: Vec<String>,
 }
 
 /// Everything a limited benchmark measured.
@@ -676,15 +700,21 @@ impl LimitedResults {
                 .iter()
                 .map(|(k, v)| match k.as_str() {
                     "commands" => format!(
-                        "{v} from the command file `{}` (every {}th query)",
+                        "{v} from the command file `{}` (every {}th query{})",
                         w.command_file.as_deref().unwrap_or("-"),
-                        w.sample
+                        w.sample,
+                        if w.command_categories.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" of the {} queries", w.command_categories.join(", "))
+                        }
                     ),
                     "generated" => format!(
                         "{v} generated ({} per category: {}; modes cycling {})",
                         w.generated_per_category,
                         if w.categories.is_empty() {
-                            "single terms by popularity, OR, AND, 2- and 3-term phrases, exclusions, title terms"
+                            "single terms by popularity, OR, AND, 2- and 3-term phrases, exclusions, title terms, \
+                             phrases pairing a popular term with terms of each popularity"
                                 .to_string()
                         } else {
                             w.categories.join(", ")
@@ -773,11 +803,11 @@ impl LimitedResults {
             let _ = writeln!(s, "\n### Memory limit: {}\n", limit_name(*l));
             let _ = writeln!(
                 s,
-                "| engine | outcome | QPS | p50 | p99 | max | device bytes / query | rchar / query | read calls / query | start + warm-up read | max memory | failcnt | QPS vs tierdex | bytes vs tierdex |"
+                "| engine | outcome | QPS | p50 | p99 | max | device bytes / query | device reads / query | rchar / query | read calls / query | start + warm-up read | max memory | failcnt | QPS vs tierdex | bytes vs tierdex |"
             );
             let _ = writeln!(
                 s,
-                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
             );
             for r in &runs {
                 let outcome = if r.ok() {
@@ -787,7 +817,7 @@ impl LimitedResults {
                 };
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {} | {:.1} | {} | {} | {} | {} | {} |",
                     r.engine,
                     outcome,
                     r.qps,
@@ -795,6 +825,7 @@ impl LimitedResults {
                     ms(r.latency.p99_us),
                     ms(r.latency.max_us),
                     bytes(r.bytes_per_query()),
+                    r.latency.reads_per_query,
                     bytes(r.rchar_per_query),
                     r.syscr_per_query,
                     bytes(r.setup_io.read_bytes as f64),
@@ -817,7 +848,10 @@ impl LimitedResults {
                     );
                 }
             }
-            let _ = writeln!(s, "\nPer category: device bytes per query (p50 latency).\n");
+            let _ = writeln!(
+                s,
+                "\nPer category: device bytes per query, device reads per query, p50 latency.\n"
+            );
             let mut head = "| source | category | n |".to_string();
             let mut rule = "|---|---|---:|".to_string();
             for r in &runs {
@@ -842,8 +876,9 @@ impl LimitedResults {
                     match r.by_category.iter().find(|c| c.source == source && c.category == cat) {
                         Some(c) if c.summary.n > 0 => {
                             line += &format!(
-                                " {} ({}) |",
+                                " {}, {:.1}, {} |",
                                 bytes(c.summary.read_bytes_per_query),
+                                c.summary.reads_per_query,
                                 ms(c.summary.p50_us)
                             )
                         }
@@ -1227,7 +1262,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| generated | term-10 | 1 | 8.0 KiB (100 µs) | 64.0 KiB (400 µs) |"),
+            md.contains("| generated | term-10 | 1 | 8.0 KiB, 0.0, 100 µs | 64.0 KiB, 0.0, 400 µs |"),
             "{md}"
         );
         let dir = tempfile::tempdir().unwrap();

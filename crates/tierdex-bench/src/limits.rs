@@ -417,6 +417,18 @@ pub fn read_ahead_kb(path: &Path) -> Option<u64> {
         .and_then(|t| t.trim().parse().ok())
 }
 
+/// Reads completed so far by the block device holding `path` (the first
+/// field of its `stat` in sysfs): device-wide, so it counts any process's
+/// reads of that device, not only the benchmarked one's.
+pub fn device_reads(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
 /// Runs `cmd` to completion inside a fresh group limited to `limit_bytes`
 /// and returns its exit status with the group's counters (used by tests
 /// and as a smoke check).
@@ -478,6 +490,22 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(&prefix))
             .collect()
+    }
+
+    #[test]
+    fn device_reads_count_direct_reads() {
+        let file = tempfile::NamedTempFile::new_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        std::fs::write(file.path(), vec![7u8; 1 << 16]).unwrap();
+        let Some(before) = device_reads(file.path()) else {
+            return; // not on a block device (e.g. an overlay file system)
+        };
+        let mut dd = Command::new("dd");
+        dd.arg(format!("if={}", file.path().display()))
+            .args(["of=/dev/null", "bs=4096", "count=16", "iflag=direct"]);
+        // Not every file system takes O_DIRECT: count only when it did.
+        if dd.output().unwrap().status.success() {
+            assert!(device_reads(file.path()).unwrap() > before);
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ struct MaintenanceArgs {
     /// Strategies to run (default: all).
     #[arg(long, value_delimiter = ',', value_parser = |s: &str| s.parse::<tierdex::update::Strategy>().map_err(|e| e.to_string()))]
     strategies: Vec<tierdex::update::Strategy>,
-    /// Queries per workload category in the fixed query set (11 categories,
+    /// Queries per workload category in the fixed query set (16 categories,
     /// drawn from an index of the first batch).
     #[arg(long, default_value_t = 10)]
     queries_per_category: usize,
@@ -187,7 +187,7 @@ struct CacheBenchArgs {
     /// file in ../shared/queries when present.
     #[arg(long)]
     queries: Option<PathBuf>,
-    /// Generated queries per workload category (11 categories, TOP_10).
+    /// Generated queries per workload category (16 categories, TOP_10).
     #[arg(long, default_value_t = 2000)]
     per_category: usize,
     /// Queries in the stream.
@@ -269,6 +269,10 @@ struct LimitedArgs {
     /// Leave the command file out (measured pass and warm-up): generated queries only.
     #[arg(long)]
     no_commands: bool,
+    /// Only these command-file categories (comma-separated: term, and, or, phrase, mixed), in the
+    /// measured pass and the warm-up; default: all.
+    #[arg(long, value_delimiter = ',')]
+    command_categories: Vec<String>,
     /// Modes the generated queries cycle through.
     #[arg(long, default_value = "TOP_10,TOP_10_COUNT,COUNT", value_delimiter = ',')]
     modes: Vec<String>,
@@ -834,8 +838,12 @@ fn limited(a: LimitedArgs) -> Result<()> {
     } else {
         a.queries.clone().or_else(|| default_command_file(&repo))
     };
+    let command_wanted = |q: &BenchQuery| a.command_categories.is_empty() || a.command_categories.contains(&q.category);
     let mut measured: Vec<BenchQuery> = match &command_file {
-        Some(f) => read_command_file(f, a.sample)?,
+        Some(f) => read_command_file(f, a.sample)?
+            .into_iter()
+            .filter(command_wanted)
+            .collect(),
         None => Vec::new(),
     };
     let with_modes = |qs: Vec<workload::WorkloadQuery>| -> Vec<BenchQuery> {
@@ -868,7 +876,10 @@ fn limited(a: LimitedArgs) -> Result<()> {
     };
     let spare = fresh(with_modes(spare), &mut rng);
     let unsampled = match &command_file {
-        Some(f) => fresh(read_command_file(f, 1)?, &mut rng),
+        Some(f) => fresh(
+            read_command_file(f, 1)?.into_iter().filter(command_wanted).collect(),
+            &mut rng,
+        ),
         None => Vec::new(),
     };
     // Half generated, half command-file queries, interleaved.
@@ -909,6 +920,7 @@ fn limited(a: LimitedArgs) -> Result<()> {
             measured: measured.len(),
             by_source,
             categories: a.categories.clone(),
+            command_categories: a.command_categories.clone(),
         },
         read_ahead_kb: limits::read_ahead_kb(&tierdex_index),
         counter: limited::COUNTER_NOTE.into(),

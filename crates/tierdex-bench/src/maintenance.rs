@@ -112,7 +112,6 @@ pub fn run_strategy(
         &path,
         Default::default(),
         Default::default(),
-        Default::default(),
         strategy,
         WriterOptions {
             buffer_docs: batch_docs,

@@ -1,6 +1,9 @@
 //! Query workloads drawn from an index's own terms and documents, so every
 //! category has real matches: single terms at popularity levels, two-term
 //! OR and AND, two- and three-term phrases, exclusions, title-only terms.
+//! The `pair-*` categories are the phrase-filter workload (DESIGN §4): a
+//! popular term next to a term of each popularity level, which rarely
+//! stand side by side.
 
 use anyhow::Result;
 use rand::{RngExt, SeedableRng};
@@ -18,7 +21,7 @@ pub struct WorkloadQuery {
 }
 
 /// Every category, in report order.
-pub const CATEGORIES: [&str; 11] = [
+pub const CATEGORIES: [&str; 16] = [
     "term-10",
     "term-100",
     "term-1k",
@@ -30,15 +33,27 @@ pub const CATEGORIES: [&str; 11] = [
     "phrase-3",
     "exclusion",
     "title",
+    "pair-10",
+    "pair-100",
+    "pair-1k",
+    "pair-10k",
+    "pair-100k",
 ];
+
+/// Documents a term must be in to be the popular side of a `pair-*` phrase.
+pub const PAIR_POPULAR: u64 = 10_000;
 
 /// Popularity levels (documents per term) of the single-term categories.
 pub const LEVELS: [u64; 5] = [10, 100, 1_000, 10_000, 100_000];
 
 fn level_name(l: u64) -> String {
+    format!("term-{}", level_suffix(l))
+}
+
+fn level_suffix(l: u64) -> String {
     match l {
-        l if l >= 1000 => format!("term-{}k", l / 1000),
-        l => format!("term-{l}"),
+        l if l >= 1000 => format!("{}k", l / 1000),
+        l => format!("{l}"),
     }
 }
 
@@ -59,6 +74,7 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
 
     // Single terms at popularity levels (within 30% of the level).
     let mut popular = Vec::new();
+    let mut level_pools = Vec::new();
     for level in LEVELS {
         if level * 2 > num_docs {
             continue;
@@ -77,7 +93,34 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
             push(&level_name(level), t.to_string());
         }
         if level >= 100 {
-            popular.extend(pool);
+            popular.extend(pool.iter().copied());
+        }
+        level_pools.push((level, pool));
+    }
+    // Phrase-filter pairs: a popular body term that takes part in filters
+    // (stop words never do) beside a term of each level, in either order.
+    let filtered = |t: &str| tierdex::bloom::filtered_term(&[&[Field::Body.id()][..], t.as_bytes()].concat());
+    let hubs: Vec<&str> = terms
+        .iter()
+        .filter(|t| t.doc_freq > PAIR_POPULAR && filtered(&t.term))
+        .map(|t| t.term.as_str())
+        .collect();
+    if !hubs.is_empty() {
+        for (level, pool) in &level_pools {
+            let pool: Vec<&str> = pool.iter().copied().filter(|t| filtered(t)).collect();
+            if pool.is_empty() {
+                continue;
+            }
+            for i in 0..per_category {
+                let hub = hubs[rng.random_range(0..hubs.len())];
+                let t = pool[rng.random_range(0..pool.len())];
+                let text = if i % 2 == 0 {
+                    format!("\"{hub} {t}\"")
+                } else {
+                    format!("\"{t} {hub}\"")
+                };
+                push(&format!("pair-{}", level_suffix(*level)), text);
+            }
         }
     }
     if popular.is_empty() {

@@ -59,6 +59,7 @@ pub fn run(a: Args) -> Result<()> {
             "analyzer": m.analyzer,
             "codec": m.codec,
             "layout": m.layout,
+            "bloom": m.bloom,
             "verified": a.verify,
             "segments": m.segments,
             "fields": Field::ALL.iter().map(|&f| (f.name(), index.field_stats(f))).collect::<std::collections::BTreeMap<_, _>>(),
@@ -82,6 +83,15 @@ pub fn run(a: Args) -> Result<()> {
         m.analyzer.stemming,
         m.analyzer.stop_words
     );
+    match m.bloom.map(|b| (b, b.shape())) {
+        Some((b, Ok(shape))) => println!(
+            "  phrase Bloom filters on body terms (stop words excluded): {} bytes and {} hashes per filter \
+             (expected {} neighbours, false-positive rate {})",
+            shape.bytes, shape.hashes, b.expected, b.fpr
+        ),
+        Some((_, Err(e))) => println!("  phrase Bloom filters: unusable parameters ({e})"),
+        None => println!("  no phrase Bloom filters"),
+    }
     if a.verify {
         println!("  every page of every file verified: OK");
     }

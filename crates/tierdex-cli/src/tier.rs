@@ -1,5 +1,6 @@
 //! Storage-tier options shared by the commands that open an index.
 
+use tierdex::bloom::FilterUse;
 use tierdex::index::OpenOptions;
 use tierdex::storage::{IoStats, Madvise, Tier, TierOptions};
 
@@ -25,6 +26,10 @@ pub struct TierArgs {
     /// least this large (bytes; 0 disables).
     #[arg(long, default_value = "128K", value_parser = parse_bytes)]
     pub prefetch_threshold: usize,
+    /// When phrase queries test the index's Bloom filters: auto (where
+    /// cheaper than the positions they save), always, or never.
+    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<FilterUse>().map_err(|e| e.to_string()))]
+    pub phrase_filters: FilterUse,
 }
 
 impl TierArgs {
@@ -38,6 +43,7 @@ impl TierArgs {
                 huge_pages: self.huge_pages,
                 prefetch_threshold: self.prefetch_threshold,
             },
+            phrase_filters: self.phrase_filters,
             ..Default::default()
         }
     }

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use anyhow::{bail, Context, Result};
 use tierdex::analysis::AnalyzerConfig;
 use tierdex::corpus::{Corpus, ReadOptions};
-use tierdex::layout::{Codec, Layout};
+use tierdex::layout::Format;
 use tierdex::update::{FlushReport, IndexWriter, Strategy, WriterOptions};
 
 use crate::progress::bar;
@@ -99,15 +99,10 @@ fn open(dir: &std::path::Path, options: WriterOptions, create: Option<Strategy>)
     let exists = dir.join(tierdex::index::manifest::MANIFEST).exists();
     match (exists, create) {
         (true, _) => IndexWriter::open(dir, options).with_context(|| format!("opening {}", dir.display())),
-        (false, Some(strategy)) => IndexWriter::create(
-            dir,
-            AnalyzerConfig::default(),
-            Layout::default(),
-            Codec::default(),
-            strategy,
-            options,
-        )
-        .with_context(|| format!("creating an index in {}", dir.display())),
+        (false, Some(strategy)) => {
+            IndexWriter::create(dir, AnalyzerConfig::default(), Format::default(), strategy, options)
+                .with_context(|| format!("creating an index in {}", dir.display()))
+        }
         (false, None) => bail!(
             "{} holds no tierdex index: build one with `tierdex index`, or pass --create",
             dir.display()

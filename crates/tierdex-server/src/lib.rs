@@ -384,14 +384,9 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
         };
         let exists = config.dir.join(tierdex::index::manifest::MANIFEST).exists();
         let w = match (exists, config.create) {
-            (false, Some(strategy)) => IndexWriter::create(
-                &config.dir,
-                Default::default(),
-                Default::default(),
-                Default::default(),
-                strategy,
-                options,
-            )?,
+            (false, Some(strategy)) => {
+                IndexWriter::create(&config.dir, Default::default(), Default::default(), strategy, options)?
+            }
             _ => IndexWriter::open(&config.dir, options)?,
         };
         Source::Writer(Arc::new(w))

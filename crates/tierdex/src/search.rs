@@ -4,6 +4,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bloom::FilterUse;
 use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
@@ -87,6 +88,7 @@ pub struct Searcher {
     index: Index,
     scoring: ScoringContext,
     snapshot: u64,
+    phrase_filters: FilterUse,
 }
 
 /// Source of [`Searcher::snapshot`] numbers: increasing over the process.
@@ -100,7 +102,9 @@ impl Searcher {
 
     /// Opens the index in `dir`.
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Searcher> {
-        Ok(Self::from_index(Index::open(dir, options)?))
+        let mut s = Self::from_index(Index::open(dir, options)?);
+        s.phrase_filters = options.phrase_filters;
+        Ok(s)
     }
 
     /// A searcher over an index already open (a writer's snapshot).
@@ -111,7 +115,14 @@ impl Searcher {
             index,
             scoring,
             snapshot,
+            phrase_filters: FilterUse::Auto,
         }
+    }
+
+    /// Sets when phrase queries test their Bloom filters (indexes built
+    /// with them; [`FilterUse::Auto`] by default).
+    pub fn set_phrase_filters(&mut self, using: FilterUse) {
+        self.phrase_filters = using;
     }
 
     /// This view of the index: a number unique in the process, larger for
@@ -199,6 +210,7 @@ impl Searcher {
                 continue;
             }
             let mut build = Build::new(seg, &self.scoring);
+            build.filters = self.phrase_filters;
             let tier = self.index.storage().options();
             if tier.prefetches() {
                 build.prefetch = prefetch_zones(plan, seg, tier.prefetch_threshold)?;

@@ -12,6 +12,7 @@
 mod support;
 
 use support::gen::{self, Rng};
+use tierdex::bloom::FilterUse;
 use tierdex::indexing::{build_index, IndexOptions};
 use tierdex::search::{Mode, Searcher};
 use tierdex::update::{IndexWriter, Strategy, WriterOptions};
@@ -56,15 +57,7 @@ impl Model {
     }
 }
 
-fn check(
-    writer: &IndexWriter,
-    model: &Model,
-    opts: &IndexOptions,
-    rng: &mut Rng,
-    lex: &gen::Lexicon,
-    context: &str,
-) -> usize {
-    let s = writer.searcher();
+fn check(s: &Searcher, model: &Model, opts: &IndexOptions, rng: &mut Rng, lex: &gen::Lexicon, context: &str) -> usize {
     assert_eq!(s.num_docs(), model.live.len() as u64, "{context}: live documents");
     let dir = tempfile::tempdir().unwrap();
     let fresh = (!model.live.is_empty()).then(|| {
@@ -79,7 +72,7 @@ fn check(
             (Mode::TopKAndCount, 10),
             (Mode::Count, 0),
         ] {
-            let got = answer(&s, &q, mode, k);
+            let got = answer(s, &q, mode, k);
             let want = match &fresh {
                 Some(f) => answer(f, &q, mode, k),
                 None => (Vec::new(), (mode != Mode::TopK).then_some(0)),
@@ -134,7 +127,7 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
         };
         // Start empty or from a built index.
         let mut writer = if rng.chance(0.5) {
-            IndexWriter::create(&path, opts.analyzer, opts.layout, opts.codec, opts.strategy, options).unwrap()
+            IndexWriter::create(&path, opts.analyzer, opts.format(), opts.strategy, options).unwrap()
         } else {
             let initial: Vec<Document> = (0..rng.range(1, 40)).map(|_| fresh_doc(&mut rng, None)).collect();
             build_index(initial.iter().cloned().map(Ok), &path, &opts).unwrap();
@@ -174,36 +167,40 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
                 }
                 3 => {
                     writer.refresh().unwrap();
-                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                    checked += check(&writer.searcher(), &model, &opts, &mut rng, &corpus.lexicon, &ctx);
                 }
                 4 => {
                     let r = writer.flush().unwrap();
                     flushes += 1;
                     merged += usize::from(r.segments_merged > 0);
-                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                    checked += check(&writer.searcher(), &model, &opts, &mut rng, &corpus.lexicon, &ctx);
                 }
                 5 => {
                     let r = writer.compact().unwrap();
                     compacted += r.segments_compacted;
-                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                    checked += check(&writer.searcher(), &model, &opts, &mut rng, &corpus.lexicon, &ctx);
                 }
                 6 => {
                     // Reopen: unflushed changes come back from the log.
                     drop(writer);
                     writer = IndexWriter::open(&path, options).unwrap();
-                    checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &ctx);
+                    checked += check(&writer.searcher(), &model, &opts, &mut rng, &corpus.lexicon, &ctx);
                 }
                 _ => {}
             }
         }
         writer.refresh().unwrap();
-        checked += check(&writer, &model, &opts, &mut rng, &corpus.lexicon, &context);
+        checked += check(&writer.searcher(), &model, &opts, &mut rng, &corpus.lexicon, &context);
         refresh_merged += writer.stats().refresh_docs_merged;
-        // A plain searcher on the flushed index sees the flushed state.
+        // A plain searcher on the flushed index sees the flushed state,
+        // and its merged phrase filters reject no matching document.
         writer.flush().unwrap();
         drop(writer);
-        let s = Searcher::open(&path).unwrap();
+        let mut s = Searcher::open(&path).unwrap();
         assert_eq!(s.num_docs(), model.live.len() as u64, "{context}: after reopening");
+        s.set_phrase_filters(FilterUse::Always);
+        let context = format!("{context}, flushed, phrase filters always");
+        checked += check(&s, &model, &opts, &mut rng, &corpus.lexicon, &context);
     }
     assert!(checked > 1000, "only {checked} answers checked");
     assert!(
@@ -214,15 +211,7 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
 
 /// A writer on a new, empty index in `dir` with default analysis and layout.
 fn empty(dir: &std::path::Path, strategy: Strategy, options: WriterOptions) -> IndexWriter {
-    IndexWriter::create(
-        dir,
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        strategy,
-        options,
-    )
-    .unwrap()
+    IndexWriter::create(dir, Default::default(), Default::default(), strategy, options).unwrap()
 }
 
 #[test]

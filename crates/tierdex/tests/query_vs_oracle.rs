@@ -29,6 +29,7 @@ use support::gen::{self, QueryCase};
 use support::oracle::{OracleIndex, OracleResult, SEMANTICS};
 use support::shrink::shrink;
 use tierdex::analysis::Analyzer;
+use tierdex::bloom::FilterUse;
 use tierdex::corpus::CorpusError;
 use tierdex::indexing::build_index;
 use tierdex::query::ast::Query;
@@ -169,8 +170,14 @@ fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Ta
         tier,
         ..Default::default()
     };
+    // And when phrases test their filters: all three uses on every tier.
+    let filters = [FilterUse::Auto, FilterUse::Always, FilterUse::Never][(corpus_no / 6 % 3) as usize];
+    let where_ = format!("{where_}, phrase filters {filters}");
     let searcher = match Searcher::open_with(dir.path(), open) {
-        Ok(s) => s,
+        Ok(mut s) => {
+            s.set_phrase_filters(filters);
+            s
+        }
         Err(e) if not_implemented(&e) => {
             eprintln!("SKIPPED: Searcher::open is a stub ({e}); nothing compared");
             return false;

@@ -61,7 +61,6 @@ fn child_writer() {
             path,
             Default::default(),
             Default::default(),
-            Default::default(),
             Strategy::Geometric,
             options(),
         )

@@ -14,13 +14,17 @@
 //! bitmap bit test; a non-empty one a popcount and `hashes` bit tests. No test
 //! allocates.
 //!
-//! Not yet wired into indexing or query evaluation (issue #5 is open): this
-//! module is the format and the arithmetic that both will use.
+//! Indexing builds the filters of the body field's terms (stop words get none
+//! and are never inserted, see [`filtered_term`]); merges carry them; the
+//! phrase scorer tests them where [`choose`] finds them cheaper than the
+//! positions they save.
+
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Filter sizing, per index.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Filter sizing, per index (recorded in the manifest).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BloomParams {
     /// Expected distinct neighbours per (term, document) (default 5).
     pub expected: u32,
@@ -105,7 +109,13 @@ pub struct Probe {
 impl Probe {
     /// The probe of a term (its dictionary key) for filters of `shape`.
     pub fn new(shape: FilterShape, term_key: &[u8]) -> Probe {
-        let mut state = xxhash_rust::xxh3::xxh3_64(term_key);
+        Self::from_seed(shape, seed(term_key))
+    }
+
+    /// The probe of the term whose [`seed`] is `seed` (indexing hashes each
+    /// distinct term once, then derives its probe per insertion).
+    pub fn from_seed(shape: FilterShape, seed: u64) -> Probe {
+        let mut state = seed;
         let m = shape.bits() as u64;
         let mut bits = [0u16; 32];
         for b in bits.iter_mut().take(shape.hashes as usize) {
@@ -126,6 +136,152 @@ impl Probe {
 
     fn bits(&self) -> &[u16] {
         &self.bits[..self.len as usize]
+    }
+}
+
+/// The hash a term's probe derives from: of its dictionary key.
+pub fn seed(term_key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(term_key)
+}
+
+/// Whether a term (its dictionary key: field id byte, then the term) has
+/// filters and is inserted into its neighbours' filters: body terms that are
+/// not stop words. Indexing and queries both decide by this, so a query
+/// never tests a filter for a term that indexing left out.
+pub fn filtered_term(term_key: &[u8]) -> bool {
+    match term_key.split_first() {
+        Some((&field, term)) if field == crate::schema::Field::Body.id() => {
+            std::str::from_utf8(term).is_ok_and(|t| !crate::analysis::is_stop_word(t))
+        }
+        _ => false,
+    }
+}
+
+/// Which of a posting's two filters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// The terms that immediately follow the term in the document.
+    After,
+    /// The terms that immediately precede it.
+    Before,
+}
+
+/// What the cost model knows of one term of an adjacent phrase pair, from
+/// its dictionary entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TermCost {
+    /// Documents containing the term.
+    pub doc_freq: u32,
+    /// Bytes of its doc/freq zone (read to seek the term to a document).
+    pub zone_len: u64,
+    /// Bytes of its positions section.
+    pub pos_len: u64,
+    /// Bytes of its `after` and `before` filter sections (0: no filters).
+    pub after_len: u64,
+    /// See `after_len`.
+    pub before_len: u64,
+}
+
+/// Bytes one random read touches at least (a page).
+const PAGE: f64 = 4096.0;
+
+/// The share of the positions' cost a filter may cost at most, so that a
+/// filter that rejects nothing adds at most about this much I/O.
+pub const MAX_FILTER_SHARE: f64 = 0.1;
+
+/// Expected bytes read to visit `k` of the `n` documents of a section of
+/// `len` bytes, spread uniformly: each visit reads its share and touches at
+/// least a page, and no more than the whole section is read.
+pub fn visit_cost(len: u64, n: u32, k: u64) -> f64 {
+    if len == 0 || n == 0 || k == 0 {
+        return 0.0;
+    }
+    let per = len as f64 / n as f64;
+    (k as f64 * (per + PAGE)).min(len.div_ceil(4096) as f64 * PAGE)
+}
+
+/// When phrase queries test filters (a search-time choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterUse {
+    /// Where the cost model finds them cheaper than the positions they save
+    /// ([`choose`]), and only while they keep rejecting candidates.
+    #[default]
+    Auto,
+    /// For every adjacent pair of filtered terms, whatever the cost
+    /// (the cheaper direction), and never dropped: for tests and benchmarks.
+    Always,
+    /// Never: positions decide every candidate.
+    Never,
+}
+
+impl std::str::FromStr for FilterUse {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<FilterUse> {
+        match s {
+            "auto" => Ok(FilterUse::Auto),
+            "always" => Ok(FilterUse::Always),
+            "never" => Ok(FilterUse::Never),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown phrase filter use `{s}` (auto, always, never)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for FilterUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FilterUse::Auto => "auto",
+            FilterUse::Always => "always",
+            FilterUse::Never => "never",
+        })
+    }
+}
+
+/// The filter to test for the adjacent phrase pair `left right` (`right`
+/// immediately after `left`), when at most `candidates` documents reach the
+/// test: `left`'s `after` filter probed with `right`, `right`'s `before`
+/// filter probed with `left`, or none when reading either would cost more
+/// than [`MAX_FILTER_SHARE`] of what a rejection saves. A rejection saves
+/// the two terms' positions and, when the tested term is the phrase's lead
+/// (`lead`: 0 for `left`, 1 for `right`; its filter is tested before the
+/// other terms are sought), the other term's seek into its doc blocks.
+/// Returns the side (0: left, 1: right) and its direction.
+pub fn choose(left: &TermCost, right: &TermCost, candidates: u64, lead: Option<usize>) -> Option<(usize, Direction)> {
+    choose_with(left, right, candidates, lead, MAX_FILTER_SHARE)
+}
+
+/// [`choose`] with the cost limit `max_share` (infinite: the cheaper
+/// filter whatever it costs).
+pub fn choose_with(
+    left: &TermCost,
+    right: &TermCost,
+    candidates: u64,
+    lead: Option<usize>,
+    max_share: f64,
+) -> Option<(usize, Direction)> {
+    let positions =
+        visit_cost(left.pos_len, left.doc_freq, candidates) + visit_cost(right.pos_len, right.doc_freq, candidates);
+    let seek = |t: &TermCost| visit_cost(t.zone_len, t.doc_freq, candidates);
+    let options = [(0, Direction::After, left, right), (1, Direction::Before, right, left)];
+    options
+        .into_iter()
+        .filter(|o| filter_len(o.2, o.1) > 0)
+        .map(|(side, dir, tested, other)| {
+            let cost = visit_cost(filter_len(tested, dir), tested.doc_freq, candidates);
+            let saved = positions + if lead == Some(side) { seek(other) } else { 0.0 };
+            (side, dir, cost, saved)
+        })
+        .filter(|o| o.2 <= max_share * o.3)
+        .min_by(|a, b| a.2.total_cmp(&b.2))
+        .map(|(side, dir, _, _)| (side, dir))
+}
+
+fn filter_len(t: &TermCost, dir: Direction) -> u64 {
+    match dir {
+        Direction::After => t.after_len,
+        Direction::Before => t.before_len,
     }
 }
 
@@ -223,6 +379,17 @@ impl<'a> Group<'a> {
     /// Whether slot `slot`'s filter is empty.
     pub fn is_empty(&self, slot: usize) -> bool {
         self.bitmap & (1u128 << slot) == 0
+    }
+
+    /// Slot `slot`'s filter (`None` when empty).
+    pub fn filter(&self, slot: usize) -> Option<&'a [u8]> {
+        let bit = 1u128 << slot;
+        if self.bitmap & bit == 0 {
+            return None;
+        }
+        let rank = (self.bitmap & (bit - 1)).count_ones() as usize;
+        let fb = self.shape.bytes as usize;
+        Some(&self.filters[rank * fb..(rank + 1) * fb])
     }
 }
 

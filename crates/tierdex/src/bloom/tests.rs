@@ -95,3 +95,96 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_probe_is_its_seed() {
+    let s = shape();
+    assert_eq!(Probe::new(s, b"\x01york"), Probe::from_seed(s, seed(b"\x01york")));
+}
+
+#[test]
+fn only_body_terms_that_are_not_stop_words_are_filtered() {
+    let body = crate::schema::Field::Body.id();
+    let title = crate::schema::Field::Title.id();
+    assert!(filtered_term(&[&[body][..], b"york"].concat()));
+    assert!(!filtered_term(&[&[body][..], b"the"].concat()));
+    assert!(!filtered_term(&[&[title][..], b"york"].concat()));
+    assert!(!filtered_term(b""));
+}
+
+#[test]
+fn visits_cost_at_least_a_page_and_at_most_the_section() {
+    assert_eq!(visit_cost(0, 10, 5), 0.0);
+    // A small section: one visit reads no more than its page.
+    assert_eq!(visit_cost(1_000, 10, 1), 4096.0);
+    // A 1 MB section of 1,000 documents: one visit reads its 1 KB and a page.
+    assert_eq!(visit_cost(1 << 20, 1_000, 1), 1048.576 + 4096.0);
+    // Visiting more never costs less, and never more than the whole section.
+    let mut last = 0.0;
+    for k in [1, 10, 100, 1_000, 10_000] {
+        let c = visit_cost(1 << 20, 1_000, k);
+        assert!(c >= last && c <= (1 << 20) as f64, "{k}: {c}");
+        last = c;
+    }
+}
+
+fn cost(df: u32, pos_len: u64, filters: bool) -> TermCost {
+    TermCost {
+        doc_freq: df,
+        zone_len: df as u64 * 2,
+        pos_len,
+        after_len: if filters { df as u64 * 10 } else { 0 },
+        before_len: if filters { df as u64 * 10 } else { 0 },
+    }
+}
+
+#[test]
+fn a_rare_term_next_to_a_popular_one_tests_the_rare_terms_filter() {
+    let rare = cost(100, 300, true);
+    let popular = cost(50_000, 40 << 20, true);
+    assert_eq!(choose(&rare, &popular, 100, None), Some((0, Direction::After)));
+    assert_eq!(choose(&popular, &rare, 100, Some(1)), Some((1, Direction::Before)));
+}
+
+#[test]
+fn filters_dearer_than_a_tenth_of_the_positions_are_not_used() {
+    // Both terms rare and in one page of positions each: reading a filter
+    // page would cost half of what it could save.
+    let a = cost(20, 200, true);
+    let b = cost(30, 300, true);
+    assert_eq!(choose(&a, &b, 20, Some(0)), None);
+    // Unless asked to use the cheaper filter whatever it costs.
+    assert_eq!(
+        choose_with(&a, &b, 20, Some(0), f64::INFINITY),
+        Some((0, Direction::After))
+    );
+    // Terms without filters never get a test.
+    let (c, d) = (cost(100, 300, false), cost(50_000, 40 << 20, false));
+    assert_eq!(choose_with(&c, &d, 100, Some(0), f64::INFINITY), None);
+}
+
+#[test]
+fn a_lead_filter_also_saves_the_other_terms_seeks() {
+    // Positions alone (one page each) do not pay for a filter page...
+    let rare = cost(100, 300, true);
+    let mut popular = cost(50_000, 4_000, true);
+    assert_eq!(choose(&rare, &popular, 100, None), None);
+    // ...but the popular term's doc blocks the rare lead's filter spares do.
+    popular.zone_len = 20 << 20;
+    assert_eq!(choose(&rare, &popular, 100, Some(0)), Some((0, Direction::After)));
+}
+
+#[test]
+fn group_filters_are_found_by_slot() {
+    let s = shape();
+    let fb = s.bytes as usize;
+    let mut filters = vec![0u8; 3 * fb];
+    filters[fb..2 * fb].fill(7);
+    let mut out = Vec::new();
+    encode_group(s, &filters, &mut out);
+    let (g, len) = Group::parse(s, &out, Path::new("x")).unwrap();
+    assert_eq!(len, out.len());
+    assert_eq!(g.filter(0), None);
+    assert_eq!(g.filter(1), Some(&filters[fb..2 * fb]));
+    assert_eq!(g.filter(2), None);
+}

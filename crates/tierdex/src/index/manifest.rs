@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::analysis::AnalyzerConfig;
+use crate::bloom::BloomParams;
 use crate::error::{Error, Result};
 use crate::index::deletes::DeletesMeta;
-use crate::layout::{Codec, Layout};
+use crate::layout::{Codec, Format, Layout};
 use crate::schema::Field;
 use crate::storage::FileInfo;
 use crate::update::Strategy;
@@ -74,7 +75,7 @@ impl SegmentMeta {
 }
 
 /// The index manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// On-disk format version.
     pub format: u32,
@@ -84,6 +85,10 @@ pub struct Manifest {
     pub codec: Codec,
     /// Posting layout.
     pub layout: Layout,
+    /// Phrase Bloom filters of the body field (absent: none; indexes built
+    /// before they existed have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bloom: Option<BloomParams>,
     /// Segments in document order.
     pub segments: Vec<SegmentMeta>,
     /// Next unused segment number.
@@ -101,12 +106,13 @@ pub struct Manifest {
 
 impl Manifest {
     /// An empty manifest for a new index.
-    pub fn new(analyzer: AnalyzerConfig, layout: Layout, codec: Codec) -> Manifest {
+    pub fn new(analyzer: AnalyzerConfig, format: Format) -> Manifest {
         Manifest {
             format: FORMAT_VERSION,
             analyzer,
-            codec,
-            layout,
+            codec: format.codec,
+            layout: format.layout,
+            bloom: format.bloom,
             segments: Vec::new(),
             next_segment: 0,
             strategy: Strategy::default(),
@@ -168,6 +174,15 @@ impl Manifest {
             let _ = d.sync_all();
         }
         Ok(())
+    }
+
+    /// How the index's postings are encoded.
+    pub fn postings_format(&self) -> Format {
+        Format {
+            layout: self.layout,
+            codec: self.codec,
+            bloom: self.bloom,
+        }
     }
 
     /// Total documents, deleted ones included.

@@ -35,6 +35,8 @@ pub struct OpenOptions {
     /// Verify every page of every file at open (otherwise pages are verified
     /// on first read).
     pub verify: bool,
+    /// When phrase queries test the index's Bloom filters.
+    pub phrase_filters: crate::bloom::FilterUse,
 }
 
 /// One segment of an open index with its tombstones (shared between the
@@ -69,7 +71,7 @@ impl Index {
         let analyzer = Analyzer::new(manifest.analyzer);
         let mut views = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
-            let seg = SegmentReader::open(dir, meta, manifest.layout, manifest.codec, &storage)?;
+            let seg = SegmentReader::open(dir, meta, manifest.postings_format(), &storage)?;
             if options.verify {
                 seg.verify_all()?;
             }

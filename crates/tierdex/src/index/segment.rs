@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::index::manifest::SegmentMeta;
-use crate::layout::{Codec, Layout, PostingsFiles, TermCursor};
+use crate::layout::{Format, PostingsFiles, TermCursor};
 use crate::schema::Field;
 use crate::storage::{IndexFile, Storage};
 use crate::store::{IdsReader, StoreReader};
@@ -12,7 +12,7 @@ use crate::termdict::{TermDict, TermInfo};
 
 /// Extensions of a segment's files.
 pub mod ext {
-    pub use crate::layout::postings::ext::{DOCS, PAYLOADS, POSITIONS, POSTINGS, TERMS, TERM_INFOS};
+    pub use crate::layout::postings::ext::{BLOOM, DOCS, PAYLOADS, POSITIONS, POSTINGS, TERMS, TERM_INFOS};
     /// Field-length norms.
     pub const NORMS: &str = "nrm";
     /// Document store data.
@@ -22,13 +22,14 @@ pub mod ext {
     /// External ids of the documents (the id column).
     pub const IDS: &str = "ids";
     /// Every extension any layout writes.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 11] = [
         TERMS,
         TERM_INFOS,
         POSTINGS,
         DOCS,
         POSITIONS,
         PAYLOADS,
+        BLOOM,
         NORMS,
         STORE,
         STORE_INDEX,
@@ -47,13 +48,7 @@ pub struct SegmentReader {
 
 impl SegmentReader {
     /// Opens the files of `meta` in `dir`, checking them against the manifest.
-    pub fn open(
-        dir: &Path,
-        meta: &SegmentMeta,
-        layout: Layout,
-        codec: Codec,
-        storage: &Storage,
-    ) -> Result<SegmentReader> {
+    pub fn open(dir: &Path, meta: &SegmentMeta, format: Format, storage: &Storage) -> Result<SegmentReader> {
         let open = |e: &str| -> Result<IndexFile> {
             let path = dir.join(meta.file_name(e));
             let f = storage.open(&path)?;
@@ -71,7 +66,7 @@ impl SegmentReader {
             }
             Ok(f)
         };
-        let postings = PostingsFiles::open(layout, codec, open)?;
+        let postings = PostingsFiles::open(format, open)?;
         let norms_file = open(ext::NORMS)?;
         if norms_file.len() != meta.max_doc as usize * Field::COUNT {
             return Err(Error::corrupt(

@@ -7,35 +7,35 @@ use std::path::Path;
 
 use fst::{IntoStreamer, Streamer};
 
+use crate::bloom::{self, Direction};
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::index::Deletes;
 use crate::layout::writer::TermPostings;
-use crate::layout::{Codec, Layout, PostingsWriter};
+use crate::layout::{Format, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileWriter, Storage, Tier, TierOptions};
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
-/// Merges `metas` (segments of the index in `dir`, in document order, with
-/// `layout` and `codec`) into a new segment `name` of the same layout and
-/// codec; calls `progress(terms_done)` now and then. The input
-/// segments' files are left in place.
+/// Merges `metas` (segments of the index in `dir`, in document order, of
+/// `format`) into a new segment `name` of the same format; calls
+/// `progress(terms_done)` now and then. The input segments' files are left
+/// in place.
 pub fn merge_segments(
     dir: &Path,
     metas: &[SegmentMeta],
     name: &str,
-    layout: Layout,
-    codec: Codec,
+    format: Format,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
     let storage = Storage::new(TierOptions::on(Tier::Mmap))?;
     let readers = metas
         .iter()
-        .map(|m| SegmentReader::open(dir, m, layout, codec, &storage))
+        .map(|m| SegmentReader::open(dir, m, format, &storage))
         .collect::<Result<Vec<_>>>()?;
     let sources: Vec<_> = readers.iter().map(|r| (r, None)).collect();
-    merge_live(dir, &sources, name, layout, codec, StoreOptions::default(), progress)
+    merge_live(dir, &sources, name, format, StoreOptions::default(), progress)
 }
 
 /// Merges open segments (in document order), leaving out the documents
@@ -43,13 +43,14 @@ pub fn merge_segments(
 /// documents keep their order; terms left without documents disappear; the
 /// statistics are those of the live documents. The document store is
 /// written with `store` (its dictionary, if any, taken from the largest
-/// source that has one).
+/// source that has one). Phrase filters are carried over; a source term
+/// without them (which one index never holds) gets all-ones filters, that
+/// reject nothing.
 pub fn merge_live(
     dir: &Path,
     sources: &[(&SegmentReader, Option<&Deletes>)],
     name: &str,
-    layout: Layout,
-    codec: Codec,
+    format: Format,
     store: StoreOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
@@ -99,7 +100,8 @@ pub fn merge_live(
         }
     }
 
-    let mut postings = PostingsWriter::create(dir, name, layout, codec)?;
+    let shape = format.bloom_shape()?;
+    let mut postings = PostingsWriter::create(dir, name, format)?;
     let mut tp = TermPostings::default();
     let (mut pos, mut off) = (Vec::new(), Vec::new());
     let mut op = fst::map::OpBuilder::new();
@@ -112,6 +114,7 @@ pub fn merge_live(
         let mut hits = hits.to_vec();
         hits.sort_by_key(|h| h.index);
         tp.clear();
+        let filter_bytes = shape.filter(|_| bloom::filtered_term(key)).map(|s| s.bytes as usize);
         for h in hits {
             let r = &readers[h.index];
             let info = r.postings().resolve(r.terms().term_ref(h.value))?;
@@ -130,6 +133,13 @@ pub fn merge_live(
                 tp.positions.extend_from_slice(&pos);
                 tp.starts.extend(off.iter().map(|o| o.0));
                 tp.ends.extend(off.iter().map(|o| o.1));
+                if let Some(fb) = filter_bytes {
+                    for (dir, out) in [(Direction::After, &mut tp.after), (Direction::Before, &mut tp.before)] {
+                        if !c.copy_filter(dir, out) {
+                            out.resize(out.len() + fb, 0xff);
+                        }
+                    }
+                }
                 c.advance();
             }
             if let Some(e) = c.take_error() {

@@ -22,11 +22,12 @@ use crossbeam_channel::bounded;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
+use crate::bloom::BloomParams;
 use crate::corpus::CorpusError;
 use crate::error::{Error, Result};
 use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::segment::ext;
-use crate::layout::{Codec, Layout};
+use crate::layout::{Codec, Format, Layout};
 use crate::schema::Document;
 use crate::store::{train_dictionary, StoreOptions};
 pub use segment_writer::SegmentWriter;
@@ -51,8 +52,21 @@ pub struct IndexOptions {
     pub layout: Layout,
     /// How postings integers are stored.
     pub codec: Codec,
+    /// Phrase Bloom filters of the body field (`None`: off).
+    pub bloom: Option<BloomParams>,
     /// How later updates are merged (remembered by the index).
     pub strategy: crate::update::Strategy,
+}
+
+impl IndexOptions {
+    /// The postings format these options ask for.
+    pub fn format(&self) -> Format {
+        Format {
+            layout: self.layout,
+            codec: self.codec,
+            bloom: self.bloom,
+        }
+    }
 }
 
 impl Default for IndexOptions {
@@ -66,6 +80,7 @@ impl Default for IndexOptions {
             overwrite: false,
             layout: Layout::default(),
             codec: Codec::default(),
+            bloom: Some(BloomParams::default()),
             strategy: Default::default(),
         }
     }
@@ -249,7 +264,7 @@ where
         progress(Progress::MergeStarted { segments: metas.len() });
         let name = segment_name(next_segment);
         next_segment += 1;
-        let merged = match merge::merge_segments(dir, &metas, &name, opts.layout, opts.codec, &|terms| {
+        let merged = match merge::merge_segments(dir, &metas, &name, opts.format(), &|terms| {
             progress(Progress::Merging { terms })
         }) {
             Ok(m) => m,
@@ -262,7 +277,7 @@ where
     }
     let merge_secs = merge_started.elapsed().as_secs_f64();
 
-    let mut manifest = Manifest::new(opts.analyzer, opts.layout, opts.codec);
+    let mut manifest = Manifest::new(opts.analyzer, opts.format());
     manifest.strategy = opts.strategy;
     manifest.segments = metas;
     manifest.next_segment = next_segment;
@@ -299,14 +314,7 @@ fn build_segment(
     dictionary: Option<&[u8]>,
     opts: &IndexOptions,
 ) -> Result<SegmentMeta> {
-    let mut w = SegmentWriter::new(
-        dir,
-        &segment_name(seg),
-        analyzer.clone(),
-        dictionary,
-        opts.layout,
-        opts.codec,
-    )?;
+    let mut w = SegmentWriter::new(dir, &segment_name(seg), analyzer.clone(), dictionary, opts.format())?;
     for d in docs {
         w.add(d)?;
     }

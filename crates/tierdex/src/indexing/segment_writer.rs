@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::analysis::Analyzer;
+use crate::bloom::{self, FilterShape, Probe};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
@@ -12,7 +13,7 @@ use crate::index::segment::ext;
 use crate::indexing::term_table::TermTable;
 use crate::layout::norms;
 use crate::layout::writer::TermPostings;
-use crate::layout::{Codec, Layout, PostingsWriter};
+use crate::layout::{Format, PostingsWriter};
 use crate::schema::{DocId, Document, Field};
 use crate::storage::FileWriter;
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
@@ -28,13 +29,25 @@ struct TermBuf {
     positions: Vec<u8>,
     /// Per occurrence: start - previous end, length.
     offsets: Vec<u8>,
+    /// Per doc, when the term has phrase filters: its `after` filter, and
+    /// its `before` filter.
+    after: Vec<u8>,
+    before: Vec<u8>,
 }
 
 impl TermBuf {
     fn bytes(&self) -> usize {
-        self.docs.capacity() + self.positions.capacity() + self.offsets.capacity() + 64
+        self.docs.capacity()
+            + self.positions.capacity()
+            + self.offsets.capacity()
+            + self.after.capacity()
+            + self.before.capacity()
+            + 64
     }
 }
+
+/// No neighbour (at the field's edge, or a gap left by a removed stop word).
+const NO_TERM: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
 struct Occurrence {
@@ -42,6 +55,9 @@ struct Occurrence {
     position: u32,
     start: u32,
     end: u32,
+    /// The terms at the next and the previous position.
+    next: u32,
+    prev: u32,
 }
 
 /// Builds one segment in memory.
@@ -59,22 +75,19 @@ pub struct SegmentWriter {
     scratch: Vec<Occurrence>,
     key: Vec<u8>,
     postings_bytes: usize,
-    layout: Layout,
-    codec: Codec,
+    format: Format,
+    bloom: Option<FilterShape>,
+    /// Per term id: the seed of its filter probe, or `None` when the term
+    /// has no filters and is not inserted into others' (see
+    /// [`bloom::filtered_term`]).
+    probe_seeds: Vec<Option<u64>>,
 }
 
 impl SegmentWriter {
     /// Starts segment `name` in `dir` (the store file is written as documents
     /// come). The document store uses `dictionary` when given (shared by the
     /// segments of one build), else trains its own.
-    pub fn new(
-        dir: &Path,
-        name: &str,
-        analyzer: Analyzer,
-        dictionary: Option<&[u8]>,
-        layout: Layout,
-        codec: Codec,
-    ) -> Result<Self> {
+    pub fn new(dir: &Path, name: &str, analyzer: Analyzer, dictionary: Option<&[u8]>, format: Format) -> Result<Self> {
         let (data, index) = (
             dir.join(format!("{name}.{}", ext::STORE)),
             dir.join(format!("{name}.{}", ext::STORE_INDEX)),
@@ -83,12 +96,12 @@ impl SegmentWriter {
             Some(d) => StoreWriter::create_with_dictionary(&data, &index, StoreOptions::default(), Some(d))?,
             None => StoreWriter::create(&data, &index, StoreOptions::default())?,
         };
-        Self::with_store(dir, name, analyzer, store, layout, codec)
+        Self::with_store(dir, name, analyzer, store, format)
     }
 
     /// Starts segment `name` whose document store trains no dictionary
     /// (short-lived segments, where training would cost more than it saves).
-    pub fn untrained(dir: &Path, name: &str, analyzer: Analyzer, layout: Layout, codec: Codec) -> Result<Self> {
+    pub fn untrained(dir: &Path, name: &str, analyzer: Analyzer, format: Format) -> Result<Self> {
         let (data, index) = (
             dir.join(format!("{name}.{}", ext::STORE)),
             dir.join(format!("{name}.{}", ext::STORE_INDEX)),
@@ -98,18 +111,14 @@ impl SegmentWriter {
             ..StoreOptions::default()
         };
         let store = StoreWriter::create(&data, &index, options)?;
-        Self::with_store(dir, name, analyzer, store, layout, codec)
+        Self::with_store(dir, name, analyzer, store, format)
     }
 
-    fn with_store(
-        dir: &Path,
-        name: &str,
-        analyzer: Analyzer,
-        store: StoreWriter,
-        layout: Layout,
-        codec: Codec,
-    ) -> Result<Self> {
+    fn with_store(dir: &Path, name: &str, analyzer: Analyzer, store: StoreWriter, format: Format) -> Result<Self> {
         Ok(SegmentWriter {
+            bloom: format.bloom_shape()?,
+            format,
+            probe_seeds: Vec::new(),
             analyzer,
             dir: dir.to_path_buf(),
             name: name.to_string(),
@@ -123,8 +132,6 @@ impl SegmentWriter {
             scratch: Vec::new(),
             key: Vec::new(),
             postings_bytes: 0,
-            layout,
-            codec,
         })
     }
 
@@ -167,8 +174,11 @@ impl SegmentWriter {
             bufs,
             scratch,
             key,
+            probe_seeds,
+            bloom,
             ..
         } = self;
+        let bloom = *bloom;
         analyzer.analyze(text, |tok| {
             key.clear();
             key.push(field.id());
@@ -176,12 +186,23 @@ impl SegmentWriter {
             let term = terms.intern(key);
             if term as usize == bufs.len() {
                 bufs.push(TermBuf::default());
+                let filtered = bloom.is_some() && bloom::filtered_term(key);
+                probe_seeds.push(filtered.then(|| bloom::seed(key)));
+            }
+            let (mut prev, position) = (NO_TERM, tok.position);
+            if let Some(last) = scratch.last_mut() {
+                if last.position + 1 == position {
+                    last.next = term;
+                    prev = last.term;
+                }
             }
             scratch.push(Occurrence {
                 term,
-                position: tok.position,
+                position,
                 start: tok.start,
                 end: tok.end,
+                next: NO_TERM,
+                prev,
             });
         });
         let len = self.scratch.len() as u64;
@@ -217,6 +238,20 @@ impl SegmentWriter {
                 prev_pos = o.position;
                 prev_end = o.end;
             }
+            if let (Some(shape), Some(_)) = (self.bloom, self.probe_seeds[term as usize]) {
+                let seeds = &self.probe_seeds;
+                let insert = |filters: &mut Vec<u8>, neighbour: fn(&Occurrence) -> u32| {
+                    let at = filters.len();
+                    filters.resize(at + shape.bytes as usize, 0);
+                    for o in &self.scratch[i..j] {
+                        if let Some(&Some(seed)) = seeds.get(neighbour(o) as usize) {
+                            bloom::insert(&mut filters[at..], &Probe::from_seed(shape, seed));
+                        }
+                    }
+                };
+                insert(&mut buf.after, |o| o.next);
+                insert(&mut buf.before, |o| o.prev);
+            }
             self.postings_bytes += buf.bytes() - before;
             i = j;
         }
@@ -229,7 +264,7 @@ impl SegmentWriter {
         let mut keys: Vec<(&[u8], u32)> = self.terms.entries().collect();
         keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
 
-        let mut postings = PostingsWriter::create(&self.dir, &self.name, self.layout, self.codec)?;
+        let mut postings = PostingsWriter::create(&self.dir, &self.name, self.format)?;
         let mut tp = TermPostings::default();
         for (key, id) in &keys {
             let buf = &self.bufs[*id as usize];
@@ -265,6 +300,8 @@ impl SegmentWriter {
 /// Decodes an in-memory term buffer into plain arrays.
 fn decode_buf(buf: &TermBuf, tp: &mut TermPostings) -> Option<()> {
     tp.clear();
+    tp.after.extend_from_slice(&buf.after);
+    tp.before.extend_from_slice(&buf.before);
     let (mut p, mut pp, mut op) = (0, 0, 0);
     let mut doc = 0u32;
     for i in 0..buf.df {

@@ -10,6 +10,7 @@
 //! records the error, reports itself exhausted, and hands the error over via
 //! [`TermCursor::take_error`].
 
+use crate::bloom::{self, Direction, FilterShape, Probe};
 use crate::codec::{self, BLOCK};
 use crate::error::Error;
 use crate::layout::impacts::Impacts;
@@ -19,9 +20,9 @@ use crate::schema::{DocId, TERMINATED};
 use crate::storage::{io, IndexFile, PageWindow};
 use crate::termdict::TermInfo;
 
-/// Longest encoding of one skip entry (five VBytes, the impacts length
+/// Longest encoding of one skip entry (seven VBytes, the impacts length
 /// byte and at most 255 bytes of impacts).
-const MAX_ENTRY: usize = 5 + 5 + 10 + 5 + 5 + 1 + 255;
+const MAX_ENTRY: usize = 5 + 5 + 10 + 5 + 5 + 5 + 5 + 1 + 255;
 
 const NONE: usize = usize::MAX;
 
@@ -37,6 +38,9 @@ struct SkipEntry {
     /// `pos_index`; likewise in the offsets section.
     pos_byte: u32,
     off_byte: u32,
+    /// Byte offsets of the block's filter groups in the `after` and
+    /// `before` sections.
+    filter_byte: [u32; 2],
     /// File offset of the block's impacts (decoded only when a bound is
     /// asked for), and their length; `usize::MAX`: the term's impacts.
     impacts_at: usize,
@@ -210,6 +214,7 @@ pub struct TermCursor<'a> {
     file: &'a IndexFile,
     pos_file: &'a IndexFile,
     pay_file: &'a IndexFile,
+    bloom_file: &'a IndexFile,
     codec: Codec,
     df: u32,
     n_blocks: usize,
@@ -244,7 +249,30 @@ pub struct TermCursor<'a> {
     prefetch_segment: usize,
     prefetched_to: usize,
     zone_end: usize,
+    filters: Filters,
     error: Option<Error>,
+}
+
+/// The term's phrase filters: where their sections are, and the group of
+/// the current block per direction once a test has asked for it.
+struct Filters {
+    /// `None`: the term has no filters.
+    shape: Option<FilterShape>,
+    /// File offset and length of the `after` and `before` sections.
+    section: [(usize, usize); 2],
+    /// Block whose group is loaded, per direction.
+    block: [usize; 2],
+    bitmap: [u128; 2],
+    /// File offset of the loaded group's first filter.
+    data: [usize; 2],
+    win: [PageWindow; 2],
+}
+
+fn side(dir: Direction) -> usize {
+    match dir {
+        Direction::After => 0,
+        Direction::Before => 1,
+    }
 }
 
 impl<'a> TermCursor<'a> {
@@ -268,6 +296,19 @@ impl<'a> TermCursor<'a> {
         let pos_start = within(pos_file, info.pos_offset, r.pos_len)?;
         let off_start = within(pay_file, info.off_offset, r.off_len)?;
         let zone_end = start + r.zone_len as usize;
+        let filter_shape = files.bloom().filter(|_| r.after_len > 0);
+        let bloom_file = files.bloom_file();
+        let filter_start = match filter_shape {
+            Some(_) => within(bloom_file, info.bloom_offset, r.after_len.saturating_add(r.before_len))?,
+            None if r.bloom_len() > 0 => {
+                return Err(Error::corrupt(file.path(), "phrase filters in a segment without them"))
+            }
+            None => 0,
+        };
+        let filter_sections = [
+            (filter_start, r.after_len as usize),
+            (filter_start + r.after_len as usize, r.before_len as usize),
+        ];
         if r.doc_freq == 0 {
             return Err(Error::corrupt(file.path(), "term with no documents"));
         }
@@ -298,6 +339,7 @@ impl<'a> TermCursor<'a> {
             file,
             pos_file,
             pay_file,
+            bloom_file,
             codec,
             df: r.doc_freq,
             n_blocks,
@@ -326,6 +368,14 @@ impl<'a> TermCursor<'a> {
             prefetch_segment: 0,
             prefetched_to: 0,
             zone_end,
+            filters: Filters {
+                shape: filter_shape,
+                section: filter_sections,
+                block: [NONE; 2],
+                bitmap: [0; 2],
+                data: [0; 2],
+                win: [PageWindow::new(), PageWindow::new()],
+            },
             error: None,
         };
         if n_blocks == 1 {
@@ -336,6 +386,7 @@ impl<'a> TermCursor<'a> {
                 pos_index: 0,
                 pos_byte: 0,
                 off_byte: 0,
+                filter_byte: [0; 2],
                 impacts_at: usize::MAX,
                 impacts_len: 0,
             });
@@ -556,6 +607,109 @@ impl<'a> TermCursor<'a> {
         }
     }
 
+    /// Whether the term has phrase filters in this segment.
+    pub fn has_filters(&self) -> bool {
+        self.filters.shape.is_some()
+    }
+
+    /// Whether the current document's `dir` filter may hold the term of
+    /// `probe` (false: the term certainly is not a neighbour there). True
+    /// when the term has no filters. An empty filter costs one bit test, and
+    /// nothing allocates; a read error stops the cursor (and answers false).
+    #[inline]
+    pub fn filter_may_contain(&mut self, dir: Direction, probe: &Probe) -> bool {
+        let Some(shape) = self.filters.shape else {
+            return true;
+        };
+        if self.doc == TERMINATED {
+            return false;
+        }
+        let s = side(dir);
+        if self.filters.block[s] != self.block && !self.load_group(s) {
+            return false;
+        }
+        let bit = 1u128 << self.i;
+        let bitmap = self.filters.bitmap[s];
+        if bitmap & bit == 0 {
+            return false;
+        }
+        let fb = shape.bytes as usize;
+        let at = self.filters.data[s] + (bitmap & (bit - 1)).count_ones() as usize * fb;
+        let file = self.bloom_file;
+        match self.filters.win[s].get(file, at..at + fb) {
+            Ok(filter) => {
+                io::record_needed(fb as u64);
+                bloom::may_contain(filter, probe)
+            }
+            Err(e) => {
+                self.fail(e);
+                false
+            }
+        }
+    }
+
+    /// Appends the current document's `dir` filter to `out` (zeros when
+    /// empty); false, appending nothing, when the term has no filters.
+    pub fn copy_filter(&mut self, dir: Direction, out: &mut Vec<u8>) -> bool {
+        let Some(shape) = self.filters.shape else {
+            return false;
+        };
+        let fb = shape.bytes as usize;
+        let s = side(dir);
+        let at = out.len();
+        out.resize(at + fb, 0);
+        if self.doc == TERMINATED || (self.filters.block[s] != self.block && !self.load_group(s)) {
+            return true;
+        }
+        let bit = 1u128 << self.i;
+        let bitmap = self.filters.bitmap[s];
+        if bitmap & bit != 0 {
+            let from = self.filters.data[s] + (bitmap & (bit - 1)).count_ones() as usize * fb;
+            let file = self.bloom_file;
+            match self.filters.win[s].get(file, from..from + fb) {
+                Ok(filter) => out[at..].copy_from_slice(filter),
+                Err(e) => self.fail(e),
+            }
+        }
+        true
+    }
+
+    /// Reads the bitmap of the current block's group in section `s`.
+    fn load_group(&mut self, s: usize) -> bool {
+        let Some(shape) = self.filters.shape else {
+            return false;
+        };
+        let (section, len) = self.filters.section[s];
+        let start = section + self.entries[self.block].filter_byte[s] as usize;
+        let end = section + len;
+        let file = self.bloom_file;
+        let bitmap = match self.filters.win[s].get(file, start..(start + bloom::BITMAP_BYTES).min(end)) {
+            Ok(b) => b.first_chunk::<{ bloom::BITMAP_BYTES }>().copied(),
+            Err(e) => {
+                self.fail(e);
+                return false;
+            }
+        };
+        let group_end = bitmap.map(|b| start + bloom::group_len(shape, &b));
+        match (bitmap, group_end) {
+            (Some(b), Some(e)) if e <= end => {
+                io::record_needed(bloom::BITMAP_BYTES as u64);
+                self.filters.bitmap[s] = u128::from_le_bytes(b);
+                self.filters.data[s] = start + bloom::BITMAP_BYTES;
+                self.filters.block[s] = self.block;
+                true
+            }
+            _ => {
+                let err = Error::corrupt(
+                    self.bloom_file.path(),
+                    "damaged phrase filter group in a term's postings",
+                );
+                self.fail(err);
+                false
+            }
+        }
+    }
+
     /// The error that stopped the cursor, if any.
     pub fn take_error(&mut self) -> Option<Error> {
         self.error.take()
@@ -641,6 +795,14 @@ impl<'a> TermCursor<'a> {
         let off_byte = prev
             .map_or(0, |p| p.off_byte)
             .checked_add(codec::read_u32(data, pos)?)?;
+        let mut filter_byte = [0u32; 2];
+        if self.filters.shape.is_some() {
+            for (s, b) in filter_byte.iter_mut().enumerate() {
+                *b = prev
+                    .map_or(0, |p| p.filter_byte[s])
+                    .checked_add(codec::read_u32(data, pos)?)?;
+            }
+        }
         let impacts_len = *data.get(*pos)?;
         let impacts_at = at + *pos + 1;
         *pos += 1 + impacts_len as usize;
@@ -660,6 +822,7 @@ impl<'a> TermCursor<'a> {
             pos_index,
             pos_byte,
             off_byte,
+            filter_byte,
             impacts_at,
             impacts_len,
         })

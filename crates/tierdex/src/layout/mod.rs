@@ -11,16 +11,22 @@
 //! ```text
 //! header  : term impacts (Pareto pairs of freq and norm, for the term's max score)
 //! skip    : one entry per 128-doc block: last doc, block bytes, position and
-//!           offset stream coordinates, block impacts (block-max scores)
+//!           offset stream coordinates, filter group offsets (when the term
+//!           has filters), block impacts (block-max scores)
 //! blocks  : per block, doc-id deltas then frequencies (bit-packed FOR; the
 //!           last partial block in VByte)
 //! positions: per-doc delta-coded positions, bit-packed blocks of 128
 //! offsets : per position (start - previous end, length), blocks of 128
+//! after   : phrase filters, one group per block (crate::bloom), optional
+//! before  : likewise
 //! ```
 //!
 //! The header, skip table and doc/freq blocks form the term's *prefetch
 //! zone*, whose size the term dictionary records. Regions that fit in a 4 KiB
-//! page are aligned so they never straddle two.
+//! page are aligned so they never straddle two. The filters come last so
+//! that queries which do not test them read the same pages as without them
+//! wherever a region spans pages; the split layout keeps them in a file of
+//! their own (`.blm`).
 
 pub mod cursor;
 pub mod impacts;
@@ -34,6 +40,47 @@ pub use postings::{PostingsFiles, PostingsWriter};
 pub use writer::{TermPostings, TermWriter};
 
 use serde::{Deserialize, Serialize};
+
+use crate::bloom::{BloomParams, FilterShape};
+
+/// How an index's postings are encoded: the index-time choices, recorded in
+/// the manifest and shared by all of its segments.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Format {
+    /// Where a term's sections go.
+    pub layout: Layout,
+    /// How postings integers are stored.
+    pub codec: Codec,
+    /// Phrase Bloom filters of the body field's terms (`None`: none).
+    pub bloom: Option<BloomParams>,
+}
+
+impl Default for Format {
+    /// Grouped, compressed, with phrase filters of the default size.
+    fn default() -> Self {
+        Format {
+            layout: Layout::default(),
+            codec: Codec::default(),
+            bloom: Some(BloomParams::default()),
+        }
+    }
+}
+
+impl Format {
+    /// `layout` and `codec` without phrase filters.
+    pub fn plain(layout: Layout, codec: Codec) -> Self {
+        Format {
+            layout,
+            codec,
+            bloom: None,
+        }
+    }
+
+    /// The filter shape, checked (`None` without filters).
+    pub fn bloom_shape(&self) -> crate::Result<Option<FilterShape>> {
+        self.bloom.map(|p| p.shape()).transpose()
+    }
+}
 
 /// Where a term's sections live (chosen at index time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]

@@ -5,9 +5,10 @@
 
 use std::path::Path;
 
+use crate::bloom::FilterShape;
 use crate::error::{Error, Result};
 use crate::layout::writer::{TermPostings, TermWriter};
-use crate::layout::{Codec, Layout, TermCursor};
+use crate::layout::{Codec, Format, Layout, TermCursor};
 use crate::storage::{io, FileInfo, FileWriter, IndexFile};
 use crate::termdict::{decode_meta, encode_meta, TermDict, TermDictWriter, TermInfo, TermRef, MAX_META_LEN};
 
@@ -25,6 +26,8 @@ pub mod ext {
     pub const POSITIONS: &str = "pos";
     /// Offsets (split).
     pub const PAYLOADS: &str = "pay";
+    /// Phrase Bloom filters (split, when the index has them).
+    pub const BLOOM: &str = "blm";
 
     /// The files a layout writes (besides norms and store).
     pub fn of(layout: super::Layout) -> &'static [&'static str] {
@@ -38,18 +41,22 @@ pub mod ext {
 /// Writes a segment's postings and term dictionary.
 pub struct PostingsWriter {
     layout: Layout,
+    bloom: bool,
     writer: TermWriter,
     dict: TermDictWriter,
     doc: FileWriter,
     pos: Option<FileWriter>,
     pay: Option<FileWriter>,
+    blm: Option<FileWriter>,
     meta: Vec<u8>,
     fst_path: std::path::PathBuf,
 }
 
 impl PostingsWriter {
     /// Creates the files of segment `name` in `dir`.
-    pub fn create(dir: &Path, name: &str, layout: Layout, codec: Codec) -> Result<Self> {
+    pub fn create(dir: &Path, name: &str, format: Format) -> Result<Self> {
+        let Format { layout, codec, .. } = format;
+        let shape = format.bloom_shape()?;
         let path = |e: &str| dir.join(format!("{name}.{e}"));
         let (doc, pos, pay) = match layout {
             Layout::Grouped => (FileWriter::create(path(ext::POSTINGS))?, None, None),
@@ -59,10 +66,16 @@ impl PostingsWriter {
                 Some(FileWriter::create(path(ext::PAYLOADS))?),
             ),
         };
+        let blm = match (layout, shape) {
+            (Layout::Split, Some(_)) => Some(FileWriter::create(path(ext::BLOOM))?),
+            _ => None,
+        };
         Ok(PostingsWriter {
             layout,
-            writer: TermWriter::with_codec(codec),
-            dict: TermDictWriter::create(layout, &path(ext::TERM_INFOS))?,
+            blm,
+            bloom: shape.is_some(),
+            writer: TermWriter::with_format(codec, shape),
+            dict: TermDictWriter::create(layout, shape.is_some(), &path(ext::TERM_INFOS))?,
             doc,
             pos,
             pay,
@@ -86,16 +99,22 @@ impl PostingsWriter {
                     doc_offset: self.doc.position(),
                     pos_offset: pos.position(),
                     off_offset: pay.position(),
+                    bloom_offset: self.blm.as_ref().map_or(0, |b| b.position()),
                     region,
                 };
                 self.doc.write_all(w.zone())?;
+                if let Some(blm) = &mut self.blm {
+                    for f in w.filters() {
+                        blm.write_all(f)?;
+                    }
+                }
                 pos.write_all(w.positions())?;
                 pay.write_all(w.offsets())?;
                 self.dict.insert(key, 0, &info)
             }
             _ => {
                 self.meta.clear();
-                encode_meta(&region, &mut self.meta);
+                encode_meta(&region, self.bloom, &mut self.meta);
                 let total = self.meta.len() + region.len() as usize;
                 self.doc.align_for(total)?;
                 let start = self.doc.position();
@@ -103,6 +122,9 @@ impl PostingsWriter {
                 self.doc.write_all(w.zone())?;
                 self.doc.write_all(w.positions())?;
                 self.doc.write_all(w.offsets())?;
+                for f in w.filters() {
+                    self.doc.write_all(f)?;
+                }
                 self.dict.insert(key, start, &TermInfo::default())
             }
         }
@@ -136,6 +158,9 @@ impl PostingsWriter {
                 if let Some(p) = self.pay {
                     files.push((ext::PAYLOADS, p.finish()?));
                 }
+                if let Some(b) = self.blm {
+                    files.push((ext::BLOOM, b.finish()?));
+                }
             }
         }
         Ok(files)
@@ -146,32 +171,40 @@ impl PostingsWriter {
 pub struct PostingsFiles {
     layout: Layout,
     codec: Codec,
+    bloom: Option<FilterShape>,
     terms: TermDict,
     doc: IndexFile,
     pos: Option<IndexFile>,
     pay: Option<IndexFile>,
+    blm: Option<IndexFile>,
 }
 
 impl PostingsFiles {
     /// Opens the postings of segment `name` in `dir`; `open` opens (and
     /// checks) one file of the segment by extension.
-    pub fn open(layout: Layout, codec: Codec, open: impl Fn(&str) -> Result<IndexFile>) -> Result<Self> {
+    pub fn open(format: Format, open: impl Fn(&str) -> Result<IndexFile>) -> Result<Self> {
+        let Format { layout, codec, .. } = format;
+        let bloom = format.bloom_shape()?;
         Ok(match layout {
             Layout::Grouped => PostingsFiles {
                 layout,
                 codec,
-                terms: TermDict::open(open(ext::TERMS)?, None)?,
+                bloom,
+                terms: TermDict::open(open(ext::TERMS)?, None, bloom.is_some())?,
                 doc: open(ext::POSTINGS)?,
                 pos: None,
                 pay: None,
+                blm: None,
             },
             Layout::Split => PostingsFiles {
                 layout,
                 codec,
-                terms: TermDict::open(open(ext::TERMS)?, Some(open(ext::TERM_INFOS)?))?,
+                bloom,
+                terms: TermDict::open(open(ext::TERMS)?, Some(open(ext::TERM_INFOS)?), bloom.is_some())?,
                 doc: open(ext::DOCS)?,
                 pos: Some(open(ext::POSITIONS)?),
                 pay: Some(open(ext::PAYLOADS)?),
+                blm: bloom.map(|_| open(ext::BLOOM)).transpose()?,
             },
         })
     }
@@ -184,6 +217,11 @@ impl PostingsFiles {
     /// The codec.
     pub fn codec(&self) -> Codec {
         self.codec
+    }
+
+    /// The shape of the segment's phrase filters (`None`: it has none).
+    pub fn bloom(&self) -> Option<FilterShape> {
+        self.bloom
     }
 
     /// The term dictionary.
@@ -206,6 +244,11 @@ impl PostingsFiles {
         self.pay.as_ref().unwrap_or(&self.doc)
     }
 
+    /// The file holding phrase filters.
+    pub fn bloom_file(&self) -> &IndexFile {
+        self.blm.as_ref().unwrap_or(&self.doc)
+    }
+
     /// Looks a term key up.
     pub fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
         match self.terms.get(key) {
@@ -224,7 +267,7 @@ impl PostingsFiles {
                 let end = (start + MAX_META_LEN).min(self.doc.len());
                 let mut buf = Vec::new();
                 let data = self.doc.read(start.min(end)..end, &mut buf)?;
-                let (info, used) = decode_meta(data, start as u64)
+                let (info, used) = decode_meta(data, start as u64, self.bloom.is_some())
                     .ok_or_else(|| Error::corrupt(self.doc.path(), format!("damaged term metadata at byte {start}")))?;
                 io::record_needed(used as u64);
                 Ok(info)
@@ -241,7 +284,7 @@ impl PostingsFiles {
     pub fn verify_all(&self) -> Result<()> {
         self.terms.verify_all()?;
         self.doc.verify_all()?;
-        for f in [&self.pos, &self.pay].into_iter().flatten() {
+        for f in [&self.pos, &self.pay, &self.blm].into_iter().flatten() {
             f.verify_all()?;
         }
         Ok(())

@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::layout::{Codec, Layout, PostingsFiles, PostingsWriter};
+use crate::bloom::{self, BloomParams, Direction, Probe};
+use crate::layout::{Codec, Format, Layout, PostingsFiles, PostingsWriter};
 use crate::schema::TERMINATED;
 use crate::storage::{FileWriter, IndexFile, Storage, Tier, TierOptions};
 use crate::termdict::TermInfo;
@@ -29,6 +30,16 @@ fn postings(max_doc: u32) -> impl Strategy<Value = TermPostings> {
                 x ^= x << 17;
                 x
             };
+            // Two terms in three get filters, a third of them empty.
+            if seed % 3 != 0 {
+                let fb = BloomParams::default().shape().unwrap().bytes as usize;
+                for _ in 0..p.docs.len() {
+                    for filters in [&mut p.after, &mut p.before] {
+                        let empty = rnd() % 3 == 0;
+                        filters.extend((0..fb).map(|_| if empty { 0 } else { rnd() as u8 | 1 }));
+                    }
+                }
+            }
             for &f in &p.freqs {
                 let (mut pos, mut end) = (0u32, 0u32);
                 for j in 0..f {
@@ -62,13 +73,18 @@ fn write_terms(
     tier: Tier,
 ) -> (tempfile::TempDir, PostingsFiles, Vec<TermInfo>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut w = PostingsWriter::create(dir.path(), "s", layout, codec).unwrap();
+    let format = Format {
+        layout,
+        codec,
+        bloom: Some(BloomParams::default()),
+    };
+    let mut w = PostingsWriter::create(dir.path(), "s", format).unwrap();
     for (i, t) in terms.iter().enumerate() {
         w.add(format!("t{i:04}").as_bytes(), t, norms).unwrap();
     }
     w.finish().unwrap();
     let storage = Storage::new(TierOptions::on(tier)).unwrap();
-    let files = PostingsFiles::open(layout, codec, |e| storage.open(dir.path().join(format!("s.{e}")))).unwrap();
+    let files = PostingsFiles::open(format, |e| storage.open(dir.path().join(format!("s.{e}")))).unwrap();
     let infos = (0..terms.len())
         .map(|i| files.term_info(format!("t{i:04}").as_bytes()).unwrap().unwrap())
         .collect();
@@ -101,10 +117,27 @@ proptest! {
         let tier = [Tier::Ram, Tier::Mmap, Tier::Buffered, Tier::Direct][k];
         let (_dir, files, infos) = write_terms(&terms, &norms, layout, codec, tier);
         let (mut pos, mut off) = (Vec::new(), Vec::new());
+        let shape = BloomParams::default().shape().unwrap();
+        let fb = shape.bytes as usize;
+        let probes: Vec<Probe> = (0..8).map(|i| Probe::new(shape, format!("p{i}").as_bytes())).collect();
+        let mut filter = Vec::new();
         for (t, info) in terms.iter().zip(&infos) {
             let mut c = files.cursor(info).unwrap();
             prop_assert_eq!(c.doc_freq() as usize, t.docs.len());
-            for (d, f, p, o) in per_doc(t) {
+            prop_assert_eq!(c.has_filters(), !t.after.is_empty());
+            for (i, (d, f, p, o)) in per_doc(t).into_iter().enumerate() {
+                // Filters: tested before positions are read, as a phrase does.
+                for (dir, want) in [(Direction::After, &t.after), (Direction::Before, &t.before)] {
+                    for probe in &probes {
+                        let expect = want.is_empty() || bloom::may_contain(&want[i * fb..(i + 1) * fb], probe);
+                        prop_assert_eq!(c.filter_may_contain(dir, probe), expect);
+                    }
+                    filter.clear();
+                    prop_assert_eq!(c.copy_filter(dir, &mut filter), !want.is_empty());
+                    if !want.is_empty() {
+                        prop_assert_eq!(&filter[..], &want[i * fb..(i + 1) * fb]);
+                    }
+                }
                 prop_assert_eq!(c.doc(), d);
                 prop_assert_eq!(c.freq(), f);
                 c.positions(&mut pos);
@@ -174,7 +207,8 @@ fn damaged_blocks_stop_the_cursor_with_an_error() {
     let norms = vec![5u8; 3000];
     for (layout, codec) in KINDS {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = PostingsWriter::create(dir.path(), "s", layout, codec).unwrap();
+        let format = Format::plain(layout, codec);
+        let mut w = PostingsWriter::create(dir.path(), "s", format).unwrap();
         w.add(b"t", &t, &norms).unwrap();
         w.finish().unwrap();
         // Corrupt a doc block but rewrite the file so its checksums are
@@ -184,7 +218,7 @@ fn damaged_blocks_stop_the_cursor_with_an_error() {
         let f = IndexFile::open(&path, Tier::Ram).unwrap();
         let mut bytes = f.all().unwrap().to_vec();
         drop(f);
-        let files = PostingsFiles::open(layout, codec, |e| {
+        let files = PostingsFiles::open(format, |e| {
             IndexFile::open(dir.path().join(format!("s.{e}")), Tier::Ram)
         })
         .unwrap();
@@ -201,7 +235,7 @@ fn damaged_blocks_stop_the_cursor_with_an_error() {
         let mut w = FileWriter::create(&path).unwrap();
         w.write_all(&bytes).unwrap();
         w.finish().unwrap();
-        let files = PostingsFiles::open(layout, codec, |e| {
+        let files = PostingsFiles::open(format, |e| {
             IndexFile::open(dir.path().join(format!("s.{e}")), Tier::Mmap)
         })
         .unwrap();

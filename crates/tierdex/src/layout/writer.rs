@@ -1,5 +1,6 @@
 //! Encodes one term's postings into a grouped region.
 
+use crate::bloom::{self, FilterShape};
 use crate::codec::{self, BLOCK};
 use crate::layout::impacts::{Impacts, MAX_BLOCK_IMPACTS, MAX_TERM_IMPACTS};
 use crate::layout::Codec;
@@ -20,6 +21,13 @@ pub struct TermPostings {
     pub starts: Vec<u32>,
     /// Byte offset one past each occurrence's end.
     pub ends: Vec<u32>,
+    /// Phrase Bloom filters (DESIGN §4), one per document, of the index's
+    /// filter size each: the terms right after the term (`after`) and right
+    /// before it (`before`). Both empty when the term has no filters; an
+    /// all-zero filter is an empty one.
+    pub after: Vec<u8>,
+    /// See `after`.
+    pub before: Vec<u8>,
 }
 
 impl TermPostings {
@@ -30,6 +38,8 @@ impl TermPostings {
         self.positions.clear();
         self.starts.clear();
         self.ends.clear();
+        self.after.clear();
+        self.before.clear();
     }
 
     /// Total number of occurrences.
@@ -51,12 +61,21 @@ pub struct RegionInfo {
     pub pos_len: u32,
     /// Bytes of the offsets section.
     pub off_len: u32,
+    /// Bytes of the `after` filter groups (0: the term has no filters).
+    pub after_len: u32,
+    /// Bytes of the `before` filter groups, which follow the `after` ones.
+    pub before_len: u32,
 }
 
 impl RegionInfo {
     /// Total bytes of the region.
     pub fn len(&self) -> u64 {
-        self.zone_len as u64 + self.pos_len as u64 + self.off_len as u64
+        self.zone_len as u64 + self.bloom_len() + self.pos_len as u64 + self.off_len as u64
+    }
+
+    /// Bytes of both filter sections.
+    pub fn bloom_len(&self) -> u64 {
+        self.after_len as u64 + self.before_len as u64
     }
 
     /// True for an empty region (never written for a real term).
@@ -65,11 +84,14 @@ impl RegionInfo {
     }
 }
 
-/// Encodes a term's sections (zone, positions, offsets), reusing its
-/// buffers from term to term.
+/// Encodes a term's sections (zone, filters, positions, offsets), reusing
+/// its buffers from term to term.
 #[derive(Default)]
 pub struct TermWriter {
     codec: Codec,
+    bloom: Option<FilterShape>,
+    after: Vec<u8>,
+    before: Vec<u8>,
     region: Vec<u8>,
     skip: Vec<u8>,
     blocks: Vec<u8>,
@@ -87,12 +109,19 @@ impl TermWriter {
         Self::default()
     }
 
-    /// A writer for `codec`.
-    pub fn with_codec(codec: Codec) -> Self {
+    /// A writer for `codec`, writing filters of `bloom`'s shape for the
+    /// terms that come with them.
+    pub fn with_format(codec: Codec, bloom: Option<FilterShape>) -> Self {
         TermWriter {
             codec,
+            bloom,
             ..Self::default()
         }
+    }
+
+    /// The last term's filter sections (`after` groups, then `before`).
+    pub fn filters(&self) -> [&[u8]; 2] {
+        [&self.after, &self.before]
     }
 
     /// The last term's zone: impacts, skip table, doc/freq blocks.
@@ -129,6 +158,22 @@ impl TermWriter {
         };
 
         self.encode_positions(p)?;
+        self.after.clear();
+        self.before.clear();
+        let shape = match self.bloom {
+            Some(shape) if !p.after.is_empty() || !p.before.is_empty() => {
+                let fb = shape.bytes as usize;
+                if p.after.len() != df * fb || p.before.len() != df * fb {
+                    return Err(format!(
+                        "{} and {} bytes of filters for {df} documents of {fb}-byte filters",
+                        p.after.len(),
+                        p.before.len()
+                    ));
+                }
+                Some(shape)
+            }
+            _ => None,
+        };
 
         // Doc/freq blocks and skip entries.
         self.blocks.clear();
@@ -136,7 +181,8 @@ impl TermWriter {
         let n_blocks = df.div_ceil(BLOCK);
         let mut prev_last: Option<DocId> = None;
         let mut pos_index = 0u64;
-        let mut prev_entry = (0u32, 0u64, 0u32, 0u32); // last_doc, pos_index, pos_byte, off_byte
+        // last_doc, pos_index, pos_byte, off_byte, after_byte, before_byte
+        let mut prev_entry = (0u32, 0u64, 0u32, 0u32, 0u32, 0u32);
         let mut term_pairs = Vec::with_capacity(df.min(4096));
         let mut docs = [0u32; BLOCK];
         let mut freqs = [0u32; BLOCK];
@@ -192,6 +238,12 @@ impl TermWriter {
                 block_pairs.push((f, norm_of(d)?));
             }
             term_pairs.extend_from_slice(&block_pairs);
+            let (after_byte, before_byte) = (self.after.len() as u32, self.before.len() as u32);
+            if let Some(shape) = shape {
+                let fb = shape.bytes as usize;
+                bloom::encode_group(shape, &p.after[lo * fb..hi * fb], &mut self.after);
+                bloom::encode_group(shape, &p.before[lo * fb..hi * fb], &mut self.before);
+            }
             let last_doc = bdocs[bdocs.len() - 1];
             let block_len = (self.blocks.len() - block_start) as u32;
             if n_blocks == 1 {
@@ -204,12 +256,18 @@ impl TermWriter {
                 codec::write_u64(&mut self.skip, pos_index - prev_entry.1);
                 codec::write_u32(&mut self.skip, pos_byte - prev_entry.2);
                 codec::write_u32(&mut self.skip, off_byte - prev_entry.3);
+                if shape.is_some() {
+                    // Where the block's filter groups start, so a query reads
+                    // only the groups of its candidates.
+                    codec::write_u32(&mut self.skip, after_byte - prev_entry.4);
+                    codec::write_u32(&mut self.skip, before_byte - prev_entry.5);
+                }
                 // Length-prefixed, so readers can step over impacts they do not need.
                 let mut imp = Vec::with_capacity(32);
                 Impacts::frontier(block_pairs.iter().copied(), MAX_BLOCK_IMPACTS).write(&mut imp);
                 self.skip.push(imp.len() as u8);
                 self.skip.extend_from_slice(&imp);
-                prev_entry = (last_doc, pos_index, pos_byte, off_byte);
+                prev_entry = (last_doc, pos_index, pos_byte, off_byte, after_byte, before_byte);
             }
             pos_index += bfreqs.iter().map(|&f| f as u64).sum::<u64>();
             prev_last = Some(last_doc);
@@ -230,6 +288,8 @@ impl TermWriter {
             zone_len: fits(zone_len)?,
             pos_len: fits(self.pos.len())?,
             off_len: fits(self.off.len())?,
+            after_len: fits(self.after.len())?,
+            before_len: fits(self.before.len())?,
         })
     }
 

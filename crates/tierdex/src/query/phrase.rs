@@ -1,5 +1,7 @@
-//! Exact phrase matching on positions.
+//! Exact phrase matching on positions, with phrase Bloom filters tested
+//! first where the planner found them worth it (DESIGN §4).
 
+use crate::bloom::{Direction, Probe};
 use crate::error::Error;
 use crate::layout::TermCursor;
 use crate::query::bm25::Bm25;
@@ -23,12 +25,58 @@ pub struct PhraseScorer<'a> {
     max_score: f32,
     /// Counting: the first matching position is enough.
     count_only: bool,
+    filters: Vec<PhraseFilter>,
     error: Option<Error>,
 }
 
+/// One phrase filter test: `term`'s `dir` filter must hold the neighbour
+/// whose probe is `probe`, or the document cannot match. A test of the
+/// lead (rarest) term runs as soon as the lead reaches a document, before
+/// the other terms are sought there; the others once all are on it.
+#[derive(Debug, Clone, Copy)]
+pub struct PhraseFilter {
+    /// Index of the tested term in the phrase.
+    pub term: usize,
+    /// Which of its filters.
+    pub dir: Direction,
+    /// The neighbour's probe.
+    pub probe: Probe,
+    /// Never dropped, however little it rejects.
+    pub keep: bool,
+    tested: u32,
+    rejected: u32,
+}
+
+impl PhraseFilter {
+    /// A test of `term`'s `dir` filter for the neighbour of `probe`.
+    pub fn new(term: usize, dir: Direction, probe: Probe) -> Self {
+        PhraseFilter {
+            term,
+            dir,
+            probe,
+            keep: false,
+            tested: 0,
+            rejected: 0,
+        }
+    }
+}
+
+/// Tests after which a filter that rejected fewer than one candidate in
+/// [`USELESS_REJECT_RATIO`] is dropped: the pair co-occurs so often that
+/// reading the filters costs more than the positions they save.
+const USEFUL_AFTER_TESTS: u32 = 512;
+const USELESS_REJECT_RATIO: u32 = 20;
+
 impl<'a> PhraseScorer<'a> {
-    /// A phrase of `terms` at relative positions `rel` (same length, >= 2).
-    pub fn new(terms: Vec<TermCursor<'a>>, rel: Vec<u32>, bm25: Bm25<'a>, norms: &'a [u8]) -> Self {
+    /// A phrase of `terms` at relative positions `rel` (same length, >= 2),
+    /// testing `filters` on each candidate before reading positions.
+    pub fn new(
+        terms: Vec<TermCursor<'a>>,
+        rel: Vec<u32>,
+        bm25: Bm25<'a>,
+        norms: &'a [u8],
+        filters: Vec<PhraseFilter>,
+    ) -> Self {
         assert!(
             terms.len() >= 2 && terms.len() == rel.len(),
             "phrase needs two or more terms"
@@ -52,6 +100,7 @@ impl<'a> PhraseScorer<'a> {
             ptrs: vec![0; n],
             max_score,
             count_only: false,
+            filters,
             error: None,
         };
         let first = p.terms[p.order[0]].doc();
@@ -72,6 +121,11 @@ impl<'a> PhraseScorer<'a> {
                 break;
             }
             target = d;
+            // The lead's own filters decide before the other terms are sought.
+            if !self.filters_pass(true) {
+                target += 1;
+                continue;
+            }
             for k in 1..self.order.len() {
                 let i = self.order[k];
                 let di = self.terms[i].seek(target);
@@ -82,6 +136,10 @@ impl<'a> PhraseScorer<'a> {
                     target = di;
                     continue 'outer;
                 }
+            }
+            if !self.filters_pass(false) {
+                target += 1;
+                continue;
             }
             let f = self.phrase_freq();
             if f > 0 {
@@ -94,6 +152,33 @@ impl<'a> PhraseScorer<'a> {
         self.doc = TERMINATED;
         self.freq = 0;
         TERMINATED
+    }
+
+    /// Whether the current candidate passes the filter tests of the lead
+    /// term (`lead`: only the lead is on it yet) or of the other terms (all
+    /// are on it); a test that keeps failing to reject is dropped.
+    #[inline]
+    fn filters_pass(&mut self, lead: bool) -> bool {
+        let lead_term = self.order[0];
+        let mut i = 0;
+        while i < self.filters.len() {
+            let f = &mut self.filters[i];
+            if (f.term == lead_term) != lead {
+                i += 1;
+                continue;
+            }
+            f.tested += 1;
+            if !self.terms[f.term].filter_may_contain(f.dir, &f.probe) {
+                f.rejected += 1;
+                return false;
+            }
+            if !f.keep && f.tested >= USEFUL_AFTER_TESTS && f.rejected * USELESS_REJECT_RATIO < f.tested {
+                self.filters.swap_remove(i);
+                continue;
+            }
+            i += 1;
+        }
+        true
     }
 
     /// Counts the start positions where every term is at its offset.
@@ -199,10 +284,16 @@ impl Scorer for PhraseScorer<'_> {
         // advance continues after it.
         self.doc = target;
         self.freq = 0;
+        if self.terms[self.order[0]].seek(target) != target || !self.filters_pass(true) {
+            return false;
+        }
         for t in &mut self.terms {
             if t.seek(target) != target {
                 return false;
             }
+        }
+        if !self.filters_pass(false) {
+            return false;
         }
         self.freq = self.phrase_freq();
         self.freq > 0

@@ -8,13 +8,14 @@
 //! booleans collapse, nested pure disjunctions/conjunctions flatten.
 
 use crate::analysis::Analyzer;
+use crate::bloom::{self, FilterShape, FilterUse, Probe, TermCost};
 use crate::error::Result;
 use crate::index::{Index, SegmentReader};
 use crate::layout::TermCursor;
 use crate::query::ast::{self, Occur};
 use crate::query::bm25::{self, Bm25, NormCache};
 use crate::query::boolean::{Conjunction, Disjunction, ReqExcl, ReqOpt};
-use crate::query::phrase::PhraseScorer;
+use crate::query::phrase::{PhraseFilter, PhraseScorer};
 use crate::query::scorer::{Scorer, TermScorer};
 use crate::schema::Field;
 use crate::termdict::{term_key, TermInfo};
@@ -339,6 +340,8 @@ pub struct Build<'a> {
     pub ctx: &'a ScoringContext,
     /// Adaptive prefetch segment size, when the query qualifies.
     pub prefetch: Option<usize>,
+    /// When phrases test their Bloom filters.
+    pub filters: FilterUse,
 }
 
 impl<'a> Build<'a> {
@@ -348,6 +351,7 @@ impl<'a> Build<'a> {
             seg,
             ctx,
             prefetch: None,
+            filters: FilterUse::Auto,
         }
     }
 
@@ -415,18 +419,65 @@ fn term_scorer<'a>(t: &TermPlan, b: Build<'a>) -> Result<Option<TermScorer<'a>>>
 
 fn phrase_scorer<'a>(p: &PhrasePlan, b: Build<'a>) -> Result<Option<PhraseScorer<'a>>> {
     let mut cursors = Vec::with_capacity(p.terms.len());
+    let mut costs = Vec::with_capacity(p.terms.len());
     for t in &p.terms {
         let Some(info) = b.seg.term_info(&t.key)? else {
             return Ok(None);
         };
         cursors.push(b.cursor(&info)?);
+        let r = &info.region;
+        costs.push(TermCost {
+            doc_freq: r.doc_freq,
+            zone_len: r.zone_len as u64,
+            pos_len: r.pos_len as u64,
+            after_len: r.after_len as u64,
+            before_len: r.before_len as u64,
+        });
     }
+    let filters = match (b.seg.postings().bloom(), b.filters) {
+        (Some(shape), FilterUse::Auto | FilterUse::Always) => phrase_filters(p, &costs, shape, b.filters),
+        _ => Vec::new(),
+    };
     Ok(Some(PhraseScorer::new(
         cursors,
         p.rel.clone(),
         b.ctx.bm25(p.field, p.idf),
         b.seg.norms(p.field),
+        filters,
     )))
+}
+
+/// The filter tests of a phrase: for each pair of terms at adjacent
+/// positions that both take part in filters, the cheaper filter when the
+/// cost model finds one worth reading (see [`bloom::choose`]), or always
+/// the cheaper one with [`FilterUse::Always`].
+fn phrase_filters(p: &PhrasePlan, costs: &[TermCost], shape: FilterShape, using: FilterUse) -> Vec<PhraseFilter> {
+    let candidates = costs.iter().map(|c| c.doc_freq as u64).min().unwrap_or(0);
+    // The scorer's lead: the first of the rarest terms.
+    let lead = costs.iter().position(|c| c.doc_freq as u64 == candidates);
+    let always = using == FilterUse::Always;
+    let max_share = if always { f64::INFINITY } else { bloom::MAX_FILTER_SHARE };
+    let mut filters = Vec::new();
+    for (l, left) in p.terms.iter().enumerate() {
+        for (r, right) in p.terms.iter().enumerate() {
+            if p.rel[r] != p.rel[l] + 1 || !bloom::filtered_term(&left.key) || !bloom::filtered_term(&right.key) {
+                continue;
+            }
+            let lead_side = match lead {
+                Some(i) if i == l => Some(0),
+                Some(i) if i == r => Some(1),
+                _ => None,
+            };
+            let mut filter = match bloom::choose_with(&costs[l], &costs[r], candidates, lead_side, max_share) {
+                Some((0, dir)) => PhraseFilter::new(l, dir, Probe::new(shape, &right.key)),
+                Some((_, dir)) => PhraseFilter::new(r, dir, Probe::new(shape, &left.key)),
+                None => continue,
+            };
+            filter.keep = always;
+            filters.push(filter);
+        }
+    }
+    filters
 }
 
 fn all_terms(plans: &[Plan]) -> Option<Vec<&TermPlan>> {

@@ -51,6 +51,11 @@ impl PageWindow {
             }
             None => {
                 file.check_bounds(&range)?;
+                // Room for a read straddling two pages from the start, so
+                // small reads never reallocate later.
+                if self.buf.capacity() < 2 * PAGE_SIZE {
+                    self.buf.reserve(2 * PAGE_SIZE);
+                }
                 self.start = file.load_pages(range.clone(), &mut self.buf)?;
                 self.end = self.start + self.buf.len();
                 Ok(&self.buf[range.start - self.start..range.end - self.start])

@@ -21,10 +21,21 @@ use crate::layout::Layout;
 use crate::schema::Field;
 use crate::storage::{io, FileInfo, FileWriter, IndexFile};
 
-/// Bytes of one encoded [`TermInfo`] in a split layout's table.
+/// Bytes of one encoded [`TermInfo`] in a split layout's table (without
+/// phrase filters; with them, 16 more: [`info_len`]).
 pub const TERM_INFO_LEN: usize = 48;
-/// Longest encoding of a grouped region's metadata.
-pub const MAX_META_LEN: usize = 5 + 10 + 5 + 5 + 5;
+/// Longest encoding of a grouped region's metadata (with filter sizes).
+pub const MAX_META_LEN: usize = 5 + 10 + 5 + 5 + 5 + 5 + 5;
+
+/// Bytes of one [`TermInfo`] record in a split table, by whether the
+/// segment has phrase filters (whose two sizes the record then holds).
+pub const fn info_len(bloom: bool) -> usize {
+    if bloom {
+        TERM_INFO_LEN + 16
+    } else {
+        TERM_INFO_LEN
+    }
+}
 
 /// Where a term's sections are and what they hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,13 +47,18 @@ pub struct TermInfo {
     pub pos_offset: u64,
     /// Byte offset of the offsets section (in the offsets file).
     pub off_offset: u64,
+    /// Byte offset of the phrase filter sections (`after`, then `before`):
+    /// after the offsets in a grouped region, in the filter file (`.blm`)
+    /// when split.
+    pub bloom_offset: u64,
     /// Sizes and statistics of the sections.
     pub region: RegionInfo,
 }
 
 impl TermInfo {
-    fn encode(&self) -> [u8; TERM_INFO_LEN] {
-        let mut b = [0u8; TERM_INFO_LEN];
+    /// The bytes of the term's record; the first [`info_len`]`(bloom)` count.
+    fn encode(&self) -> [u8; TERM_INFO_LEN + 16] {
+        let mut b = [0u8; TERM_INFO_LEN + 16];
         b[0..8].copy_from_slice(&self.doc_offset.to_le_bytes());
         b[8..16].copy_from_slice(&self.pos_offset.to_le_bytes());
         b[16..24].copy_from_slice(&self.off_offset.to_le_bytes());
@@ -51,55 +67,77 @@ impl TermInfo {
         b[36..40].copy_from_slice(&self.region.zone_len.to_le_bytes());
         b[40..44].copy_from_slice(&self.region.pos_len.to_le_bytes());
         b[44..48].copy_from_slice(&self.region.off_len.to_le_bytes());
+        b[48..52].copy_from_slice(&self.region.after_len.to_le_bytes());
+        b[52..56].copy_from_slice(&self.region.before_len.to_le_bytes());
+        b[56..64].copy_from_slice(&self.bloom_offset.to_le_bytes());
         b
     }
 
-    fn decode(b: &[u8; TERM_INFO_LEN]) -> TermInfo {
+    /// Decodes a record (zeros past [`TERM_INFO_LEN`] when without filters).
+    fn decode(b: &[u8; TERM_INFO_LEN + 16]) -> TermInfo {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         TermInfo {
             doc_offset: u64_at(0),
             pos_offset: u64_at(8),
             off_offset: u64_at(16),
+            bloom_offset: u64_at(56),
             region: RegionInfo {
                 total_term_freq: u64_at(24),
                 doc_freq: u32_at(32),
                 zone_len: u32_at(36),
                 pos_len: u32_at(40),
                 off_len: u32_at(44),
+                after_len: u32_at(48),
+                before_len: u32_at(52),
             },
         }
     }
 }
 
 /// Appends a grouped region's metadata (its sections' sizes, statistics).
-pub fn encode_meta(r: &RegionInfo, out: &mut Vec<u8>) {
+/// The filter sizes are written only when the segment has filters (`bloom`).
+pub fn encode_meta(r: &RegionInfo, bloom: bool, out: &mut Vec<u8>) {
     codec::write_u32(out, r.doc_freq);
     codec::write_u64(out, r.total_term_freq);
     codec::write_u32(out, r.zone_len);
     codec::write_u32(out, r.pos_len);
     codec::write_u32(out, r.off_len);
+    if bloom {
+        codec::write_u32(out, r.after_len);
+        codec::write_u32(out, r.before_len);
+    }
 }
 
 /// Decodes the metadata at the start of a grouped region beginning at file
-/// offset `start`; returns the term's info and the metadata's length.
-pub fn decode_meta(data: &[u8], start: u64) -> Option<(TermInfo, usize)> {
+/// offset `start` of a segment with filters or not (`bloom`); returns the
+/// term's info and the metadata's length. The region holds the zone, the
+/// positions, the offsets and the filters, in that order.
+pub fn decode_meta(data: &[u8], start: u64, bloom: bool) -> Option<(TermInfo, usize)> {
     let pos = &mut 0;
-    let region = RegionInfo {
+    let mut region = RegionInfo {
         doc_freq: codec::read_u32(data, pos)?,
         total_term_freq: codec::read_u64(data, pos)?,
         zone_len: codec::read_u32(data, pos)?,
         pos_len: codec::read_u32(data, pos)?,
         off_len: codec::read_u32(data, pos)?,
+        after_len: 0,
+        before_len: 0,
     };
+    if bloom {
+        region.after_len = codec::read_u32(data, pos)?;
+        region.before_len = codec::read_u32(data, pos)?;
+    }
     let doc_offset = start.checked_add(*pos as u64)?;
     let pos_offset = doc_offset.checked_add(region.zone_len as u64)?;
     let off_offset = pos_offset.checked_add(region.pos_len as u64)?;
+    let bloom_offset = off_offset.checked_add(region.off_len as u64)?;
     Some((
         TermInfo {
             doc_offset,
             pos_offset,
             off_offset,
+            bloom_offset,
             region,
         },
         *pos,
@@ -126,18 +164,21 @@ pub enum TermRef {
 pub struct TermDictWriter {
     fst: fst::MapBuilder<Vec<u8>>,
     infos: Option<FileWriter>,
+    info_len: usize,
     count: u64,
 }
 
 impl TermDictWriter {
-    /// Starts a dictionary; the split layout's info table goes to `info_path`.
-    pub fn create(layout: Layout, info_path: &Path) -> Result<Self> {
+    /// Starts a dictionary; the split layout's info table goes to
+    /// `info_path`, its records holding filter sizes when `bloom`.
+    pub fn create(layout: Layout, bloom: bool, info_path: &Path) -> Result<Self> {
         Ok(TermDictWriter {
             fst: fst::MapBuilder::memory(),
             infos: match layout {
                 Layout::Grouped => None,
                 Layout::Split => Some(FileWriter::create(info_path)?),
             },
+            info_len: info_len(bloom),
             count: 0,
         })
     }
@@ -147,7 +188,7 @@ impl TermDictWriter {
         let value = match &mut self.infos {
             None => region_offset,
             Some(w) => {
-                w.write_all(&info.encode())?;
+                w.write_all(&info.encode()[..self.info_len])?;
                 self.count
             }
         };
@@ -204,13 +245,15 @@ impl AsRef<[u8]> for FstBytes {
 pub struct TermDict {
     fst: fst::Map<FstBytes>,
     infos: Option<IndexFile>,
+    info_len: usize,
     len: u64,
 }
 
 impl TermDict {
     /// Opens the FST (verified in full; kept in memory) and, for the split
-    /// layout, the info table.
-    pub fn open(fst_file: IndexFile, infos: Option<IndexFile>) -> Result<TermDict> {
+    /// layout, the info table (with filter sizes when `bloom`).
+    pub fn open(fst_file: IndexFile, infos: Option<IndexFile>, bloom: bool) -> Result<TermDict> {
+        let info_len = info_len(bloom);
         fst_file.verify_all()?;
         let path = fst_file.path().to_path_buf();
         let bytes = if fst_file.resident().is_some() {
@@ -222,7 +265,7 @@ impl TermDict {
         };
         let fst = fst::Map::new(bytes).map_err(|e| Error::corrupt(&path, format!("invalid FST: {e}")))?;
         if let Some(infos) = &infos {
-            if infos.len() % TERM_INFO_LEN != 0 || (infos.len() / TERM_INFO_LEN) as u64 != fst.len() as u64 {
+            if infos.len() % info_len != 0 || (infos.len() / info_len) as u64 != fst.len() as u64 {
                 return Err(Error::corrupt(
                     infos.path(),
                     format!("{} bytes of term infos for {} terms", infos.len(), fst.len()),
@@ -230,7 +273,12 @@ impl TermDict {
             }
         }
         let len = fst.len() as u64;
-        Ok(TermDict { fst, infos, len })
+        Ok(TermDict {
+            fst,
+            infos,
+            info_len,
+            len,
+        })
     }
 
     /// Verifies every page of the info table (the FST was verified at open).
@@ -268,10 +316,11 @@ impl TermDict {
             .infos
             .as_ref()
             .ok_or_else(|| Error::InvalidArgument("a grouped dictionary has no info table".into()))?;
-        let start = ord as usize * TERM_INFO_LEN;
-        let mut b = [0u8; TERM_INFO_LEN];
-        infos.read_small(start..start + TERM_INFO_LEN, &mut b)?;
-        io::record_needed(TERM_INFO_LEN as u64);
+        let n = self.info_len;
+        let start = ord as usize * n;
+        let mut b = [0u8; TERM_INFO_LEN + 16];
+        infos.read_small(start..start + n, &mut b[..n])?;
+        io::record_needed(n as u64);
         Ok(TermInfo::decode(&b))
     }
 
@@ -287,22 +336,35 @@ mod tests {
 
     #[test]
     fn meta_and_info_roundtrip() {
-        let r = RegionInfo {
-            doc_freq: 300,
-            total_term_freq: 1 << 40,
-            zone_len: 70_000,
-            pos_len: 12,
-            off_len: 99,
-        };
-        let mut m = Vec::new();
-        encode_meta(&r, &mut m);
-        assert!(m.len() <= MAX_META_LEN);
-        let (info, used) = decode_meta(&m, 1000).unwrap();
-        assert_eq!(used, m.len());
-        assert_eq!(info.doc_offset, 1000 + m.len() as u64);
-        assert_eq!(info.pos_offset, info.doc_offset + 70_000);
-        assert_eq!(info.off_offset, info.pos_offset + 12);
-        assert_eq!(TermInfo::decode(&info.encode()), info);
-        assert!(decode_meta(&m[..m.len() - 1], 0).is_none());
+        for bloom in [false, true] {
+            let r = RegionInfo {
+                doc_freq: 300,
+                total_term_freq: 1 << 40,
+                zone_len: 70_000,
+                pos_len: 12,
+                off_len: 99,
+                after_len: if bloom { 4_000 } else { 0 },
+                before_len: if bloom { 3_000 } else { 0 },
+            };
+            let mut m = Vec::new();
+            encode_meta(&r, bloom, &mut m);
+            assert!(m.len() <= MAX_META_LEN);
+            let (info, used) = decode_meta(&m, 1000, bloom).unwrap();
+            assert_eq!(used, m.len());
+            assert_eq!(info.region, r);
+            assert_eq!(info.doc_offset, 1000 + m.len() as u64);
+            assert_eq!(info.pos_offset, info.doc_offset + 70_000);
+            assert_eq!(info.off_offset, info.pos_offset + 12);
+            assert_eq!(info.bloom_offset, info.off_offset + 99);
+            let mut record = [0u8; TERM_INFO_LEN + 16];
+            record[..info_len(bloom)].copy_from_slice(&info.encode()[..info_len(bloom)]);
+            // A table without filters keeps no filter offset.
+            let want = TermInfo {
+                bloom_offset: if bloom { info.bloom_offset } else { 0 },
+                ..info
+            };
+            assert_eq!(TermInfo::decode(&record), want);
+            assert!(decode_meta(&m[..m.len() - 1], 0, bloom).is_none());
+        }
     }
 }

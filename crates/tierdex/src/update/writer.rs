@@ -36,7 +36,7 @@ use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
 use crate::indexing::merge::merge_live;
 use crate::indexing::{segment_name, SegmentWriter};
-use crate::layout::{Codec, Layout};
+use crate::layout::Format;
 use crate::schema::{DocId, Document};
 use crate::search::Searcher;
 use crate::storage::{Storage, Tier, TierOptions};
@@ -393,11 +393,11 @@ impl IndexWriter {
     pub fn create(
         dir: &Path,
         analyzer: AnalyzerConfig,
-        layout: Layout,
-        codec: Codec,
+        format: Format,
         strategy: Strategy,
         options: WriterOptions,
     ) -> Result<IndexWriter> {
+        format.bloom_shape()?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = lock_dir(dir)?;
         if dir.join(MANIFEST).exists() {
@@ -416,7 +416,7 @@ impl IndexWriter {
                 dir.display()
             )));
         }
-        let mut m = Manifest::new(analyzer, layout, codec);
+        let mut m = Manifest::new(analyzer, format);
         m.strategy = strategy;
         m.store(dir)?;
         drop(lock);
@@ -440,7 +440,7 @@ impl IndexWriter {
         let mut id = String::new();
         for meta in &manifest.segments {
             let number = segment_number(dir, &meta.name)?;
-            let reader = SegmentReader::open(dir, meta, manifest.layout, manifest.codec, &storage)?;
+            let reader = SegmentReader::open(dir, meta, manifest.postings_format(), &storage)?;
             let deletes = Deletes::load(dir, meta, &reader, &analyzer, &storage)?;
             for d in 0..reader.max_doc() {
                 if deletes.as_ref().is_some_and(|x| x.contains(d)) {
@@ -812,15 +812,14 @@ impl IndexWriter {
             dir,
             &sources,
             &name,
-            st.manifest.layout,
-            st.manifest.codec,
+            st.manifest.postings_format(),
             StoreOptions {
                 dictionary: false,
                 ..StoreOptions::default()
             },
             &|_| {},
         )?;
-        let reader = SegmentReader::open(dir, &meta, st.manifest.layout, st.manifest.codec, &st.memory);
+        let reader = SegmentReader::open(dir, &meta, st.manifest.postings_format(), &st.memory);
         for e in meta.files.keys() {
             let _ = std::fs::remove_file(dir.join(meta.file_name(e)));
         }
@@ -839,14 +838,14 @@ impl IndexWriter {
         let number = st.next_refresh;
         st.next_refresh += 1;
         let name = format!("r{number:06}");
-        let mut w = SegmentWriter::untrained(&dir, &name, st.analyzer.clone(), st.manifest.layout, st.manifest.codec)?;
+        let mut w = SegmentWriter::untrained(&dir, &name, st.analyzer.clone(), st.manifest.postings_format())?;
         for &s in &slots {
             if let Some(d) = &st.buffer[s as usize] {
                 w.add(d)?;
             }
         }
         let meta = w.finish()?;
-        let reader = SegmentReader::open(&dir, &meta, st.manifest.layout, st.manifest.codec, &st.memory);
+        let reader = SegmentReader::open(&dir, &meta, st.manifest.postings_format(), &st.memory);
         for e in meta.files.keys() {
             let _ = std::fs::remove_file(dir.join(meta.file_name(e)));
         }
@@ -953,7 +952,7 @@ impl IndexWriter {
         )?;
         report.docs_flushed = meta.max_doc as u64;
         report.bytes_written += meta.bytes();
-        let reader = SegmentReader::open(&self.dir, &meta, m.layout, m.codec, &plan.storage)?;
+        let reader = SegmentReader::open(&self.dir, &meta, m.postings_format(), &plan.storage)?;
         let Some(number) = plan.merged else {
             return Ok(BuiltFlush { report, reader });
         };
@@ -1135,7 +1134,7 @@ impl IndexWriter {
             let meta = write_segment(&dir, &segment_name(number), &st.manifest, &st.analyzer, docs)?;
             report.docs_flushed = meta.max_doc as u64;
             report.bytes_written += meta.bytes();
-            let reader = SegmentReader::open(&dir, &meta, st.manifest.layout, st.manifest.codec, &st.storage)?;
+            let reader = SegmentReader::open(&dir, &meta, st.manifest.postings_format(), &st.storage)?;
             st.durable.push(Part::new(number, reader, None));
             fresh.push(number);
         }
@@ -1219,13 +1218,12 @@ impl IndexWriter {
             &self.dir,
             sources,
             &segment_name(number),
-            manifest.layout,
-            manifest.codec,
+            manifest.postings_format(),
             StoreOptions::default(),
             &|_| {},
         )?;
         report.bytes_written += meta.bytes();
-        SegmentReader::open(&self.dir, &meta, manifest.layout, manifest.codec, storage)
+        SegmentReader::open(&self.dir, &meta, manifest.postings_format(), storage)
     }
 
     /// Counters.
@@ -1306,7 +1304,7 @@ fn write_segment<'a>(
     analyzer: &Analyzer,
     docs: impl Iterator<Item = &'a Document>,
 ) -> Result<SegmentMeta> {
-    let mut w = SegmentWriter::new(dir, name, analyzer.clone(), None, manifest.layout, manifest.codec)?;
+    let mut w = SegmentWriter::new(dir, name, analyzer.clone(), None, manifest.postings_format())?;
     for d in docs {
         w.add(d)?;
     }

@@ -343,8 +343,28 @@ pub fn index_options(seed: u64) -> IndexOptions {
         } else {
             tierdex::layout::Codec::Direct
         },
+        bloom: bloom_options(seed),
         ..IndexOptions::default()
     }
+}
+
+/// Phrase filters of a random corpus (their own stream, so the other
+/// options stay what they were before filters existed): off for one corpus
+/// in four; otherwise the defaults, or tiny filters with many false
+/// positives, or large ones.
+pub fn bloom_options(seed: u64) -> Option<tierdex::bloom::BloomParams> {
+    let mut rng = Rng::new(mix(seed, 0xb100));
+    if rng.chance(0.25) {
+        return None;
+    }
+    Some(*rng.pick(&[
+        tierdex::bloom::BloomParams::default(),
+        tierdex::bloom::BloomParams { expected: 1, fpr: 0.3 },
+        tierdex::bloom::BloomParams {
+            expected: 12,
+            fpr: 0.0001,
+        },
+    ]))
 }
 
 /// One random query case.
