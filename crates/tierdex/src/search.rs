@@ -189,7 +189,7 @@ impl Searcher {
         // boolean operators are counted with bitsets, leaving the top-k free
         // to skip what cannot compete.
         let (known_count, bitset_count) = match plan {
-            Plan::Term(t) if want_count => (Some(self.index.term_stats(&t.key)?.0), false),
+            Plan::Term(t) if want_count => (Some(self.index.doc_freq(&t.key)?), false),
             _ => (None, want_count && count::prefer_bitsets(plan)),
         };
         let mut top = TopK::new(k);

@@ -86,6 +86,7 @@ fn filter_tests_allocate_nothing() {
             layout,
             codec: Codec::Compressed,
             bloom: Some(params),
+            dict_doc_freq: true,
         };
         let mut w = PostingsWriter::create(dir.path(), "s", format).unwrap();
         w.add(b"\x01term", &t, &norms).unwrap();

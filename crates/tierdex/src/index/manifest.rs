@@ -89,6 +89,10 @@ pub struct Manifest {
     /// before they existed have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bloom: Option<BloomParams>,
+    /// Grouped dictionaries keep document frequencies in their FST values
+    /// (absent: indexes built before they did).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dict_doc_freq: bool,
     /// Segments in document order.
     pub segments: Vec<SegmentMeta>,
     /// Next unused segment number.
@@ -113,6 +117,7 @@ impl Manifest {
             codec: format.codec,
             layout: format.layout,
             bloom: format.bloom,
+            dict_doc_freq: format.dict_doc_freq,
             segments: Vec::new(),
             next_segment: 0,
             strategy: Strategy::default(),
@@ -182,6 +187,7 @@ impl Manifest {
             layout: self.layout,
             codec: self.codec,
             bloom: self.bloom,
+            dict_doc_freq: self.dict_doc_freq,
         }
     }
 

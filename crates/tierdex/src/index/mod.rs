@@ -206,6 +206,23 @@ impl Index {
         Ok((df, ttf))
     }
 
+    /// Global document frequency of a term key over live documents: what
+    /// planning and single-term counts need, read from the dictionaries
+    /// alone where they hold it.
+    pub fn doc_freq(&self, key: &[u8]) -> Result<u64> {
+        let mut df = 0u64;
+        for (seg, del) in self.segments.iter().zip(&self.deletes) {
+            let n = seg.doc_freq(key)?;
+            if n > 0 {
+                df += n;
+                if let Some(d) = del {
+                    df -= d.term(key).0;
+                }
+            }
+        }
+        Ok(df)
+    }
+
     /// Every term of `field` with its global document frequency and total
     /// term frequency, in term order (summed over segments).
     pub fn field_terms(&self, field: Field) -> Result<Vec<TermStats>> {

@@ -137,6 +137,12 @@ impl SegmentReader {
         &self.postings
     }
 
+    /// Document frequency of a term key in this segment (0: absent),
+    /// without reading storage where the dictionary holds it.
+    pub fn doc_freq(&self, key: &[u8]) -> Result<u64> {
+        self.postings.doc_freq(key)
+    }
+
     /// Looks up a term key (see [`crate::termdict::term_key`]).
     pub fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
         self.postings.term_info(key)

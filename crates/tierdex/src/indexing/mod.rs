@@ -65,6 +65,7 @@ impl IndexOptions {
             layout: self.layout,
             codec: self.codec,
             bloom: self.bloom,
+            dict_doc_freq: true,
         }
     }
 }

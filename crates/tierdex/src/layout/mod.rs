@@ -53,6 +53,9 @@ pub struct Format {
     pub codec: Codec,
     /// Phrase Bloom filters of the body field's terms (`None`: none).
     pub bloom: Option<BloomParams>,
+    /// Grouped: each term's document frequency is kept in its dictionary
+    /// value too, so query planning and single-term counts read nothing.
+    pub dict_doc_freq: bool,
 }
 
 impl Default for Format {
@@ -62,6 +65,7 @@ impl Default for Format {
             layout: Layout::default(),
             codec: Codec::default(),
             bloom: Some(BloomParams::default()),
+            dict_doc_freq: true,
         }
     }
 }
@@ -73,6 +77,7 @@ impl Format {
             layout,
             codec,
             bloom: None,
+            dict_doc_freq: true,
         }
     }
 

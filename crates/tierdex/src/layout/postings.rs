@@ -75,7 +75,7 @@ impl PostingsWriter {
             blm,
             bloom: shape.is_some(),
             writer: TermWriter::with_format(codec, shape),
-            dict: TermDictWriter::create(layout, shape.is_some(), &path(ext::TERM_INFOS))?,
+            dict: TermDictWriter::create(layout, shape.is_some(), format.dict_doc_freq, &path(ext::TERM_INFOS))?,
             doc,
             pos,
             pay,
@@ -125,7 +125,11 @@ impl PostingsWriter {
                 for f in w.filters() {
                     self.doc.write_all(f)?;
                 }
-                self.dict.insert(key, start, &TermInfo::default())
+                let info = TermInfo {
+                    region,
+                    ..TermInfo::default()
+                };
+                self.dict.insert(key, start, &info)
             }
         }
     }
@@ -190,7 +194,7 @@ impl PostingsFiles {
                 layout,
                 codec,
                 bloom,
-                terms: TermDict::open(open(ext::TERMS)?, None, bloom.is_some())?,
+                terms: TermDict::open(open(ext::TERMS)?, None, bloom.is_some(), format.dict_doc_freq)?,
                 doc: open(ext::POSTINGS)?,
                 pos: None,
                 pay: None,
@@ -200,7 +204,7 @@ impl PostingsFiles {
                 layout,
                 codec,
                 bloom,
-                terms: TermDict::open(open(ext::TERMS)?, Some(open(ext::TERM_INFOS)?), bloom.is_some())?,
+                terms: TermDict::open(open(ext::TERMS)?, Some(open(ext::TERM_INFOS)?), bloom.is_some(), false)?,
                 doc: open(ext::DOCS)?,
                 pos: Some(open(ext::POSITIONS)?),
                 pay: Some(open(ext::PAYLOADS)?),
@@ -247,6 +251,18 @@ impl PostingsFiles {
     /// The file holding phrase filters.
     pub fn bloom_file(&self) -> &IndexFile {
         self.blm.as_ref().unwrap_or(&self.doc)
+    }
+
+    /// The document frequency of a term key in this segment (0: absent):
+    /// from the dictionary alone when it holds it, else from the term's info.
+    pub fn doc_freq(&self, key: &[u8]) -> Result<u64> {
+        let Some(value) = self.terms.value(key) else {
+            return Ok(0);
+        };
+        match self.terms.doc_freq_of(value) {
+            Some(df) => Ok(df as u64),
+            None => Ok(self.resolve(self.terms.term_ref(value))?.region.doc_freq as u64),
+        }
     }
 
     /// Looks a term key up.

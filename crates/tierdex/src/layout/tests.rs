@@ -77,6 +77,7 @@ fn write_terms(
         layout,
         codec,
         bloom: Some(BloomParams::default()),
+        dict_doc_freq: true,
     };
     let mut w = PostingsWriter::create(dir.path(), "s", format).unwrap();
     for (i, t) in terms.iter().enumerate() {

@@ -211,7 +211,7 @@ impl<'i> Planner<'i> {
 
     fn term(&mut self, field: Field, term: &str) -> Result<Plan> {
         term_key(field, term, &mut self.key);
-        let (df, _) = self.index.term_stats(&self.key)?;
+        let df = self.index.doc_freq(&self.key)?;
         if df == 0 {
             return Ok(Plan::Nothing);
         }

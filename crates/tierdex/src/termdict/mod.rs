@@ -151,6 +151,14 @@ pub fn term_key(field: Field, term: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(term.as_bytes());
 }
 
+/// Low bits of a grouped FST value that hold the term's document frequency
+/// (in dictionaries written with it, see [`TermDictWriter::create`]): the
+/// region offset is the value shifted right by this much.
+pub const DF_BITS: u32 = 20;
+/// The document-frequency field value meaning "this many or more: read the
+/// region's metadata".
+const DF_UNKNOWN: u64 = (1 << DF_BITS) - 1;
+
 /// What the FST holds for a term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TermRef {
@@ -165,14 +173,18 @@ pub struct TermDictWriter {
     fst: fst::MapBuilder<Vec<u8>>,
     infos: Option<FileWriter>,
     info_len: usize,
+    doc_freq_in_value: bool,
     count: u64,
 }
 
 impl TermDictWriter {
     /// Starts a dictionary; the split layout's info table goes to
-    /// `info_path`, its records holding filter sizes when `bloom`.
-    pub fn create(layout: Layout, bloom: bool, info_path: &Path) -> Result<Self> {
+    /// `info_path`, its records holding filter sizes when `bloom`. A
+    /// grouped dictionary keeps each term's document frequency in its FST
+    /// value when `doc_freq_in_value`, so statistics need no read.
+    pub fn create(layout: Layout, bloom: bool, doc_freq_in_value: bool, info_path: &Path) -> Result<Self> {
         Ok(TermDictWriter {
+            doc_freq_in_value: doc_freq_in_value && layout == Layout::Grouped,
             fst: fst::MapBuilder::memory(),
             infos: match layout {
                 Layout::Grouped => None,
@@ -186,6 +198,15 @@ impl TermDictWriter {
     /// Adds the next term: its region offset (grouped) or its info (split).
     pub fn insert(&mut self, key: &[u8], region_offset: u64, info: &TermInfo) -> Result<()> {
         let value = match &mut self.infos {
+            None if self.doc_freq_in_value => {
+                if region_offset >> (64 - DF_BITS) != 0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "a term region at byte {region_offset}: segments are limited to 2^{} bytes",
+                        64 - DF_BITS
+                    )));
+                }
+                (region_offset << DF_BITS) | (info.region.doc_freq as u64).min(DF_UNKNOWN)
+            }
             None => region_offset,
             Some(w) => {
                 w.write_all(&info.encode()[..self.info_len])?;
@@ -246,13 +267,20 @@ pub struct TermDict {
     fst: fst::Map<FstBytes>,
     infos: Option<IndexFile>,
     info_len: usize,
+    doc_freq_in_value: bool,
     len: u64,
 }
 
 impl TermDict {
     /// Opens the FST (verified in full; kept in memory) and, for the split
-    /// layout, the info table (with filter sizes when `bloom`).
-    pub fn open(fst_file: IndexFile, infos: Option<IndexFile>, bloom: bool) -> Result<TermDict> {
+    /// layout, the info table (with filter sizes when `bloom`);
+    /// `doc_freq_in_value` as it was written (grouped only).
+    pub fn open(
+        fst_file: IndexFile,
+        infos: Option<IndexFile>,
+        bloom: bool,
+        doc_freq_in_value: bool,
+    ) -> Result<TermDict> {
         let info_len = info_len(bloom);
         fst_file.verify_all()?;
         let path = fst_file.path().to_path_buf();
@@ -274,6 +302,7 @@ impl TermDict {
         }
         let len = fst.len() as u64;
         Ok(TermDict {
+            doc_freq_in_value: doc_freq_in_value && infos.is_none(),
             fst,
             infos,
             info_len,
@@ -305,9 +334,23 @@ impl TermDict {
     pub fn term_ref(&self, value: u64) -> TermRef {
         if self.infos.is_some() {
             TermRef::Ordinal(value)
+        } else if self.doc_freq_in_value {
+            TermRef::Region(value >> DF_BITS)
         } else {
             TermRef::Region(value)
         }
+    }
+
+    /// The document frequency an FST value holds, if it holds one (grouped
+    /// dictionaries written with it, terms in fewer than 2^20 - 1 documents).
+    pub fn doc_freq_of(&self, value: u64) -> Option<u32> {
+        let df = value & DF_UNKNOWN;
+        (self.doc_freq_in_value && df != DF_UNKNOWN).then_some(df as u32)
+    }
+
+    /// The FST value of a term key.
+    pub fn value(&self, key: &[u8]) -> Option<u64> {
+        self.fst.get(key)
     }
 
     /// The info of the term with ordinal `ord` (split layout).
@@ -366,5 +409,42 @@ mod tests {
             assert_eq!(TermInfo::decode(&record), want);
             assert!(decode_meta(&m[..m.len() - 1], 0, bloom).is_none());
         }
+    }
+
+    #[test]
+    fn grouped_values_carry_document_frequencies_when_asked() {
+        use crate::storage::{IndexFile, Tier};
+        let dir = tempfile::tempdir().unwrap();
+        let fst_path = dir.path().join("t.fst");
+        for with_df in [false, true] {
+            let mut w = TermDictWriter::create(Layout::Grouped, false, with_df, &dir.path().join("t.tin")).unwrap();
+            let terms: [(&[u8], u64, u32); 3] = [
+                (b"\x01a", 0, 1),
+                (b"\x01b", 4096, (1 << DF_BITS) - 2),
+                (b"\x01c", 1 << 40, 5_000_000),
+            ];
+            for (key, offset, df) in terms {
+                let info = TermInfo {
+                    region: RegionInfo {
+                        doc_freq: df,
+                        ..RegionInfo::default()
+                    },
+                    ..TermInfo::default()
+                };
+                w.insert(key, offset, &info).unwrap();
+            }
+            w.finish(&fst_path).unwrap();
+            let dict = TermDict::open(IndexFile::open(&fst_path, Tier::Ram).unwrap(), None, false, with_df).unwrap();
+            for (key, offset, df) in terms {
+                let v = dict.value(key).unwrap();
+                assert_eq!(dict.term_ref(v), TermRef::Region(offset));
+                // Frequencies too large for the field are read from the region.
+                let want = (with_df && df < (1 << DF_BITS) - 1).then_some(df);
+                assert_eq!(dict.doc_freq_of(v), want, "{key:?} with_df {with_df}");
+            }
+        }
+        // Offsets that do not fit beside the frequency are refused.
+        let mut w = TermDictWriter::create(Layout::Grouped, false, true, &dir.path().join("t.tin")).unwrap();
+        assert!(w.insert(b"x", 1 << 50, &TermInfo::default()).is_err());
     }
 }
