@@ -7,6 +7,8 @@ use std::path::Path;
 
 use fst::{IntoStreamer, Streamer};
 
+use crate::layout::Layout;
+
 use crate::bloom::{self, Direction};
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
@@ -104,18 +106,16 @@ pub fn merge_live(
     let mut postings = PostingsWriter::create(dir, name, format)?;
     let mut tp = TermPostings::default();
     let (mut pos, mut off) = (Vec::new(), Vec::new());
-    let mut op = fst::map::OpBuilder::new();
-    for r in &readers {
-        op = op.add(r.terms().fst().into_stream());
-    }
-    let mut union = op.union();
+    let mut terms = TermsInOrder::new(&readers, format.layout);
     let mut done = 0u64;
-    while let Some((key, hits)) = union.next() {
-        let mut hits = hits.to_vec();
+    let mut key = Vec::new();
+    let mut hits = Vec::new();
+    while terms.next(&mut key, &mut hits) {
+        let key = key.as_slice();
         hits.sort_by_key(|h| h.index);
         tp.clear();
         let filter_bytes = shape.filter(|_| bloom::filtered_term(key)).map(|s| s.bytes as usize);
-        for h in hits {
+        for h in hits.iter().copied() {
             let r = &readers[h.index];
             let info = r.postings().resolve(r.terms().term_ref(h.value))?;
             let mut c = r.cursor(&info)?;
@@ -202,4 +202,62 @@ pub fn merge_live(
         files,
         deletes: None,
     })
+}
+
+/// The union of the sources' terms in the layout's write order
+/// ([`Layout::term_order`]): one stream per field, merged.
+struct TermsInOrder<'a> {
+    layout: Layout,
+    /// Per field: its union, and its current term (`None`: done).
+    streams: Vec<(fst::map::Union<'a>, Option<Term>)>,
+}
+
+/// A term key and the sources holding it.
+type Term = (Vec<u8>, Vec<fst::map::IndexedValue>);
+
+impl<'a> TermsInOrder<'a> {
+    fn new(readers: &'a [&'a SegmentReader], layout: Layout) -> Self {
+        let mut streams = Vec::with_capacity(Field::COUNT + 1);
+        // One stream per field id, and one for keys beyond the known fields
+        // (none in a sound index; merged all the same).
+        let bounds: Vec<(u8, Option<u8>)> = (0..Field::COUNT as u8)
+            .map(|f| (f, Some(f + 1)))
+            .chain(std::iter::once((Field::COUNT as u8, None)))
+            .collect();
+        for (lo, hi) in bounds {
+            let mut op = fst::map::OpBuilder::new();
+            for r in readers {
+                let range = r.terms().fst().range().ge([lo]);
+                op = match hi {
+                    Some(hi) => op.add(range.lt([hi]).into_stream()),
+                    None => op.add(range.into_stream()),
+                };
+            }
+            let mut union = op.union();
+            let first = union.next().map(|(k, h)| (k.to_vec(), h.to_vec()));
+            streams.push((union, first));
+        }
+        TermsInOrder { layout, streams }
+    }
+
+    /// The next term's key and the sources holding it; false at the end.
+    fn next(&mut self, key: &mut Vec<u8>, hits: &mut Vec<fst::map::IndexedValue>) -> bool {
+        let layout = self.layout;
+        let Some(i) = (0..self.streams.len())
+            .filter(|&i| self.streams[i].1.is_some())
+            .min_by(|&a, &b| {
+                let ka = &self.streams[a].1.as_ref().expect("filtered").0;
+                let kb = &self.streams[b].1.as_ref().expect("filtered").0;
+                layout.term_order(ka, kb)
+            })
+        else {
+            return false;
+        };
+        let (union, cur) = &mut self.streams[i];
+        let (k, h) = cur.take().expect("filtered");
+        *key = k;
+        *hits = h;
+        *cur = union.next().map(|(k, h)| (k.to_vec(), h.to_vec()));
+        true
+    }
 }

@@ -262,7 +262,7 @@ impl SegmentWriter {
     pub fn finish(self) -> Result<SegmentMeta> {
         let path = |e: &str| self.dir.join(format!("{}.{e}", self.name));
         let mut keys: Vec<(&[u8], u32)> = self.terms.entries().collect();
-        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        keys.sort_unstable_by(|a, b| self.format.layout.term_order(a.0, b.0));
 
         let mut postings = PostingsWriter::create(&self.dir, &self.name, self.format)?;
         let mut tp = TermPostings::default();

@@ -113,6 +113,23 @@ pub enum Codec {
     Direct,
 }
 
+impl Layout {
+    /// The order in which a segment's terms are written (term keys are the
+    /// field id byte, then the term). Grouped: by term, then field, so the
+    /// regions of one word in every field sit side by side and a query on
+    /// a bare word (title and body) reads them together. Split: by key
+    /// (field, then term), each field's terms apart, as in Lucene.
+    pub fn term_order(self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        match self {
+            Layout::Grouped => {
+                let (ra, rb) = (a.get(1..).unwrap_or(&[]), b.get(1..).unwrap_or(&[]));
+                ra.cmp(rb).then_with(|| a.first().cmp(&b.first()))
+            }
+            Layout::Split => a.cmp(b),
+        }
+    }
+}
+
 impl std::fmt::Display for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

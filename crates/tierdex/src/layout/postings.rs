@@ -84,8 +84,9 @@ impl PostingsWriter {
         })
     }
 
-    /// Adds the next term (keys in increasing order); `norms` are the
-    /// field's norms, for the impacts.
+    /// Adds the next term, in the layout's write order
+    /// ([`Layout::term_order`]); `norms` are the field's norms, for the
+    /// impacts.
     pub fn add(&mut self, key: &[u8], p: &TermPostings, norms: &[u8]) -> Result<()> {
         let region = self
             .writer

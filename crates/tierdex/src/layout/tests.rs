@@ -251,3 +251,40 @@ fn damaged_blocks_stop_the_cursor_with_an_error() {
         assert!(c.take_error().unwrap().to_string().contains("corrupt"));
     }
 }
+
+#[test]
+fn grouped_regions_follow_the_term_then_the_field() {
+    let t = TermPostings {
+        docs: vec![0, 5],
+        freqs: vec![1, 1],
+        positions: vec![0, 2],
+        starts: vec![0, 3],
+        ends: vec![1, 4],
+        ..Default::default()
+    };
+    let norms = vec![1u8; 8];
+    let mut keys: Vec<&[u8]> = vec![b"\x00b", b"\x01a", b"\x00a", b"\x01b"];
+    for layout in [Layout::Grouped, Layout::Split] {
+        keys.sort_by(|a, b| layout.term_order(a, b));
+        let dir = tempfile::tempdir().unwrap();
+        let format = Format::plain(layout, Codec::Compressed);
+        let mut w = PostingsWriter::create(dir.path(), "s", format).unwrap();
+        for k in &keys {
+            w.add(k, &t, &norms).unwrap();
+        }
+        w.finish().unwrap();
+        let storage = Storage::new(TierOptions::on(Tier::Ram)).unwrap();
+        let files = PostingsFiles::open(format, |e| storage.open(dir.path().join(format!("s.{e}")))).unwrap();
+        let offsets: Vec<u64> = keys
+            .iter()
+            .map(|k| files.term_info(k).unwrap().unwrap().doc_offset)
+            .collect();
+        assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{layout:?}: {offsets:?}");
+        let want: Vec<&[u8]> = match layout {
+            Layout::Grouped => vec![b"\x00a", b"\x01a", b"\x00b", b"\x01b"],
+            Layout::Split => vec![b"\x00a", b"\x00b", b"\x01a", b"\x01b"],
+        };
+        assert_eq!(keys, want);
+        assert_eq!(files.doc_freq(b"\x01b").unwrap(), 2);
+    }
+}

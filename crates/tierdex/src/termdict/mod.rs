@@ -171,6 +171,11 @@ pub enum TermRef {
 /// Writes a term dictionary; keys must come in strictly increasing order.
 pub struct TermDictWriter {
     fst: fst::MapBuilder<Vec<u8>>,
+    /// Grouped: the (key, value) pairs, in the order their regions were
+    /// written (see [`Layout::term_order`]), put into the FST in key order
+    /// at the end: key bytes, then (key start, key length, value).
+    pending_keys: Vec<u8>,
+    pending: Vec<(usize, u32, u64)>,
     infos: Option<FileWriter>,
     info_len: usize,
     doc_freq_in_value: bool,
@@ -186,6 +191,8 @@ impl TermDictWriter {
         Ok(TermDictWriter {
             doc_freq_in_value: doc_freq_in_value && layout == Layout::Grouped,
             fst: fst::MapBuilder::memory(),
+            pending_keys: Vec::new(),
+            pending: Vec::new(),
             infos: match layout {
                 Layout::Grouped => None,
                 Layout::Split => Some(FileWriter::create(info_path)?),
@@ -195,7 +202,8 @@ impl TermDictWriter {
         })
     }
 
-    /// Adds the next term: its region offset (grouped) or its info (split).
+    /// Adds the next term: its region offset (grouped, terms in any order)
+    /// or its info (split, terms in key order).
     pub fn insert(&mut self, key: &[u8], region_offset: u64, info: &TermInfo) -> Result<()> {
         let value = match &mut self.infos {
             None if self.doc_freq_in_value => {
@@ -213,9 +221,15 @@ impl TermDictWriter {
                 self.count
             }
         };
-        self.fst
-            .insert(key, value)
-            .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
+        if self.infos.is_none() {
+            let len = u32::try_from(key.len()).map_err(|_| Error::InvalidArgument("term key too long".into()))?;
+            self.pending.push((self.pending_keys.len(), len, value));
+            self.pending_keys.extend_from_slice(key);
+        } else {
+            self.fst
+                .insert(key, value)
+                .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
+        }
         self.count += 1;
         Ok(())
     }
@@ -232,7 +246,15 @@ impl TermDictWriter {
 
     /// Writes the FST to `fst_path` and finishes the files; the info table's
     /// summary is `None` for the grouped layout.
-    pub fn finish(self, fst_path: &Path) -> Result<(FileInfo, Option<FileInfo>)> {
+    pub fn finish(mut self, fst_path: &Path) -> Result<(FileInfo, Option<FileInfo>)> {
+        let keys = std::mem::take(&mut self.pending_keys);
+        let key = |&(at, len, _): &(usize, u32, u64)| &keys[at..at + len as usize];
+        self.pending.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        for e in &self.pending {
+            self.fst
+                .insert(key(e), e.2)
+                .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
+        }
         let bytes = self
             .fst
             .into_inner()
