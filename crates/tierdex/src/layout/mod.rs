@@ -92,8 +92,9 @@ impl Format {
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// One region per term, in read order, its metadata first: the term
-    /// dictionary (an FST in memory) points straight at it, so a small term
-    /// costs one page.
+    /// dictionary (an FST in memory) points straight at it and holds its
+    /// document frequency, so a small term costs one page. Regions are
+    /// ordered by term, then field ([`Layout::term_order`]).
     #[default]
     Grouped,
     /// Separate streams as in Lucene: a term-info table, then doc ids and
