@@ -621,26 +621,9 @@ impl<'a> TermCursor<'a> {
         let Some(shape) = self.filters.shape else {
             return true;
         };
-        if self.doc == TERMINATED {
-            return false;
-        }
-        let s = side(dir);
-        if self.filters.block[s] != self.block && !self.load_group(s) {
-            return false;
-        }
-        let bit = 1u128 << self.i;
-        let bitmap = self.filters.bitmap[s];
-        if bitmap & bit == 0 {
-            return false;
-        }
-        let fb = shape.bytes as usize;
-        let at = self.filters.data[s] + (bitmap & (bit - 1)).count_ones() as usize * fb;
-        let file = self.bloom_file;
-        match self.filters.win[s].get(file, at..at + fb) {
-            Ok(filter) => {
-                io::record_needed(fb as u64);
-                bloom::may_contain(filter, probe)
-            }
+        match self.current_filter(side(dir), shape) {
+            Ok(Some(filter)) => bloom::may_contain(filter, probe),
+            Ok(None) => false,
             Err(e) => {
                 self.fail(e);
                 false
@@ -654,60 +637,59 @@ impl<'a> TermCursor<'a> {
         let Some(shape) = self.filters.shape else {
             return false;
         };
-        let fb = shape.bytes as usize;
-        let s = side(dir);
         let at = out.len();
-        out.resize(at + fb, 0);
-        if self.doc == TERMINATED || (self.filters.block[s] != self.block && !self.load_group(s)) {
-            return true;
-        }
-        let bit = 1u128 << self.i;
-        let bitmap = self.filters.bitmap[s];
-        if bitmap & bit != 0 {
-            let from = self.filters.data[s] + (bitmap & (bit - 1)).count_ones() as usize * fb;
-            let file = self.bloom_file;
-            match self.filters.win[s].get(file, from..from + fb) {
-                Ok(filter) => out[at..].copy_from_slice(filter),
-                Err(e) => self.fail(e),
-            }
+        out.resize(at + shape.bytes as usize, 0);
+        match self.current_filter(side(dir), shape) {
+            Ok(Some(filter)) => out[at..].copy_from_slice(filter),
+            Ok(None) => {}
+            Err(e) => self.fail(e),
         }
         true
     }
 
+    /// The current document's filter in section `s` (`None`: empty, or the
+    /// cursor is exhausted), loading the block's group bitmap first when
+    /// the cursor has moved to another block.
+    #[inline]
+    fn current_filter(&mut self, s: usize, shape: FilterShape) -> Result<Option<&[u8]>, Error> {
+        if self.doc == TERMINATED {
+            return Ok(None);
+        }
+        if self.filters.block[s] != self.block {
+            self.load_group(s, shape)?;
+        }
+        let bit = 1u128 << self.i;
+        let bitmap = self.filters.bitmap[s];
+        if bitmap & bit == 0 {
+            return Ok(None);
+        }
+        let fb = shape.bytes as usize;
+        let at = self.filters.data[s] + (bitmap & (bit - 1)).count_ones() as usize * fb;
+        io::record_needed(fb as u64);
+        self.filters.win[s].get(self.bloom_file, at..at + fb).map(Some)
+    }
+
     /// Reads the bitmap of the current block's group in section `s`.
-    fn load_group(&mut self, s: usize) -> bool {
-        let Some(shape) = self.filters.shape else {
-            return false;
-        };
+    fn load_group(&mut self, s: usize, shape: FilterShape) -> Result<(), Error> {
         let (section, len) = self.filters.section[s];
         let start = section + self.entries[self.block].filter_byte[s] as usize;
         let end = section + len;
-        let file = self.bloom_file;
-        let bitmap = match self.filters.win[s].get(file, start..(start + bloom::BITMAP_BYTES).min(end)) {
-            Ok(b) => b.first_chunk::<{ bloom::BITMAP_BYTES }>().copied(),
-            Err(e) => {
-                self.fail(e);
-                return false;
-            }
-        };
-        let group_end = bitmap.map(|b| start + bloom::group_len(shape, &b));
-        match (bitmap, group_end) {
-            (Some(b), Some(e)) if e <= end => {
-                io::record_needed(bloom::BITMAP_BYTES as u64);
-                self.filters.bitmap[s] = u128::from_le_bytes(b);
-                self.filters.data[s] = start + bloom::BITMAP_BYTES;
-                self.filters.block[s] = self.block;
-                true
-            }
-            _ => {
-                let err = Error::corrupt(
+        let bitmap = self.filters.win[s]
+            .get(self.bloom_file, start..(start + bloom::BITMAP_BYTES).min(end))?
+            .first_chunk::<{ bloom::BITMAP_BYTES }>()
+            .copied()
+            .filter(|b| start + bloom::group_len(shape, b) <= end)
+            .ok_or_else(|| {
+                Error::corrupt(
                     self.bloom_file.path(),
                     "damaged phrase filter group in a term's postings",
-                );
-                self.fail(err);
-                false
-            }
-        }
+                )
+            })?;
+        io::record_needed(bloom::BITMAP_BYTES as u64);
+        self.filters.bitmap[s] = u128::from_le_bytes(bitmap);
+        self.filters.data[s] = start + bloom::BITMAP_BYTES;
+        self.filters.block[s] = self.block;
+        Ok(())
     }
 
     /// The error that stopped the cursor, if any.
