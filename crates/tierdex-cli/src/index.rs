@@ -71,8 +71,11 @@ pub struct Args {
     /// filter (0.0009 with 5 terms: 9 bytes).
     #[arg(long, default_value_t = BloomParams::default().fpr)]
     bloom_fpr: f64,
-    /// How later `tierdex add`/`delete` updates are merged, remembered by
-    /// the index: immediate-merge, geometric (r=3), logarithmic or no-merge.
+    /// How later `tierdex add`/`delete` updates are maintained, remembered
+    /// by the index: immediate-merge, geometric (r=3), logarithmic,
+    /// no-merge, in-place (postings appended to each term's chain of 8 KiB
+    /// blocks) or in-place-contiguous (each term's data in one run, moved
+    /// when it outgrows it); the in-place ones need the grouped layout.
     #[arg(long, default_value = "logarithmic", value_parser = |s: &str| s.parse::<Strategy>().map_err(|e| e.to_string()))]
     strategy: Strategy,
     /// Print the build statistics as JSON on stdout.

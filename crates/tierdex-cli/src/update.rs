@@ -52,7 +52,7 @@ pub struct AddArgs {
     #[arg(long)]
     create: bool,
     /// Strategy of an index made by --create: immediate-merge, geometric,
-    /// logarithmic or no-merge.
+    /// logarithmic, no-merge, in-place or in-place-contiguous.
     #[arg(long, default_value = "logarithmic", value_parser = |s: &str| s.parse::<Strategy>().map_err(|e| e.to_string()))]
     strategy: Strategy,
     /// Skip malformed records (reported and counted) instead of stopping.

@@ -244,7 +244,7 @@ impl Searcher {
     /// The stored document `doc` (a number from [`Hit::doc`]).
     pub fn doc(&self, doc: DocId) -> Result<Document> {
         let (seg, local) = self.locate(doc)?;
-        self.index.segments()[seg].store().get(local)
+        self.index.segments()[seg].document(local)
     }
 
     /// The external id of document `doc` (without reading the stored document).
@@ -269,7 +269,7 @@ impl Searcher {
     pub fn highlight(&self, plan: &Plan, doc: DocId, max_bytes: usize) -> Result<Highlight> {
         let (si, local) = self.locate(doc)?;
         let seg = &self.index.segments()[si];
-        let stored = seg.store().get(local)?;
+        let stored = seg.document(local)?;
         let mut terms = Vec::new();
         plan.positive_terms(&mut terms);
         let mut marks: [Vec<(u32, u32)>; Field::COUNT] = Default::default();

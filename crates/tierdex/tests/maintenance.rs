@@ -100,6 +100,10 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
         let mut rng = Rng::new(gen::mix(seed, 1));
         let mut opts = gen::index_options(seed);
         opts.strategy = Strategy::ALL[case as usize % Strategy::ALL.len()];
+        if opts.strategy.in_place() {
+            // Chains hold grouped regions (other layouts are refused).
+            opts.layout = tierdex::layout::Layout::Grouped;
+        }
         let options = WriterOptions {
             buffer_docs: rng.range(2, 30),
             max_refresh_segments: rng.range(1, 4),

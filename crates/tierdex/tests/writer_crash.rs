@@ -1,6 +1,7 @@
 //! The whole write path under `kill -9` (DESIGN §5): a child process adds
 //! and deletes documents from two threads through an [`IndexWriter`] with a
-//! tiny buffer, so that flushes, merges (geometric strategy) and compactions
+//! tiny buffer, so that flushes, merges (geometric strategy) or appends to
+//! the chain file (in-place strategies) and compactions
 //! run all the time (inline, and from a third thread as the server's
 //! maintenance runs them, writing segments while the writers go on), and
 //! prints every acknowledged change. The parent kills
@@ -25,6 +26,7 @@ use tierdex::Document;
 
 const CHILD_DIR: &str = "TIERDEX_WRITER_CRASH_CHILD_DIR";
 const CHILD_ROUND: &str = "TIERDEX_WRITER_CRASH_ROUND";
+const CHILD_STRATEGY: &str = "TIERDEX_WRITER_CRASH_STRATEGY";
 
 fn options() -> WriterOptions {
     WriterOptions {
@@ -61,7 +63,7 @@ fn child_writer() {
             path,
             Default::default(),
             Default::default(),
-            Strategy::Geometric,
+            std::env::var(CHILD_STRATEGY).unwrap().parse::<Strategy>().unwrap(),
             options(),
         )
         .unwrap()
@@ -111,6 +113,20 @@ fn live_ids(s: &Searcher) -> Vec<String> {
 
 #[test]
 fn acknowledged_changes_survive_kill_9() {
+    kill_rounds(Strategy::Geometric);
+}
+
+#[test]
+fn acknowledged_changes_survive_kill_9_in_place() {
+    kill_rounds(Strategy::InPlace);
+}
+
+#[test]
+fn acknowledged_changes_survive_kill_9_in_place_contiguous() {
+    kill_rounds(Strategy::InPlaceContiguous);
+}
+
+fn kill_rounds(strategy: Strategy) {
     let rounds: u64 = std::env::var("TIERDEX_WRITER_CRASH_ROUNDS")
         .ok()
         .map(|v| v.parse().expect("a number"))
@@ -126,6 +142,7 @@ fn acknowledged_changes_survive_kill_9() {
             .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
             .env(CHILD_DIR, &dir)
             .env(CHILD_ROUND, round.to_string())
+            .env(CHILD_STRATEGY, strategy.name())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -155,6 +172,7 @@ fn acknowledged_changes_survive_kill_9() {
         }
         let w = IndexWriter::open(&dir, options())
             .unwrap_or_else(|e| panic!("round {round}: the index does not open: {e}"));
+        assert_eq!(w.strategy(), strategy);
         // The killed child's in-memory buffer directory is cleaned up.
         if let Ok(entries) = std::fs::read_dir("/dev/shm") {
             let prefix = format!("tierdex-buffer-{child_pid}-");

@@ -78,7 +78,7 @@ impl Deletes {
             if d >= seg.max_doc() || out.bits.contains(d) {
                 continue;
             }
-            let doc = seg.store().get(d)?;
+            let doc = seg.document(d)?;
             out.subtract(analyzer, &doc);
             out.bits.insert(d);
             out.docs.push(d);
@@ -113,6 +113,17 @@ impl Deletes {
     }
 
     /// True if local document `doc` is deleted.
+    /// The same tombstones over a segment grown to `max_doc` documents (a
+    /// chained segment after a flush).
+    pub fn grown(&self, max_doc: u32) -> Deletes {
+        let mut out = self.clone();
+        out.bits = BitSet::new(max_doc);
+        for &d in &self.docs {
+            out.bits.insert(d);
+        }
+        out
+    }
+
     #[inline]
     pub fn contains(&self, doc: u32) -> bool {
         self.bits.contains(doc)

@@ -55,7 +55,32 @@ pub struct SegmentMeta {
     /// Its tombstones, if any document of it was deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletes: Option<DeletesMeta>,
+    /// A chained segment of the in-place strategies: its postings are in a
+    /// chain file, its documents in parts (see [`ChainMeta`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainMeta>,
 }
+
+/// What a commit covers of a chained segment (DESIGN §5, in-place): the
+/// chain file (`{name}.chn`) and its dictionary log (`{name}.chl`) up to
+/// the given lengths, and one part per flush holding the flushed
+/// documents' norms, stored documents and ids (its own files, no postings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainMeta {
+    /// Bytes of the chain file in use (whole blocks).
+    pub file_len: u64,
+    /// Bytes of the log the commit covers.
+    pub log_len: u64,
+    /// A term's data is kept in one contiguous run (`in-place-contiguous`).
+    pub contiguous: bool,
+    /// The parts, in document order.
+    pub parts: Vec<SegmentMeta>,
+}
+
+/// Extension of a chain file.
+pub const CHAIN_EXT: &str = "chn";
+/// Extension of a chain's dictionary log.
+pub const CHAIN_LOG_EXT: &str = "chl";
 
 impl SegmentMeta {
     /// Path of the segment's file with extension `ext`.
@@ -65,7 +90,26 @@ impl SegmentMeta {
 
     /// Total bytes of the segment's files (content only).
     pub fn bytes(&self) -> u64 {
-        self.files.values().map(|f| f.content_len).sum::<u64>() + self.deletes.map_or(0, |d| d.file.content_len)
+        let chain = self.chain.as_ref().map_or(0, |c| {
+            c.file_len + c.log_len + c.parts.iter().map(SegmentMeta::bytes).sum::<u64>()
+        });
+        self.files.values().map(|f| f.content_len).sum::<u64>() + self.deletes.map_or(0, |d| d.file.content_len) + chain
+    }
+
+    /// Every file name of the segment the manifest refers to.
+    pub fn all_file_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.files.keys().map(|e| self.file_name(e)).collect();
+        if let Some(d) = &self.deletes {
+            out.push(d.file_name(&self.name));
+        }
+        if let Some(c) = &self.chain {
+            out.push(self.file_name(CHAIN_EXT));
+            out.push(self.file_name(CHAIN_LOG_EXT));
+            for p in &c.parts {
+                out.extend(p.all_file_names());
+            }
+        }
+        out
     }
 
     /// Documents not deleted.

@@ -229,36 +229,48 @@ impl Index {
         use fst::{IntoStreamer, Streamer};
         let lo = [field.id()];
         let hi = [field.id() + 1];
-        let mut op = fst::map::OpBuilder::new();
-        for seg in &self.segments {
-            op = op.add(seg.terms().fst().range().ge(lo).lt(hi).into_stream());
-        }
-        let mut union = op.union();
-        let mut out = Vec::new();
-        while let Some((key, hits)) = union.next() {
-            let (mut df, mut ttf) = (0u64, 0u64);
-            for h in hits {
-                let seg = &self.segments[h.index];
-                let info = seg.postings().resolve(seg.terms().term_ref(h.value))?;
-                df += info.region.doc_freq as u64;
-                ttf += info.region.total_term_freq;
-                if let Some(d) = &self.deletes[h.index] {
-                    let (gdf, gttf) = d.term(key);
-                    df -= gdf;
-                    ttf -= gttf;
+        let mut all: std::collections::BTreeMap<Vec<u8>, (u64, u64)> = Default::default();
+        for (i, seg) in self.segments.iter().enumerate() {
+            let mut add = |key: &[u8], df: u64, ttf: u64| {
+                let (gdf, gttf) = self.deletes[i].as_ref().map_or((0, 0), |d| d.term(key));
+                let e = all.entry(key.to_vec()).or_default();
+                e.0 += df - gdf;
+                e.1 += ttf - gttf;
+            };
+            match (seg.postings(), seg.chain()) {
+                (Some(p), _) => {
+                    let mut stream = p.terms().fst().range().ge(lo).lt(hi).into_stream();
+                    while let Some((key, value)) = stream.next() {
+                        let info = p.resolve(p.terms().term_ref(value))?;
+                        add(key, info.region.doc_freq as u64, info.region.total_term_freq);
+                    }
                 }
+                (None, Some(chain)) => {
+                    let keys: Vec<Vec<u8>> = {
+                        let dict = chain.dict.read().unwrap_or_else(|p| p.into_inner());
+                        dict.keys_between(&lo, &hi)
+                            .into_iter()
+                            .map(|(k, _)| k.to_vec())
+                            .collect()
+                    };
+                    for key in keys {
+                        if let Some(info) = seg.term_info(&key)? {
+                            add(&key, info.region.doc_freq as u64, info.region.total_term_freq);
+                        }
+                    }
+                }
+                (None, None) => {}
             }
-            if df == 0 {
-                continue;
-            }
-            let term = String::from_utf8_lossy(&key[1..]).into_owned();
-            out.push(TermStats {
-                term,
+        }
+        Ok(all
+            .into_iter()
+            .filter(|(_, (df, _))| *df > 0)
+            .map(|(key, (df, ttf))| TermStats {
+                term: String::from_utf8_lossy(&key[1..]).into_owned(),
                 doc_freq: df,
                 total_term_freq: ttf,
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     /// Segment holding global document `doc`, and the local number.

@@ -1,14 +1,18 @@
 //! One immutable segment opened for reading.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use crate::bloom::FilterShape;
 use crate::error::{Error, Result};
-use crate::index::manifest::SegmentMeta;
-use crate::layout::{Format, PostingsFiles, TermCursor};
+use crate::index::manifest::{SegmentMeta, CHAIN_EXT, CHAIN_LOG_EXT};
+use crate::layout::chain::{self, Chain};
+use crate::layout::cursor::ChainChunk;
+use crate::layout::{Codec, Format, PostingsFiles, TermCursor};
 use crate::schema::Field;
 use crate::storage::{IndexFile, Storage};
 use crate::store::{IdsReader, StoreReader};
-use crate::termdict::{TermDict, TermInfo};
+use crate::termdict::{decode_meta, TermDict, TermInfo};
 
 /// Extensions of a segment's files.
 pub mod ext {
@@ -37,81 +41,235 @@ pub mod ext {
     ];
 }
 
+/// The documents of a segment, or of one part of a chained segment: its
+/// stored documents and ids.
+pub struct DocPart {
+    /// Number of the part's first document in the segment.
+    pub base: u32,
+    /// Documents in the part.
+    pub max_doc: u32,
+    store: StoreReader,
+    ids: Option<IdsReader>,
+}
+
+/// Where a segment's postings are.
+enum Postings {
+    Files(Box<PostingsFiles>),
+    Chain(ChainPostings),
+}
+
+/// The postings of a chained segment (the in-place strategies).
+struct ChainPostings {
+    chain: Arc<Chain>,
+    codec: Codec,
+    bloom: Option<FilterShape>,
+}
+
 /// A segment's readers.
 pub struct SegmentReader {
     meta: SegmentMeta,
-    postings: PostingsFiles,
+    postings: Postings,
     norms: Box<[u8]>,
-    store: StoreReader,
-    ids: Option<IdsReader>,
+    parts: Vec<Arc<DocPart>>,
+}
+
+/// Opens one file of `meta` in `dir`, checking it against the manifest.
+fn open_file(dir: &Path, meta: &SegmentMeta, storage: &Storage, e: &str) -> Result<IndexFile> {
+    let path = dir.join(meta.file_name(e));
+    let f = storage.open(&path)?;
+    let expected = meta.files.get(e).ok_or_else(|| {
+        Error::corrupt(
+            dir.join("manifest.json"),
+            format!("segment {} lists no .{e} file", meta.name),
+        )
+    })?;
+    if f.len() as u64 != expected.content_len || f.checksum() != expected.checksum {
+        return Err(Error::corrupt(
+            &path,
+            "file does not match the manifest (size or checksum differs): replaced or damaged",
+        ));
+    }
+    Ok(f)
+}
+
+/// Opens the norms, store and ids of `meta` (a segment or a chain's part).
+fn open_docs(dir: &Path, meta: &SegmentMeta, storage: &Storage, base: u32) -> Result<(Box<[u8]>, DocPart)> {
+    let norms_file = open_file(dir, meta, storage, ext::NORMS)?;
+    if norms_file.len() != meta.max_doc as usize * Field::COUNT {
+        return Err(Error::corrupt(
+            norms_file.path(),
+            "norms size does not match the document count",
+        ));
+    }
+    // Two bytes per document, read on every scored hit: kept in memory.
+    let mut buf = Vec::new();
+    let norms: Box<[u8]> = norms_file.read(0..norms_file.len(), &mut buf)?.into();
+    open_file(dir, meta, storage, ext::STORE)?;
+    open_file(dir, meta, storage, ext::STORE_INDEX)?;
+    let store = StoreReader::open_on(
+        &dir.join(meta.file_name(ext::STORE)),
+        &dir.join(meta.file_name(ext::STORE_INDEX)),
+        storage,
+    )?;
+    if store.num_docs() != meta.max_doc {
+        return Err(Error::corrupt(
+            dir.join(meta.file_name(ext::STORE_INDEX)),
+            "stored document count does not match the manifest",
+        ));
+    }
+    // Segments written before the id column existed read ids from the store.
+    let ids = match meta.files.contains_key(ext::IDS) {
+        true => Some(IdsReader::open(open_file(dir, meta, storage, ext::IDS)?, meta.max_doc)?),
+        false => None,
+    };
+    Ok((
+        norms,
+        DocPart {
+            base,
+            max_doc: meta.max_doc,
+            store,
+            ids,
+        },
+    ))
+}
+
+/// Field-major norms of consecutive parts, from each part's own.
+fn concat_norms(parts: &[(&[u8], u32)]) -> Box<[u8]> {
+    let total: usize = parts.iter().map(|p| p.1 as usize).sum();
+    let mut out = Vec::with_capacity(total * Field::COUNT);
+    for f in 0..Field::COUNT {
+        for &(norms, n) in parts {
+            let n = n as usize;
+            out.extend_from_slice(&norms[f * n..(f + 1) * n]);
+        }
+    }
+    out.into_boxed_slice()
 }
 
 impl SegmentReader {
     /// Opens the files of `meta` in `dir`, checking them against the manifest.
     pub fn open(dir: &Path, meta: &SegmentMeta, format: Format, storage: &Storage) -> Result<SegmentReader> {
-        let open = |e: &str| -> Result<IndexFile> {
-            let path = dir.join(meta.file_name(e));
-            let f = storage.open(&path)?;
-            let expected = meta.files.get(e).ok_or_else(|| {
-                Error::corrupt(
-                    dir.join("manifest.json"),
-                    format!("segment {} lists no .{e} file", meta.name),
-                )
-            })?;
-            if f.len() as u64 != expected.content_len || f.checksum() != expected.checksum {
-                return Err(Error::corrupt(
-                    &path,
-                    "file does not match the manifest (size or checksum differs): replaced or damaged",
-                ));
-            }
-            Ok(f)
-        };
-        let postings = PostingsFiles::open(format, open)?;
-        let norms_file = open(ext::NORMS)?;
-        if norms_file.len() != meta.max_doc as usize * Field::COUNT {
-            return Err(Error::corrupt(
-                norms_file.path(),
-                "norms size does not match the document count",
-            ));
+        if meta.chain.is_some() {
+            let chain = open_chain(dir, meta, false)?;
+            return SegmentReader::open_chained(dir, meta, format, storage, chain, None);
         }
-        // Two bytes per document, read on every scored hit: kept in memory.
-        let mut buf = Vec::new();
-        let norms: Box<[u8]> = norms_file.read(0..norms_file.len(), &mut buf)?.into();
-        open(ext::STORE)?;
-        open(ext::STORE_INDEX)?;
-        let store = StoreReader::open_on(
-            &dir.join(meta.file_name(ext::STORE)),
-            &dir.join(meta.file_name(ext::STORE_INDEX)),
-            storage,
-        )?;
-        if store.num_docs() != meta.max_doc {
-            return Err(Error::corrupt(
-                dir.join(meta.file_name(ext::STORE_INDEX)),
-                "stored document count does not match the manifest",
-            ));
-        }
-        // Segments written before the id column existed read ids from the store.
-        let ids = match meta.files.contains_key(ext::IDS) {
-            true => Some(IdsReader::open(open(ext::IDS)?, meta.max_doc)?),
-            false => None,
-        };
+        let postings = PostingsFiles::open(format, |e| open_file(dir, meta, storage, e))?;
+        let (norms, part) = open_docs(dir, meta, storage, 0)?;
         Ok(SegmentReader {
             meta: meta.clone(),
-            postings,
+            postings: Postings::Files(Box::new(postings)),
             norms,
-            store,
-            ids,
+            parts: vec![Arc::new(part)],
         })
+    }
+
+    /// Opens chained segment `meta` over `chain` (shared with its writer);
+    /// the parts `previous` already opened (of an earlier snapshot of the
+    /// same segment) are reused.
+    pub fn open_chained(
+        dir: &Path,
+        meta: &SegmentMeta,
+        format: Format,
+        storage: &Storage,
+        chain: Arc<Chain>,
+        previous: Option<&SegmentReader>,
+    ) -> Result<SegmentReader> {
+        let cm = meta
+            .chain
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument(format!("segment {} is not chained", meta.name)))?;
+        let mut parts = Vec::with_capacity(cm.parts.len());
+        let mut norms: Vec<Box<[u8]>> = Vec::with_capacity(cm.parts.len());
+        let mut base = 0u32;
+        for (i, pm) in cm.parts.iter().enumerate() {
+            let reuse = previous
+                .and_then(|p| p.parts.get(i))
+                .filter(|p| p.max_doc == pm.max_doc && p.base == base);
+            match reuse {
+                Some(p) => {
+                    let prev = previous.expect("reused from a previous reader");
+                    let mut own = Vec::with_capacity(p.max_doc as usize * Field::COUNT);
+                    for f in Field::ALL {
+                        let all = prev.norms(f);
+                        own.extend_from_slice(&all[p.base as usize..(p.base + p.max_doc) as usize]);
+                    }
+                    norms.push(own.into_boxed_slice());
+                    parts.push(p.clone());
+                }
+                None => {
+                    let (n, part) = open_docs(dir, pm, storage, base)?;
+                    norms.push(n);
+                    parts.push(Arc::new(part));
+                }
+            }
+            base = base
+                .checked_add(pm.max_doc)
+                .ok_or_else(|| Error::corrupt(dir.join("manifest.json"), "chained segment too large"))?;
+        }
+        if base != meta.max_doc {
+            return Err(Error::corrupt(
+                dir.join("manifest.json"),
+                format!("segment {}: its parts do not add up to its documents", meta.name),
+            ));
+        }
+        let pairs: Vec<(&[u8], u32)> = norms.iter().zip(&cm.parts).map(|(n, p)| (&**n, p.max_doc)).collect();
+        Ok(SegmentReader {
+            meta: meta.clone(),
+            postings: Postings::Chain(ChainPostings {
+                chain,
+                codec: format.codec,
+                bloom: format.bloom_shape()?,
+            }),
+            norms: concat_norms(&pairs),
+            parts,
+        })
+    }
+
+    /// The chain of a chained segment.
+    pub fn chain(&self) -> Option<&Arc<Chain>> {
+        match &self.postings {
+            Postings::Chain(c) => Some(&c.chain),
+            Postings::Files(_) => None,
+        }
+    }
+
+    fn part(&self, doc: u32) -> Result<(&DocPart, u32)> {
+        let i = self.parts.partition_point(|p| p.base <= doc).saturating_sub(1);
+        match self.parts.get(i) {
+            Some(p) if doc >= p.base && doc - p.base < p.max_doc => Ok((p, doc - p.base)),
+            _ => Err(Error::InvalidArgument(format!(
+                "document {doc} is not in segment {} ({} documents)",
+                self.meta.name, self.meta.max_doc
+            ))),
+        }
+    }
+
+    /// The stored document `doc`.
+    pub fn document(&self, doc: u32) -> Result<crate::schema::Document> {
+        let (p, local) = self.part(doc)?;
+        p.store.get(local)
+    }
+
+    /// The store holding document `doc`, and its number there.
+    pub fn store_of(&self, doc: u32) -> Result<(&StoreReader, u32)> {
+        let (p, local) = self.part(doc)?;
+        Ok((&p.store, local))
+    }
+
+    /// Every store of the segment (one per part).
+    pub fn stores(&self) -> Vec<&StoreReader> {
+        self.parts.iter().map(|p| &p.store).collect()
     }
 
     /// Writes the external id of document `doc` into `out`: from the id
     /// column (a few bytes), or from the stored document for segments
     /// written without one.
     pub fn external_id(&self, doc: u32, out: &mut String) -> Result<()> {
-        match &self.ids {
-            Some(ids) => ids.id_into(doc, out),
+        let (p, local) = self.part(doc)?;
+        match &p.ids {
+            Some(ids) => ids.id_into(local, out),
             None => {
-                *out = self.store.get(doc)?.id;
+                *out = p.store.get(local)?.id;
                 Ok(())
             }
         }
@@ -127,38 +285,99 @@ impl SegmentReader {
         self.meta.max_doc
     }
 
-    /// The term dictionary.
-    pub fn terms(&self) -> &TermDict {
-        self.postings.terms()
+    /// The term dictionary (`None`: a chained segment, see [`SegmentReader::chain`]).
+    pub fn terms(&self) -> Option<&TermDict> {
+        self.postings().map(|p| p.terms())
     }
 
-    /// The postings files.
-    pub fn postings(&self) -> &PostingsFiles {
-        &self.postings
+    /// The postings files (`None`: a chained segment).
+    pub fn postings(&self) -> Option<&PostingsFiles> {
+        match &self.postings {
+            Postings::Files(p) => Some(p),
+            Postings::Chain(_) => None,
+        }
+    }
+
+    /// The shape of the segment's phrase filters (`None`: it has none).
+    pub fn bloom(&self) -> Option<FilterShape> {
+        match &self.postings {
+            Postings::Files(p) => p.bloom(),
+            Postings::Chain(c) => c.bloom,
+        }
     }
 
     /// Document frequency of a term key in this segment (0: absent),
     /// without reading storage where the dictionary holds it.
     pub fn doc_freq(&self, key: &[u8]) -> Result<u64> {
-        self.postings.doc_freq(key)
+        match &self.postings {
+            Postings::Files(p) => p.doc_freq(key),
+            Postings::Chain(_) => Ok(self.term_info(key)?.map_or(0, |i| i.region.doc_freq as u64)),
+        }
     }
 
-    /// Looks up a term key (see [`crate::termdict::term_key`]).
+    /// Looks up a term key (see [`crate::termdict::term_key`]). For a
+    /// chained segment the info sums the term's chunks, and `doc_offset`
+    /// holds its ordinal in the chain's dictionary.
     pub fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
-        self.postings.term_info(key)
+        match &self.postings {
+            Postings::Files(p) => p.term_info(key),
+            Postings::Chain(c) => {
+                let dict = c.chain.dict.read().unwrap_or_else(|p| p.into_inner());
+                let Some(ord) = dict.ord(key) else {
+                    return Ok(None);
+                };
+                let visible = dict.chain(ord).map_or(&[][..], |t| t.visible(self.meta.max_doc));
+                if visible.is_empty() {
+                    return Ok(None);
+                }
+                let (region, _) = chain::totals(visible);
+                Ok(Some(TermInfo {
+                    doc_offset: ord as u64,
+                    region,
+                    ..TermInfo::default()
+                }))
+            }
+        }
     }
 
-    /// A cursor over a term of this segment.
+    /// A cursor over a term of this segment. A chained term's chunks are
+    /// read here, in one batched submission.
     pub fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'_>> {
-        self.postings.cursor(info)
+        match &self.postings {
+            Postings::Files(p) => p.cursor(info),
+            Postings::Chain(c) => {
+                let (pieces, chunks) = c
+                    .chain
+                    .view(info.doc_offset as u32, self.meta.max_doc)
+                    .ok_or_else(|| Error::corrupt(&c.chain.path, "term ordinal beyond the chain's dictionary"))?;
+                let data = c.chain.read(&pieces, &chunks)?;
+                let mut walk = Vec::with_capacity(chunks.len());
+                for ch in &chunks {
+                    let (info, _) = decode_meta(&data[ch.offset as usize..], ch.offset, c.bloom.is_some())
+                        .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
+                        .ok_or_else(|| Error::corrupt(&c.chain.path, "damaged chunk metadata"))?;
+                    walk.push(ChainChunk {
+                        info,
+                        base: ch.base,
+                        last_doc: ch.last_doc,
+                        impacts: ch.impacts,
+                    });
+                }
+                let handle = c.chain.file.try_clone().map_err(|e| Error::io(&c.chain.path, e))?;
+                let file = Arc::new(IndexFile::from_verified(&c.chain.path, handle, data));
+                TermCursor::open_chain(file, c.codec, c.bloom, walk)
+            }
+        }
     }
 
     /// A cursor that keeps prefetching the term's zone in `segment`-byte
     /// pieces, the first of which the caller has prefetched already.
     pub fn prefetching_cursor(&self, info: &TermInfo, segment: usize) -> Result<TermCursor<'_>> {
-        let mut c = self.postings.cursor(info)?;
-        let start = info.doc_offset as usize;
-        c.enable_prefetch(segment, start + segment.min(info.region.zone_len as usize));
+        let mut c = self.cursor(info)?;
+        if self.chain().is_none() {
+            let start = info.doc_offset as usize;
+            c.enable_prefetch(segment, start + segment.min(info.region.zone_len as usize));
+        }
         Ok(c)
     }
 
@@ -169,24 +388,75 @@ impl SegmentReader {
         &self.norms[start..start + n]
     }
 
-    /// The document store.
-    pub fn store(&self) -> &StoreReader {
-        &self.store
-    }
-
-    /// Verifies every page of every file of the segment.
+    /// Verifies every page of every file of the segment (every chunk of a
+    /// chained one).
     pub fn verify_all(&self) -> Result<()> {
-        self.postings.verify_all()?;
-        if let Some(ids) = &self.ids {
-            ids.verify_all()?;
+        match &self.postings {
+            Postings::Files(p) => p.verify_all()?,
+            Postings::Chain(c) => {
+                let n = c.chain.dict.read().unwrap_or_else(|p| p.into_inner()).len();
+                for ord in 0..n as u32 {
+                    if let Some((pieces, chunks)) = c.chain.view(ord, self.meta.max_doc) {
+                        c.chain.read(&pieces, &chunks)?;
+                    }
+                }
+            }
         }
-        self.store.verify_all()
+        for p in &self.parts {
+            if let Some(ids) = &p.ids {
+                ids.verify_all()?;
+            }
+            p.store.verify_all()?;
+        }
+        Ok(())
     }
 
     /// Prefetches term regions' zones (see [`TierOptions::prefetches`]).
     ///
     /// [`TierOptions::prefetches`]: crate::storage::TierOptions::prefetches
     pub fn prefetch(&self, ranges: &[std::ops::Range<usize>]) -> Result<()> {
-        self.postings.doc_file().prefetch(ranges)
+        match &self.postings {
+            Postings::Files(p) => p.doc_file().prefetch(ranges),
+            Postings::Chain(_) => Ok(()),
+        }
     }
+}
+
+/// Opens the chain of chained segment `meta`: its file, and its dictionary
+/// replayed from the committed part of its log.
+pub fn open_chain(dir: &Path, meta: &SegmentMeta, writable: bool) -> Result<Arc<Chain>> {
+    let cm = meta
+        .chain
+        .as_ref()
+        .ok_or_else(|| Error::InvalidArgument(format!("segment {} is not chained", meta.name)))?;
+    let log_path = dir.join(meta.file_name(CHAIN_LOG_EXT));
+    let log = match std::fs::read(&log_path) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && cm.log_len == 0 => Vec::new(),
+        Err(e) => return Err(Error::io(&log_path, e)),
+    };
+    if (log.len() as u64) < cm.log_len {
+        return Err(Error::corrupt(
+            &log_path,
+            format!(
+                "log is {} bytes, shorter than the {} committed (truncated)",
+                log.len(),
+                cm.log_len
+            ),
+        ));
+    }
+    let dict = chain::replay(&log_path, &log[..cm.log_len as usize])?;
+    let path = dir.join(meta.file_name(CHAIN_EXT));
+    let chain = Chain::open(&path, writable, dict)?;
+    let len = chain.file.metadata().map_err(|e| Error::io(&path, e))?.len();
+    if len < cm.file_len {
+        return Err(Error::corrupt(
+            &path,
+            format!(
+                "chain file is {len} bytes, shorter than the {} committed (truncated)",
+                cm.file_len
+            ),
+        ));
+    }
+    Ok(chain)
 }

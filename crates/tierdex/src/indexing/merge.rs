@@ -15,7 +15,7 @@ use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::index::Deletes;
 use crate::layout::writer::TermPostings;
-use crate::layout::{Format, PostingsWriter};
+use crate::layout::{Format, PostingsFiles, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileWriter, Storage, Tier, TierOptions};
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
@@ -57,6 +57,17 @@ pub fn merge_live(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
     let readers: Vec<&SegmentReader> = sources.iter().map(|s| s.0).collect();
+    let files: Vec<&PostingsFiles> = readers
+        .iter()
+        .map(|r| {
+            r.postings().ok_or_else(|| {
+                crate::Error::InvalidArgument(format!(
+                    "segment {} is chained (in-place strategy) and cannot be merged",
+                    r.meta().name
+                ))
+            })
+        })
+        .collect::<Result<_>>()?;
     let metas: Vec<&SegmentMeta> = readers.iter().map(|r| r.meta()).collect();
     // New number of each old document (TERMINATED when deleted).
     let mut maps: Vec<Vec<DocId>> = Vec::with_capacity(sources.len());
@@ -106,7 +117,7 @@ pub fn merge_live(
     let mut postings = PostingsWriter::create(dir, name, format)?;
     let mut tp = TermPostings::default();
     let (mut pos, mut off) = (Vec::new(), Vec::new());
-    let mut terms = TermsInOrder::new(&readers, format.layout);
+    let mut terms = TermsInOrder::new(&files, format.layout);
     let mut done = 0u64;
     let mut key = Vec::new();
     let mut hits = Vec::new();
@@ -117,7 +128,7 @@ pub fn merge_live(
         let filter_bytes = shape.filter(|_| bloom::filtered_term(key)).map(|s| s.bytes as usize);
         for h in hits.iter().copied() {
             let r = &readers[h.index];
-            let info = r.postings().resolve(r.terms().term_ref(h.value))?;
+            let info = files[h.index].resolve(files[h.index].terms().term_ref(h.value))?;
             let mut c = r.cursor(&info)?;
             let map = &maps[h.index];
             while c.doc() != TERMINATED {
@@ -176,7 +187,7 @@ pub fn merge_live(
     }
     files.insert(ext::NORMS.to_string(), norms_file.finish()?);
 
-    let stores: Vec<_> = readers.iter().map(|r| r.store()).collect();
+    let stores: Vec<_> = readers.iter().flat_map(|r| r.stores()).collect();
     let mut store = StoreWriter::create_for_merge(&path(ext::STORE), &path(ext::STORE_INDEX), store, &stores)?;
     let mut ids = IdsWriter::new();
     let mut id = String::new();
@@ -185,7 +196,8 @@ pub fn merge_live(
             if map[d as usize] == TERMINATED {
                 continue;
             }
-            store.copy_from(r.store(), d)?;
+            let (source, local) = r.store_of(d)?;
+            store.copy_from(source, local)?;
             r.external_id(d, &mut id)?;
             ids.push(&id);
         }
@@ -201,6 +213,7 @@ pub fn merge_live(
         num_terms,
         files,
         deletes: None,
+        chain: None,
     })
 }
 
@@ -216,7 +229,7 @@ struct TermsInOrder<'a> {
 type Term = (Vec<u8>, Vec<fst::map::IndexedValue>);
 
 impl<'a> TermsInOrder<'a> {
-    fn new(readers: &'a [&'a SegmentReader], layout: Layout) -> Self {
+    fn new(readers: &'a [&'a PostingsFiles], layout: Layout) -> Self {
         let mut streams = Vec::with_capacity(Field::COUNT + 1);
         // One stream per field id, and one for keys beyond the known fields
         // (none in a sound index; merged all the same).

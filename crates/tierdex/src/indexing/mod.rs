@@ -156,6 +156,12 @@ where
     if opts.segment_docs == 0 || opts.segment_bytes == 0 {
         return Err(Error::InvalidArgument("segment size limits must be positive".into()));
     }
+    if opts.strategy.in_place() && opts.layout != crate::layout::Layout::Grouped {
+        return Err(Error::InvalidArgument(format!(
+            "the {} strategy keeps each term's postings as grouped regions: use the grouped layout",
+            opts.strategy
+        )));
+    }
     prepare_dir(dir, opts.overwrite)?;
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -293,6 +293,7 @@ impl SegmentWriter {
             num_terms,
             files,
             deletes: None,
+            chain: None,
         })
     }
 }

@@ -13,7 +13,9 @@
 use crate::bloom::{self, Direction, FilterShape, Probe};
 use crate::codec::{self, BLOCK};
 use crate::error::Error;
-use crate::layout::impacts::Impacts;
+use std::sync::Arc;
+
+use crate::layout::impacts::{Impacts, MAX_TERM_IMPACTS};
 use crate::layout::postings::PostingsFiles;
 use crate::layout::Codec;
 use crate::schema::{DocId, TERMINATED};
@@ -209,12 +211,85 @@ impl<const W: usize> PackedStream<W> {
     }
 }
 
+/// A file a cursor reads: one of a segment's (borrowed), or a chained
+/// term's chunks read into memory (shared by the cursor's chunks).
+#[derive(Clone)]
+enum FileRef<'a> {
+    Borrowed(&'a IndexFile),
+    Shared(Arc<IndexFile>),
+}
+
+impl std::ops::Deref for FileRef<'_> {
+    type Target = IndexFile;
+    #[inline]
+    fn deref(&self) -> &IndexFile {
+        match self {
+            FileRef::Borrowed(f) => f,
+            FileRef::Shared(f) => f,
+        }
+    }
+}
+
+/// Where a cursor's sections are read from.
+struct Source<'a> {
+    file: FileRef<'a>,
+    pos_file: FileRef<'a>,
+    pay_file: FileRef<'a>,
+    bloom_file: FileRef<'a>,
+    codec: Codec,
+    bloom: Option<FilterShape>,
+}
+
+impl Source<'_> {
+    fn shared(file: Arc<IndexFile>, codec: Codec, bloom: Option<FilterShape>) -> Self {
+        let f = FileRef::Shared(file);
+        Source {
+            file: f.clone(),
+            pos_file: f.clone(),
+            pay_file: f.clone(),
+            bloom_file: f,
+            codec,
+            bloom,
+        }
+    }
+}
+
+/// One chunk of a chained term, as a cursor walks it.
+#[derive(Debug, Clone, Copy)]
+pub struct ChainChunk {
+    /// The chunk's region in the cursor's file.
+    pub info: TermInfo,
+    /// Document number of the region's document 0.
+    pub base: DocId,
+    /// The chunk's last document (with `base` added).
+    pub last_doc: DocId,
+    /// Bound of the chunk's scores.
+    pub impacts: Impacts,
+}
+
+/// The chunks of a chained term and which one the cursor is in.
+struct ChainState {
+    file: Arc<IndexFile>,
+    codec: Codec,
+    bloom: Option<FilterShape>,
+    chunks: Vec<ChainChunk>,
+    at: usize,
+    df: u32,
+    impacts: Impacts,
+    /// The chunk a shallow advance went to, past the current one.
+    ahead: Option<usize>,
+}
+
 /// A cursor over one term's postings in one segment.
 pub struct TermCursor<'a> {
-    file: &'a IndexFile,
-    pos_file: &'a IndexFile,
-    pay_file: &'a IndexFile,
-    bloom_file: &'a IndexFile,
+    file: FileRef<'a>,
+    pos_file: FileRef<'a>,
+    pay_file: FileRef<'a>,
+    bloom_file: FileRef<'a>,
+    /// Added to every document number (a chained chunk's first document).
+    base: DocId,
+    /// The other chunks of a chained term (`None`: one region).
+    chain: Option<Box<ChainState>>,
     codec: Codec,
     df: u32,
     n_blocks: usize,
@@ -279,7 +354,53 @@ impl<'a> TermCursor<'a> {
     /// Opens the term described by `info` in the postings `file`, positioned
     /// on its first document.
     pub fn open(files: &'a PostingsFiles, info: &TermInfo) -> Result<TermCursor<'a>, Error> {
-        let (file, pos_file, pay_file) = (files.doc_file(), files.pos_file(), files.pay_file());
+        let src = Source {
+            file: FileRef::Borrowed(files.doc_file()),
+            pos_file: FileRef::Borrowed(files.pos_file()),
+            pay_file: FileRef::Borrowed(files.pay_file()),
+            bloom_file: FileRef::Borrowed(files.bloom_file()),
+            codec: files.codec(),
+            bloom: files.bloom(),
+        };
+        Self::open_in(src, info, 0)
+    }
+
+    /// Opens a chained term: `file` holds its chunks one after the other
+    /// (see [`crate::layout::chain`]), `chunks` says where each one's region
+    /// is and what it holds. Positioned on the first document.
+    pub fn open_chain(
+        file: Arc<IndexFile>,
+        codec: Codec,
+        bloom: Option<FilterShape>,
+        chunks: Vec<ChainChunk>,
+    ) -> Result<TermCursor<'a>, Error> {
+        let first = *chunks
+            .first()
+            .ok_or_else(|| Error::corrupt(file.path(), "chained term with no chunks"))?;
+        let df = chunks.iter().map(|c| c.info.region.doc_freq).sum();
+        let impacts = Impacts::frontier(
+            chunks
+                .iter()
+                .flat_map(|c| c.impacts.as_slice().iter().map(|i| (i.freq, i.norm))),
+            MAX_TERM_IMPACTS,
+        );
+        let src = Source::shared(file.clone(), codec, bloom);
+        let mut c = Self::open_in(src, &first.info, first.base)?;
+        c.chain = Some(Box::new(ChainState {
+            file,
+            codec,
+            bloom,
+            chunks,
+            at: 0,
+            df,
+            impacts,
+            ahead: None,
+        }));
+        Ok(c)
+    }
+
+    fn open_in(src: Source<'a>, info: &TermInfo, base: DocId) -> Result<TermCursor<'a>, Error> {
+        let (file, pos_file, pay_file) = (&*src.file, &*src.pos_file, &*src.pay_file);
         let r = &info.region;
         let within = |f: &IndexFile, off: u64, len: u32| -> Result<usize, Error> {
             usize::try_from(off)
@@ -296,8 +417,8 @@ impl<'a> TermCursor<'a> {
         let pos_start = within(pos_file, info.pos_offset, r.pos_len)?;
         let off_start = within(pay_file, info.off_offset, r.off_len)?;
         let zone_end = start + r.zone_len as usize;
-        let filter_shape = files.bloom().filter(|_| r.after_len > 0);
-        let bloom_file = files.bloom_file();
+        let filter_shape = src.bloom.filter(|_| r.after_len > 0);
+        let bloom_file = &*src.bloom_file;
         let filter_start = match filter_shape {
             Some(_) => within(bloom_file, info.bloom_offset, r.after_len.saturating_add(r.before_len))?,
             None if r.bloom_len() > 0 => {
@@ -322,7 +443,9 @@ impl<'a> TermCursor<'a> {
         let (skip_start, blocks_start) = if n_blocks == 1 {
             // The single "skip entry" is the last doc, right after the header.
             let skip_start = start + pos;
-            single_last_doc = codec::read_u32(head, &mut pos).ok_or_else(bad)?;
+            single_last_doc = codec::read_u32(head, &mut pos)
+                .and_then(|d| d.checked_add(base))
+                .ok_or_else(bad)?;
             (skip_start, start + pos)
         } else {
             let skip_len = codec::read_u32(head, &mut pos).ok_or_else(bad)? as usize;
@@ -334,12 +457,14 @@ impl<'a> TermCursor<'a> {
             (skip_start, blocks_start)
         };
         io::record_needed((skip_start - start) as u64);
-        let codec = files.codec();
+        let codec = src.codec;
         let mut c = TermCursor {
-            file,
-            pos_file,
-            pay_file,
-            bloom_file,
+            file: src.file,
+            pos_file: src.pos_file,
+            pay_file: src.pay_file,
+            bloom_file: src.bloom_file,
+            base,
+            chain: None,
             codec,
             df: r.doc_freq,
             n_blocks,
@@ -393,7 +518,8 @@ impl<'a> TermCursor<'a> {
             c.skip_pos = blocks_start - skip_start;
         }
         if !c.ensure_entry(0) {
-            return Err(c.error.take().unwrap_or_else(bad));
+            let err = c.corrupt("term header");
+            return Err(c.error.take().unwrap_or(err));
         }
         c.decode_block(0);
         if let Some(e) = c.error.take() {
@@ -412,12 +538,24 @@ impl<'a> TermCursor<'a> {
 
     /// Number of documents containing the term.
     pub fn doc_freq(&self) -> u32 {
-        self.df
+        self.chain.as_ref().map_or(self.df, |c| c.df)
+    }
+
+    /// The term's last document (parsing the whole skip table); `None` on damage.
+    pub fn last_doc(&mut self) -> Option<DocId> {
+        if let Some(c) = &self.chain {
+            return c.chunks.last().map(|c| c.last_doc);
+        }
+        if self.ensure_entry(self.n_blocks - 1) {
+            self.entries.last().map(|e| e.last_doc)
+        } else {
+            None
+        }
     }
 
     /// Impacts bounding every posting of the term.
     pub fn term_impacts(&self) -> &Impacts {
-        &self.term_impacts
+        self.chain.as_ref().map_or(&self.term_impacts, |c| &c.impacts)
     }
 
     /// The current document, or [`TERMINATED`].
@@ -439,6 +577,11 @@ impl<'a> TermCursor<'a> {
         }
         let next = self.block + 1;
         if next >= self.n_blocks || !self.ensure_entry(next) {
+            if self.error.is_none() && self.chain.is_some() {
+                let j = self.chain.as_ref().map_or(0, |c| c.at + 1);
+                self.enter_chunk(j);
+                return self.doc;
+            }
             self.doc = TERMINATED;
             return TERMINATED;
         }
@@ -451,6 +594,19 @@ impl<'a> TermCursor<'a> {
     pub fn seek(&mut self, target: DocId) -> DocId {
         if target <= self.doc {
             return self.doc;
+        }
+        if target > self.chunk_last() {
+            let entered = match self.chunk_for(target) {
+                Some(j) => self.enter_chunk(j),
+                None => false,
+            };
+            if !entered {
+                self.doc = TERMINATED;
+                return TERMINATED;
+            }
+            if target <= self.doc {
+                return self.doc;
+            }
         }
         if self.entries[self.block].last_doc < target {
             if self.shallow_advance(target) == TERMINATED {
@@ -473,6 +629,17 @@ impl<'a> TermCursor<'a> {
     /// first document `>= target` and returns that block's last document, or
     /// [`TERMINATED`] when no document `>= target` exists.
     pub fn shallow_advance(&mut self, target: DocId) -> DocId {
+        let ahead = match target > self.chunk_last() {
+            true => Some(self.chunk_for(target)),
+            false => None,
+        };
+        if let Some(chain) = self.chain.as_mut() {
+            chain.ahead = ahead.flatten();
+            if let Some(j) = ahead {
+                // Ahead of the current chunk: the bound is the whole chunk's.
+                return j.map_or(TERMINATED, |j| chain.chunks[j].last_doc);
+            }
+        }
         let floor = if self.block == NONE { 0 } else { self.block };
         let mut b = self.shallow.max(floor);
         while b > floor && self.entries[b - 1].last_doc >= target {
@@ -497,12 +664,22 @@ impl<'a> TermCursor<'a> {
     /// (identifies what [`TermCursor::block_impacts`] would return).
     #[inline]
     pub fn shallow_block(&self) -> Option<usize> {
-        (!self.shallow_done).then_some(self.shallow)
+        match &self.chain {
+            // Unique over the chunks: (chunk, block), a chunk ahead as a whole.
+            Some(c) => match c.ahead {
+                Some(j) => Some(j << 32 | 0xFFFF_FFFF),
+                None => (!self.shallow_done).then_some(c.at << 32 | self.shallow),
+            },
+            None => (!self.shallow_done).then_some(self.shallow),
+        }
     }
 
     /// Impacts of the block at the skip position (`None` past the end).
     #[inline]
     pub fn block_impacts(&mut self) -> Option<Impacts> {
+        if let Some(j) = self.chain.as_ref().and_then(|c| c.ahead) {
+            return self.chain.as_ref().map(|c| c.chunks[j].impacts);
+        }
         if self.shallow_done {
             return None;
         }
@@ -510,7 +687,7 @@ impl<'a> TermCursor<'a> {
         if e.impacts_at == usize::MAX {
             return Some(self.term_impacts);
         }
-        let file = self.file;
+        let file = &*self.file;
         let decoded = match self
             .skip_win
             .get(file, e.impacts_at..e.impacts_at + e.impacts_len as usize)
@@ -555,6 +732,12 @@ impl<'a> TermCursor<'a> {
             }
             let next = self.block + 1;
             if next >= self.n_blocks || !self.ensure_entry(next) {
+                if self.error.is_none() && self.chain.is_some() {
+                    let j = self.chain.as_ref().map_or(0, |c| c.at + 1);
+                    if self.enter_chunk(j) {
+                        continue;
+                    }
+                }
                 self.doc = TERMINATED;
                 break;
             }
@@ -578,7 +761,7 @@ impl<'a> TermCursor<'a> {
             return;
         };
         let mut pos = 0u32;
-        let res = self.positions.read(self.pos_file, start, count, hint, |[delta]| {
+        let res = self.positions.read(&self.pos_file, start, count, hint, |[delta]| {
             pos = pos.wrapping_add(delta);
             out.push(pos);
         });
@@ -596,7 +779,7 @@ impl<'a> TermCursor<'a> {
             return;
         };
         let mut end = 0u32;
-        let res = self.offsets.read(self.pay_file, start, count, hint, |[gap, len]| {
+        let res = self.offsets.read(&self.pay_file, start, count, hint, |[gap, len]| {
             let s = end.wrapping_add(gap);
             end = s.wrapping_add(len);
             out.push((s, end));
@@ -666,7 +849,7 @@ impl<'a> TermCursor<'a> {
         let fb = shape.bytes as usize;
         let at = self.filters.data[s] + (bitmap & (bit - 1)).count_ones() as usize * fb;
         io::record_needed(fb as u64);
-        self.filters.win[s].get(self.bloom_file, at..at + fb).map(Some)
+        self.filters.win[s].get(&self.bloom_file, at..at + fb).map(Some)
     }
 
     /// Reads the bitmap of the current block's group in section `s`.
@@ -675,7 +858,7 @@ impl<'a> TermCursor<'a> {
         let start = section + self.entries[self.block].filter_byte[s] as usize;
         let end = section + len;
         let bitmap = self.filters.win[s]
-            .get(self.bloom_file, start..(start + bloom::BITMAP_BYTES).min(end))?
+            .get(&self.bloom_file, start..(start + bloom::BITMAP_BYTES).min(end))?
             .first_chunk::<{ bloom::BITMAP_BYTES }>()
             .copied()
             .filter(|b| start + bloom::group_len(shape, b) <= end)
@@ -754,7 +937,7 @@ impl<'a> TermCursor<'a> {
     fn parse_entry(&mut self) -> Option<SkipEntry> {
         let at = self.skip_start + self.skip_pos;
         let end = (at + MAX_ENTRY).min(self.skip_end);
-        let file = self.file;
+        let file = &*self.file;
         let data = match self.skip_win.get(file, at..end) {
             Ok(d) => d,
             Err(e) => {
@@ -765,7 +948,7 @@ impl<'a> TermCursor<'a> {
         let pos = &mut 0;
         let prev = self.entries.last();
         let last_doc = prev
-            .map_or(0, |p| p.last_doc)
+            .map_or(self.base, |p| p.last_doc)
             .checked_add(codec::read_u32(data, pos)?)?;
         let block_len = codec::read_u32(data, pos)?;
         let pos_index = prev
@@ -826,7 +1009,7 @@ impl<'a> TermCursor<'a> {
         } else {
             BLOCK
         };
-        let file = self.file;
+        let file = &*self.file;
         if self.prefetch_segment > 0 && end > self.prefetched_to && self.prefetched_to < self.zone_end {
             let from = self.prefetched_to.max(start);
             let to = (from + self.prefetch_segment).min(self.zone_end);
@@ -865,6 +1048,8 @@ impl<'a> TermCursor<'a> {
             self.freqs_ready = true;
             decode_tail(data, prev_last, &mut self.docs[..n], &mut self.freqs[..n]).is_some()
         };
+        // Raw ids, and a first block's deltas, count from the chunk's start.
+        let ok = ok && (self.base == 0 || (prev_last.is_some() && self.codec != Codec::Direct) || self.add_base(n));
         if !ok || self.docs[n - 1] != e.last_doc || prev_last.is_some_and(|p| self.docs[0] <= p) {
             let err = self.corrupt("doc block");
             return self.fail(err);
@@ -878,8 +1063,71 @@ impl<'a> TermCursor<'a> {
         self.doc = self.docs[0];
     }
 
+    /// Adds the chunk's base to the block's `n` documents; false on overflow.
+    #[cold]
+    fn add_base(&mut self, n: usize) -> bool {
+        let base = self.base;
+        self.docs[..n].iter_mut().all(|d| match d.checked_add(base) {
+            Some(v) => {
+                *d = v;
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// Moves a chained cursor to chunk `j` (its first document); false, the
+    /// cursor exhausted, past the last chunk or on error.
+    #[cold]
+    fn enter_chunk(&mut self, j: usize) -> bool {
+        let Some(mut chain) = self.chain.take() else {
+            return false;
+        };
+        let Some(&next) = chain.chunks.get(j) else {
+            self.chain = Some(chain);
+            self.doc = TERMINATED;
+            self.shallow_done = true;
+            return false;
+        };
+        let src = Source::shared(chain.file.clone(), chain.codec, chain.bloom);
+        chain.at = j;
+        chain.ahead = None;
+        match Self::open_in(src, &next.info, next.base) {
+            Ok(c) => {
+                let error = self.error.take();
+                *self = c;
+                self.error = error;
+                self.chain = Some(chain);
+                true
+            }
+            Err(e) => {
+                self.chain = Some(chain);
+                self.fail(e);
+                false
+            }
+        }
+    }
+
+    /// The first chunk after the current one whose last document is
+    /// `>= target` (chained cursors only).
+    fn chunk_for(&self, target: DocId) -> Option<usize> {
+        let chain = self.chain.as_ref()?;
+        let rest = &chain.chunks[chain.at + 1..];
+        let k = rest.partition_point(|c| c.last_doc < target);
+        (k < rest.len()).then_some(chain.at + 1 + k)
+    }
+
+    /// Last document of the current chunk (`TERMINATED` when not chained).
+    #[inline]
+    fn chunk_last(&self) -> DocId {
+        match &self.chain {
+            Some(c) => c.chunks[c.at].last_doc,
+            None => TERMINATED,
+        }
+    }
+
     fn decode_freqs(&mut self) {
-        let file = self.file;
+        let file = &*self.file;
         let (direct, n) = (self.codec == Codec::Direct, self.n);
         let unpacked = match self.block_win.get(file, self.freq_range.clone()) {
             Ok(data) if direct => {

@@ -28,6 +28,7 @@
 //! wherever a region spans pages; the split layout keeps them in a file of
 //! their own (`.blm`).
 
+pub mod chain;
 pub mod cursor;
 pub mod impacts;
 pub mod norms;

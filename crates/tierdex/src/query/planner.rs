@@ -434,7 +434,7 @@ fn phrase_scorer<'a>(p: &PhrasePlan, b: Build<'a>) -> Result<Option<PhraseScorer
             before_len: r.before_len as u64,
         });
     }
-    let filters = match (b.seg.postings().bloom(), b.filters) {
+    let filters = match (b.seg.bloom(), b.filters) {
         (Some(shape), FilterUse::Auto | FilterUse::Always) => phrase_filters(p, &costs, shape, b.filters),
         _ => Vec::new(),
     };

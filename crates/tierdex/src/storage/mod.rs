@@ -20,6 +20,7 @@
 //! Readers go through [`PageWindow`]s and [`IndexFile::read`]; [`io`]
 //! accounts what each thread requested and decoded.
 
+pub mod batch;
 pub mod direct;
 mod file;
 pub mod io;

@@ -3,6 +3,7 @@
 //! ([`strategy`]) and the writer that ties them to a searchable buffer
 //! ([`writer`]).
 
+pub mod inplace;
 pub mod priority;
 pub mod strategy;
 pub mod wal;

@@ -16,6 +16,10 @@
 //! * `logarithmic`: the same with r = 2, which is the binary-counter
 //!   logarithmic merge (at most one segment per power-of-two size).
 //!
+//! * `in-place` and `in-place-contiguous` (DESIGN §0): no merges at all;
+//!   each flush appends its postings to the terms' chains in one chained
+//!   segment ([`crate::update::inplace`]).
+//!
 //! A segment's partition is implied by its live size: the smallest j whose
 //! capacity holds it. The flush unit is the writer's buffer budget in
 //! documents.
@@ -36,15 +40,23 @@ pub enum Strategy {
     Logarithmic,
     /// Never merge (compaction still reclaims deleted documents).
     NoMerge,
+    /// Append each flush's postings to every term's chain of 8 KiB blocks
+    /// in one chain file (non-contiguous pieces; see [`crate::update::inplace`]).
+    InPlace,
+    /// The same, each term's data kept in one run with 25% spare room and
+    /// moved when it outgrows it.
+    InPlaceContiguous,
 }
 
 impl Strategy {
     /// Every strategy, for tests and benchmarks.
-    pub const ALL: [Strategy; 4] = [
+    pub const ALL: [Strategy; 6] = [
         Strategy::ImmediateMerge,
         Strategy::Geometric,
         Strategy::Logarithmic,
         Strategy::NoMerge,
+        Strategy::InPlace,
+        Strategy::InPlaceContiguous,
     ];
 
     /// The name used on the command line and in the manifest.
@@ -54,7 +66,15 @@ impl Strategy {
             Strategy::Geometric => "geometric",
             Strategy::Logarithmic => "logarithmic",
             Strategy::NoMerge => "no-merge",
+            Strategy::InPlace => "in-place",
+            Strategy::InPlaceContiguous => "in-place-contiguous",
         }
+    }
+
+    /// True for the strategies that update postings in place (one chained
+    /// segment instead of segments to merge).
+    pub fn in_place(self) -> bool {
+        matches!(self, Strategy::InPlace | Strategy::InPlaceContiguous)
     }
 
     /// True for the default (kept out of manifests that use it).
@@ -68,7 +88,7 @@ impl Strategy {
     pub fn merge_count(self, sizes: &[u64], unit: u64) -> usize {
         let n = sizes.len();
         match self {
-            Strategy::NoMerge => 0,
+            Strategy::NoMerge | Strategy::InPlace | Strategy::InPlaceContiguous => 0,
             Strategy::ImmediateMerge => n,
             Strategy::Geometric => geometric(sizes, unit.max(1), 3),
             Strategy::Logarithmic => geometric(sizes, unit.max(1), 2),

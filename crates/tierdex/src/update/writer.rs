@@ -32,7 +32,8 @@ use serde::Serialize;
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::error::{Error, Result};
-use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
+use crate::index::manifest::{ChainMeta, Manifest, SegmentMeta, MANIFEST};
+use crate::index::segment::{ext, open_chain};
 use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
 use crate::indexing::merge::merge_live;
 use crate::indexing::{segment_name, SegmentWriter};
@@ -41,6 +42,7 @@ use crate::schema::{DocId, Document};
 use crate::search::Searcher;
 use crate::storage::{Storage, Tier, TierOptions};
 use crate::store::StoreOptions;
+use crate::update::inplace::{Absorbed, ChainWriter};
 use crate::update::wal::{Op, Wal};
 use crate::update::Strategy;
 
@@ -327,6 +329,8 @@ pub struct IndexWriter {
     published: Mutex<WriterStats>,
     /// The index's strategy (fixed at creation).
     strategy: Strategy,
+    /// The chain of an in-place index (created by its first flush).
+    chain: Mutex<Option<ChainWriter>>,
     _lock: File,
 }
 
@@ -360,12 +364,7 @@ fn segment_number(dir: &Path, name: &str) -> Result<u64> {
 fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<()> {
     let mut keep: std::collections::HashSet<String> = std::collections::HashSet::new();
     for s in &manifest.segments {
-        for e in s.files.keys() {
-            keep.insert(s.file_name(e));
-        }
-        if let Some(d) = &s.deletes {
-            keep.insert(d.file_name(&s.name));
-        }
+        keep.extend(s.all_file_names());
     }
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
@@ -398,6 +397,11 @@ impl IndexWriter {
         options: WriterOptions,
     ) -> Result<IndexWriter> {
         format.bloom_shape()?;
+        if strategy.in_place() && format.layout != crate::layout::Layout::Grouped {
+            return Err(Error::InvalidArgument(format!(
+                "the {strategy} strategy keeps each term's postings as grouped regions: use the grouped layout"
+            )));
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = lock_dir(dir)?;
         if dir.join(MANIFEST).exists() {
@@ -438,9 +442,25 @@ impl IndexWriter {
         let mut durable = Vec::with_capacity(manifest.segments.len());
         let mut ids = HashMap::new();
         let mut id = String::new();
+        let mut chain_writer = None;
         for meta in &manifest.segments {
             let number = segment_number(dir, &meta.name)?;
-            let reader = SegmentReader::open(dir, meta, manifest.postings_format(), &storage)?;
+            let reader = match meta.chain {
+                Some(_) => {
+                    let chain = open_chain(dir, meta, true)?;
+                    let reader = SegmentReader::open_chained(
+                        dir,
+                        meta,
+                        manifest.postings_format(),
+                        &storage,
+                        chain.clone(),
+                        None,
+                    )?;
+                    chain_writer = Some(ChainWriter::open(dir, meta, chain)?);
+                    reader
+                }
+                None => SegmentReader::open(dir, meta, manifest.postings_format(), &storage)?,
+            };
             let deletes = Deletes::load(dir, meta, &reader, &analyzer, &storage)?;
             for d in 0..reader.max_doc() {
                 if deletes.as_ref().is_some_and(|x| x.contains(d)) {
@@ -497,6 +517,7 @@ impl IndexWriter {
             current: RwLock::new(searcher),
             published: Mutex::new(WriterStats::default()),
             strategy,
+            chain: Mutex::new(chain_writer),
             _lock: lock,
         };
         {
@@ -898,7 +919,7 @@ impl IndexWriter {
         for p in &mut st.durable {
             p.materialise(&st.analyzer)?;
         }
-        st.durable.retain(|p| p.live() > 0);
+        st.durable.retain(|p| p.live() > 0 || p.reader.chain().is_some());
         let docs: Vec<(u32, Document)> = st
             .buffer
             .iter()
@@ -920,8 +941,32 @@ impl IndexWriter {
         } else {
             (st.durable.len(), None)
         };
+        // An in-place index has one chained segment, made by its first flush.
+        let chain = match st.durable.iter().find(|p| p.reader.chain().is_some()) {
+            Some(p) => Some(p.reader.meta().clone()),
+            None if st.manifest.strategy.in_place() => {
+                let n = st.manifest.next_segment;
+                st.manifest.next_segment += 1;
+                Some(SegmentMeta {
+                    name: segment_name(n),
+                    max_doc: 0,
+                    fields: Default::default(),
+                    num_terms: 0,
+                    files: Default::default(),
+                    deletes: None,
+                    chain: Some(ChainMeta {
+                        file_len: 0,
+                        log_len: 0,
+                        contiguous: st.manifest.strategy == Strategy::InPlaceContiguous,
+                        parts: Vec::new(),
+                    }),
+                })
+            }
+            None => None,
+        };
         st.flushing = true;
         Ok(FlushPlan {
+            chain,
             n: st.buffer.len(),
             seq: st.last_seq,
             number,
@@ -953,14 +998,52 @@ impl IndexWriter {
         report.docs_flushed = meta.max_doc as u64;
         report.bytes_written += meta.bytes();
         let reader = SegmentReader::open(&self.dir, &meta, m.postings_format(), &plan.storage)?;
+        if let Some(chain) = &plan.chain {
+            let absorbed = self.absorb(chain, &reader, &mut report)?;
+            return Ok(BuiltFlush {
+                report,
+                reader,
+                absorbed: Some((meta, absorbed)),
+            });
+        }
         let Some(number) = plan.merged else {
-            return Ok(BuiltFlush { report, reader });
+            return Ok(BuiltFlush {
+                report,
+                reader,
+                absorbed: None,
+            });
         };
         let mut sources: Vec<_> = plan.sources.iter().map(|(r, d)| (&**r, d.as_deref())).collect();
         sources.push((&reader, None));
         report.segments_merged = sources.len();
         let reader = self.merge_durable(&sources, number, m, &plan.storage, &mut report)?;
-        Ok(BuiltFlush { report, reader })
+        Ok(BuiltFlush {
+            report,
+            reader,
+            absorbed: None,
+        })
+    }
+
+    /// Appends the postings of `part` (the flushed documents' segment) to
+    /// the chain of chained segment `chain` (created when it has no files yet).
+    fn absorb(&self, chain: &SegmentMeta, part: &SegmentReader, report: &mut FlushReport) -> Result<Absorbed> {
+        let mut cw = self.chain.lock().unwrap_or_else(|p| p.into_inner());
+        if cw.is_none() {
+            let contiguous = chain.chain.as_ref().is_some_and(|c| c.contiguous);
+            let (_, w) = ChainWriter::create(&self.dir, &chain.name, contiguous)?;
+            *cw = Some(w);
+        }
+        let cw = cw.as_mut().expect("created above");
+        match cw.absorb(part, chain.max_doc) {
+            Ok(a) => {
+                report.bytes_written += a.writes.bytes + (a.log_len - chain.chain.as_ref().map_or(0, |c| c.log_len));
+                Ok(a)
+            }
+            Err(e) => {
+                cw.abandon();
+                Err(e)
+            }
+        }
     }
 
     /// The locked last step of [`IndexWriter::flush`]: the new segment
@@ -973,7 +1056,15 @@ impl IndexWriter {
         built: BuiltFlush,
         started: Instant,
     ) -> Result<FlushReport> {
-        let BuiltFlush { mut report, reader } = built;
+        let BuiltFlush {
+            mut report,
+            reader,
+            absorbed,
+        } = built;
+        if let Some((part, absorbed)) = absorbed {
+            drop(reader);
+            return self.commit_inplace(st, plan, part, absorbed, report, started);
+        }
         let number = plan.merged.unwrap_or(plan.number);
         // Documents of the merged segments and of the buffer, in the new
         // segment's order: their new numbers, and which were deleted since.
@@ -1018,7 +1109,90 @@ impl IndexWriter {
         st.durable.truncate(plan.at);
         st.durable.push(part);
         // The documents written since stay in the buffer.
-        st.buffer.drain(..plan.n);
+        Self::drain_flushed(st, plan.n);
+        self.commit_manifest(st, &plan.manifest.segments, plan.seq, &mut report)?;
+        self.after_flush(st, plan.seq, report, started)
+    }
+
+    /// The locked last step of an in-place flush: the chained segment grows
+    /// by the flushed part (its tombstones carried over, the documents
+    /// deleted meanwhile added), then the manifest commits it.
+    fn commit_inplace(
+        &self,
+        st: &mut State,
+        plan: FlushPlan,
+        part: SegmentMeta,
+        absorbed: Absorbed,
+        mut report: FlushReport,
+        started: Instant,
+    ) -> Result<FlushReport> {
+        let before = plan.chain.clone().expect("an in-place flush has a chain");
+        let number = segment_number(&self.dir, &before.name)?;
+        let base = before.max_doc;
+        let mut meta = before.clone();
+        let mut part = part;
+        let mut removed = Vec::new();
+        for e in [ext::TERMS, ext::POSTINGS, ext::TERM_INFOS] {
+            if part.files.remove(e).is_some() {
+                removed.push(part.file_name(e));
+            }
+        }
+        meta.max_doc = base
+            .checked_add(part.max_doc)
+            .ok_or_else(|| Error::InvalidArgument("an in-place index holds at most 2^32-1 documents".into()))?;
+        for (f, pf) in meta.fields.iter_mut().zip(&part.fields) {
+            f.add(pf);
+        }
+        let mut cw_guard = self.chain.lock().unwrap_or_else(|p| p.into_inner());
+        let cw = cw_guard.as_mut().expect("the flush made the chain");
+        cw.publish(&absorbed);
+        meta.num_terms = cw.num_terms();
+        let cm = meta.chain.as_mut().expect("chained");
+        cm.parts.push(part);
+        cm.log_len = absorbed.log_len;
+        cm.file_len = absorbed.file_len;
+        let old = st.durable.iter().position(|p| p.number == number);
+        let reader = SegmentReader::open_chained(
+            &self.dir,
+            &meta,
+            st.manifest.postings_format(),
+            &st.storage,
+            cw.chain().clone(),
+            old.map(|i| &*st.durable[i].reader),
+        )?;
+        let mut p = Part::new(number, reader, None);
+        if let Some(i) = old {
+            let o = &st.durable[i];
+            p.deletes = o.deletes.as_ref().map(|d| Arc::new(d.grown(meta.max_doc)));
+            p.pending = o.pending.clone();
+            p.deletes_dirty = o.deletes_dirty;
+        }
+        for (i, (slot, d)) in plan.docs.iter().enumerate() {
+            let local = base + i as u32;
+            match st.ids.get_mut(&d.id) {
+                Some(loc) if *loc == Loc::Buffer(*slot) => *loc = Loc::Durable { seg: number, local },
+                _ => p.pending.push(local),
+            }
+        }
+        match old {
+            Some(i) => st.durable[i] = p,
+            None => st.durable.push(p),
+        }
+        Self::drain_flushed(st, plan.n);
+        self.commit_manifest(st, &plan.manifest.segments, plan.seq, &mut report)?;
+        let cm = meta.chain.as_ref().expect("chained");
+        cw.commit(&absorbed, cm);
+        drop(cw_guard);
+        for f in removed {
+            let _ = std::fs::remove_file(self.dir.join(f));
+        }
+        report.segments_merged = 0;
+        self.after_flush(st, plan.seq, report, started)
+    }
+
+    /// Drops the first `n` buffer slots (flushed) and renumbers the rest.
+    fn drain_flushed(st: &mut State, n: usize) {
+        st.buffer.drain(..n);
         let State { buffer, ids, .. } = st;
         for (i, d) in buffer.iter().enumerate() {
             if let Some(d) = d {
@@ -1029,8 +1203,6 @@ impl IndexWriter {
         st.buffer_bytes = st.buffer.iter().flatten().map(text_bytes).sum();
         st.refreshed_parts.clear();
         st.refreshed = 0;
-        self.commit_manifest(st, &plan.manifest.segments, plan.seq, &mut report)?;
-        self.after_flush(st, plan.seq, report, started)
     }
 
     /// Publishes a committed flush (holding the log up to `applied`) and
@@ -1118,6 +1290,9 @@ impl IndexWriter {
     }
 
     fn flush_inner(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
+        if st.manifest.strategy.in_place() {
+            return self.flush_inplace_locked(st, compact);
+        }
         let started = Instant::now();
         let dir = self.dir.clone();
         let mut report = FlushReport::default();
@@ -1187,6 +1362,203 @@ impl IndexWriter {
                 );
             }
         }
+        self.after_flush(st, applied, report, started)
+    }
+
+    /// A flush of an in-place index holding the state: the buffer is
+    /// appended to the chain; with `compact`, a chain holding deleted
+    /// documents is then rebuilt from its live ones (new chain file, new
+    /// parts), which gives their space back.
+    fn flush_inplace_locked(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
+        let started = Instant::now();
+        let mut report = FlushReport::default();
+        if st.buffer_live > 0 {
+            let plan = self.plan_flush(st)?;
+            let built = self.build_flush(&plan);
+            st.flushing = false;
+            let (part, absorbed) = match built {
+                Ok(BuiltFlush {
+                    absorbed: Some(a),
+                    report: r,
+                    ..
+                }) => {
+                    report = r;
+                    a
+                }
+                Ok(_) => return Err(Error::InvalidArgument("an in-place flush made no chain".into())),
+                Err(e) => return Err(e),
+            };
+            report = self.commit_inplace(st, plan, part, absorbed, report, started)?;
+        }
+        if !compact {
+            if report.docs_flushed == 0 {
+                // Nothing buffered: the deletions of flushed documents still
+                // become durable tombstones.
+                for p in &mut st.durable {
+                    p.materialise(&st.analyzer)?;
+                }
+                let before: Vec<SegmentMeta> = st.manifest.segments.clone();
+                let applied = st.last_seq;
+                self.commit_manifest(st, &before, applied, &mut report)?;
+                report = self.after_flush(st, applied, report, started)?;
+            }
+            return Ok(report);
+        }
+        for p in &mut st.durable {
+            p.materialise(&st.analyzer)?;
+        }
+        // Plain segments (an index built in bulk before its first flush)
+        // are compacted as under the merge strategies.
+        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
+        let mut plain_compacted = false;
+        for i in 0..st.durable.len() {
+            let p = &st.durable[i];
+            if p.reader.chain().is_none() && p.deletes.as_ref().is_some_and(|d| !d.is_empty()) {
+                let merged = self.merge_parts(st, i..i + 1, &mut report)?;
+                let mut id = String::new();
+                for d in 0..merged.reader.max_doc() {
+                    merged.reader.external_id(d, &mut id)?;
+                    if let Some(loc) = st.ids.get_mut(&id) {
+                        if matches!(*loc, Loc::Durable { seg, .. } if seg == st.durable[i].number) {
+                            *loc = Loc::Durable {
+                                seg: merged.number,
+                                local: d,
+                            };
+                        }
+                    }
+                }
+                st.durable[i] = merged;
+                report.segments_compacted += 1;
+                plain_compacted = true;
+            }
+        }
+        st.durable.retain(|p| p.live() > 0 || p.reader.chain().is_some());
+        if plain_compacted {
+            let applied = st.last_seq;
+            self.commit_manifest(st, &before, applied, &mut report)?;
+        }
+        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
+        let Some(i) = st
+            .durable
+            .iter()
+            .position(|p| p.reader.chain().is_some() && p.deletes.as_ref().is_some_and(|d| !d.is_empty()))
+        else {
+            let applied = st.last_seq;
+            self.commit_manifest(st, &before, applied, &mut report)?;
+            return self.after_flush(st, applied, report, started);
+        };
+        // The live documents, in order, into a new chain.
+        let old = st.durable[i].reader.clone();
+        let del = st.durable[i].deletes.clone();
+        let mut docs = Vec::with_capacity(old.max_doc() as usize);
+        for d in 0..old.max_doc() {
+            if !del.as_ref().is_some_and(|x| x.contains(d)) {
+                docs.push(old.document(d)?);
+            }
+        }
+        report.bytes_merged += old.meta().bytes();
+        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
+        let chain_number = st.manifest.next_segment;
+        let part_number = chain_number + 1;
+        st.manifest.next_segment += 2;
+        let mut meta = SegmentMeta {
+            name: segment_name(chain_number),
+            max_doc: 0,
+            fields: Default::default(),
+            num_terms: 0,
+            files: Default::default(),
+            deletes: None,
+            chain: Some(ChainMeta {
+                file_len: 0,
+                log_len: 0,
+                contiguous: st.manifest.strategy == Strategy::InPlaceContiguous,
+                parts: Vec::new(),
+            }),
+        };
+        let (_, mut cw) = ChainWriter::create(
+            &self.dir,
+            &meta.name,
+            st.manifest.strategy == Strategy::InPlaceContiguous,
+        )?;
+        let reader = if docs.is_empty() {
+            SegmentReader::open_chained(
+                &self.dir,
+                &meta,
+                st.manifest.postings_format(),
+                &st.storage,
+                cw.chain().clone(),
+                None,
+            )?
+        } else {
+            let mut part = write_segment(
+                &self.dir,
+                &segment_name(part_number),
+                &st.manifest,
+                &st.analyzer,
+                docs.iter(),
+            )?;
+            let part_reader = SegmentReader::open(&self.dir, &part, st.manifest.postings_format(), &st.storage)?;
+            let absorbed = cw.absorb(&part_reader, 0)?;
+            drop(part_reader);
+            report.bytes_written += part.bytes() + absorbed.writes.bytes + absorbed.log_len;
+            cw.publish(&absorbed);
+            for e in [ext::TERMS, ext::POSTINGS, ext::TERM_INFOS] {
+                if part.files.remove(e).is_some() {
+                    let _ = std::fs::remove_file(self.dir.join(part.file_name(e)));
+                }
+            }
+            meta.max_doc = part.max_doc;
+            meta.fields = part.fields;
+            meta.num_terms = cw.num_terms();
+            let cm = meta.chain.as_mut().expect("chained");
+            cm.parts.push(part);
+            cm.log_len = absorbed.log_len;
+            cm.file_len = absorbed.file_len;
+            cw.commit(&absorbed, cm);
+            SegmentReader::open_chained(
+                &self.dir,
+                &meta,
+                st.manifest.postings_format(),
+                &st.storage,
+                cw.chain().clone(),
+                None,
+            )?
+        };
+        let mut map = Vec::with_capacity(old.max_doc() as usize);
+        let mut next = 0u32;
+        for d in 0..old.max_doc() {
+            if del.as_ref().is_some_and(|x| x.contains(d)) {
+                map.push(u32::MAX);
+            } else {
+                map.push(next);
+                next += 1;
+            }
+        }
+        let old_number = st.durable[i].number;
+        let mut p = Part::new(chain_number, reader, None);
+        p.pending = st.durable[i]
+            .pending
+            .iter()
+            .filter_map(|&l| map.get(l as usize).copied())
+            .filter(|&t| t != u32::MAX)
+            .collect();
+        for loc in st.ids.values_mut() {
+            if let Loc::Durable { seg, local } = *loc {
+                if seg == old_number {
+                    if let Some(&to) = map.get(local as usize).filter(|&&t| t != u32::MAX) {
+                        *loc = Loc::Durable {
+                            seg: chain_number,
+                            local: to,
+                        };
+                    }
+                }
+            }
+        }
+        st.durable[i] = p;
+        report.segments_compacted += 1;
+        let applied = st.last_seq;
+        self.commit_manifest(st, &before, applied, &mut report)?;
+        *self.chain.lock().unwrap_or_else(|p| p.into_inner()) = Some(cw);
         self.after_flush(st, applied, report, started)
     }
 
@@ -1268,15 +1640,21 @@ struct FlushPlan {
     merged: Option<u64>,
     /// Those parts' readers and tombstones, as merged.
     sources: Vec<(Arc<SegmentReader>, Option<Arc<Deletes>>)>,
+    /// The chained segment the flush appends to (in-place strategies), as
+    /// committed before it (with no documents when the flush creates it).
+    chain: Option<SegmentMeta>,
     manifest: Manifest,
     analyzer: Analyzer,
     storage: Storage,
 }
 
-/// The segment an unlocked flush wrote (the merged one when it merged).
+/// The segment an unlocked flush wrote (the merged one when it merged);
+/// with an in-place strategy, the flushed documents' part and what the
+/// flush appended to the chain.
 struct BuiltFlush {
     report: FlushReport,
     reader: SegmentReader,
+    absorbed: Option<(SegmentMeta, Absorbed)>,
 }
 
 /// The background maintenance of [`IndexWriter::maintain`]; dropping it

@@ -1,0 +1,237 @@
+//! The in-place strategies' chain file (DESIGN §5): terms grow into chains
+//! of pieces (`in-place`) or move with spare room (`in-place-contiguous`),
+//! moved-from space is reused, compaction shrinks the file, and a damaged
+//! chunk is reported with the chain file's name. (Answers against a rebuild
+//! are checked by `tests/maintenance.rs` for every strategy.)
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use tierdex::index::manifest::{Manifest, CHAIN_EXT};
+use tierdex::search::{Mode, Searcher};
+use tierdex::update::{IndexWriter, Strategy, WriterOptions};
+use tierdex::Document;
+
+fn doc(i: usize) -> Document {
+    Document {
+        id: format!("d{i}"),
+        title: format!("title {i}"),
+        // "common" in every document, with positions: its chunks are large.
+        body: format!(
+            "common words about {} and common things {}",
+            i % 17,
+            "pad ".repeat(i % 5)
+        ),
+    }
+}
+
+fn writer(dir: &Path, strategy: Strategy) -> IndexWriter {
+    IndexWriter::create(
+        dir,
+        Default::default(),
+        Default::default(),
+        strategy,
+        WriterOptions {
+            buffer_docs: 100_000,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn chain_meta(dir: &Path) -> (String, tierdex::index::manifest::ChainMeta) {
+    let m = Manifest::load(dir).unwrap();
+    let seg = m
+        .segments
+        .iter()
+        .find(|s| s.chain.is_some())
+        .expect("a chained segment");
+    (seg.file_name(CHAIN_EXT), seg.chain.clone().unwrap())
+}
+
+/// Pieces and chunks of the body term `common`, from a fresh searcher.
+fn common_term(dir: &Path) -> (usize, usize) {
+    let s = Searcher::open(dir).unwrap();
+    let seg = &s.index().segments()[0];
+    let chain = seg.chain().expect("chained");
+    let mut key = Vec::new();
+    tierdex::termdict::term_key(tierdex::Field::Body, "common", &mut key);
+    let dict = chain.dict.read().unwrap();
+    let t = dict.chain(dict.ord(&key).unwrap()).unwrap();
+    (t.pieces.len(), t.chunks.len())
+}
+
+fn count(dir: &Path, q: &str) -> u64 {
+    Searcher::open(dir)
+        .unwrap()
+        .search(q, Mode::Count, 0)
+        .unwrap()
+        .count
+        .unwrap()
+}
+
+#[test]
+fn chains_grow_in_pieces_and_contiguous_terms_move_into_reused_space() {
+    for strategy in [Strategy::InPlace, Strategy::InPlaceContiguous] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let w = writer(&dir, strategy);
+        let mut n = 0;
+        let mut max_free = 0;
+        for flush in 0..40 {
+            let batch: Vec<Document> = (n..n + 60).map(doc).collect();
+            n += 60;
+            w.add(batch).unwrap();
+            w.flush().unwrap();
+            let (_, cm) = chain_meta(&dir);
+            assert_eq!(cm.parts.len(), flush + 1);
+            max_free = max_free.max(cm.file_len);
+        }
+        drop(w);
+        assert_eq!(count(&dir, "common"), n as u64, "{strategy}");
+        assert_eq!(count(&dir, "\"common words\""), n as u64, "{strategy}");
+        let (pieces, chunks) = common_term(&dir);
+        assert_eq!(chunks, 40, "{strategy}: one chunk per flush");
+        match strategy {
+            // The term's data outgrew its first block many times over.
+            Strategy::InPlace => assert!(pieces > 5, "{strategy}: {pieces} pieces"),
+            _ => assert_eq!(pieces, 1, "{strategy}"),
+        }
+        // The index files hold no postings of the flushed parts any more.
+        let stray: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".pst") || n.ends_with(".fst"))
+            .collect();
+        assert!(stray.is_empty(), "{stray:?}");
+    }
+}
+
+/// Every term's pieces, from a fresh searcher.
+fn all_pieces(dir: &Path) -> std::collections::HashMap<Vec<u8>, Vec<tierdex::layout::chain::Piece>> {
+    let s = Searcher::open(dir).unwrap();
+    let chain = s.index().segments()[0].chain().unwrap().clone();
+    let dict = chain.dict.read().unwrap();
+    dict.keys_between(&[0], &[255])
+        .into_iter()
+        .map(|(k, o)| (k.to_vec(), dict.chain(o).unwrap().pieces.clone()))
+        .collect()
+}
+
+#[test]
+fn contiguous_moves_reuse_freed_space() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let w = writer(&dir, Strategy::InPlaceContiguous);
+    let mut n = 0;
+    let mut abandoned = 0u64;
+    let mut before = std::collections::HashMap::new();
+    for _ in 0..60 {
+        w.add((n..n + 40).map(doc).collect()).unwrap();
+        n += 40;
+        w.flush().unwrap();
+        let now = all_pieces(&dir);
+        for (k, old) in &before {
+            if now.get(k) != Some(old) && now[k][0].at != old[0].at {
+                abandoned += old[0].capacity;
+            }
+        }
+        before = now;
+    }
+    drop(w);
+    let (_, cm) = chain_meta(&dir);
+    let live: u64 = before.values().flatten().map(|p| p.capacity).sum();
+    let free = cm.file_len - live;
+    // Terms moved a lot; the space they left was reused, not appended to.
+    assert!(
+        abandoned > cm.file_len / 2,
+        "abandoned {abandoned}, file {}",
+        cm.file_len
+    );
+    // At least half of it was taken again (without reuse the file would
+    // be `live + abandoned`); what stays free is spare slots and the runs
+    // of the last flush, reusable after the next one.
+    assert!(
+        free < abandoned / 2,
+        "free {free} of {} bytes, abandoned {abandoned}",
+        cm.file_len
+    );
+    assert_eq!(count(&dir, "common"), n as u64);
+}
+
+#[test]
+fn compaction_shrinks_the_chain_after_deletes() {
+    for strategy in [Strategy::InPlace, Strategy::InPlaceContiguous] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let w = writer(&dir, strategy);
+        for f in 0..10 {
+            w.add((f * 100..f * 100 + 100).map(doc).collect()).unwrap();
+            w.flush().unwrap();
+        }
+        let (_, before) = chain_meta(&dir);
+        w.delete((0..1000).filter(|i| i % 10 != 0).map(|i| format!("d{i}")).collect())
+            .unwrap();
+        w.compact().unwrap();
+        let (_, after) = chain_meta(&dir);
+        assert!(
+            after.file_len * 4 < before.file_len,
+            "{strategy}: {} -> {}",
+            before.file_len,
+            after.file_len
+        );
+        assert_eq!(after.parts.len(), 1);
+        drop(w);
+        assert_eq!(count(&dir, "common"), 100);
+        let w = IndexWriter::open(&dir, WriterOptions::default()).unwrap();
+        assert_eq!(w.live_docs(), 100);
+    }
+}
+
+#[test]
+fn a_damaged_chunk_is_reported_with_the_chain_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let w = writer(&dir, Strategy::InPlace);
+    for f in 0..3 {
+        w.add((f * 50..f * 50 + 50).map(doc).collect()).unwrap();
+        w.flush().unwrap();
+    }
+    drop(w);
+    let (name, cm) = chain_meta(&dir);
+    let path = dir.join(&name);
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    // Flip one byte in every block in use.
+    let mut b = [0u8; 1];
+    let mut at = 100;
+    while at < cm.file_len {
+        f.read_exact_at(&mut b, at).unwrap();
+        b[0] ^= 0x5a;
+        f.write_all_at(&b, at).unwrap();
+        at += 8192;
+    }
+    drop(f);
+    let s = Searcher::open(&dir).unwrap();
+    let e = s.search("common", Mode::TopK, 10).unwrap_err();
+    assert!(e.to_string().contains(&name), "{e}");
+}
+
+#[test]
+fn split_layouts_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let format = tierdex::layout::Format {
+        layout: tierdex::layout::Layout::Split,
+        ..Default::default()
+    };
+    let e = IndexWriter::create(
+        &tmp.path().join("idx"),
+        Default::default(),
+        format,
+        Strategy::InPlace,
+        WriterOptions::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("grouped layout"), "{e}");
+}
