@@ -15,6 +15,7 @@ use support::gen::{self, Rng};
 use tierdex::bloom::FilterUse;
 use tierdex::indexing::{build_index, IndexOptions};
 use tierdex::search::{Mode, Searcher};
+use tierdex::storage::{Tier, TierOptions};
 use tierdex::update::{IndexWriter, Strategy, WriterOptions};
 use tierdex::Document;
 
@@ -104,9 +105,12 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
             // Chains hold grouped regions (other layouts are refused).
             opts.layout = tierdex::layout::Layout::Grouped;
         }
+        let tiers = [Tier::Mmap, Tier::Ram, Tier::Buffered, Tier::Direct];
         let options = WriterOptions {
             buffer_docs: rng.range(2, 30),
             max_refresh_segments: rng.range(1, 4),
+            // Chains are read in place (ram, mmap) or into memory (others).
+            tier: TierOptions::on(tiers[(case as usize / Strategy::ALL.len()) % tiers.len()]),
             ..WriterOptions::default()
         };
         let context = format!(

@@ -10,7 +10,7 @@ use crate::layout::chain::{self, Chain};
 use crate::layout::cursor::ChainChunk;
 use crate::layout::{Codec, Format, PostingsFiles, TermCursor};
 use crate::schema::Field;
-use crate::storage::{IndexFile, Storage};
+use crate::storage::{IndexFile, Storage, Tier};
 use crate::store::{IdsReader, StoreReader};
 use crate::termdict::{decode_meta, TermDict, TermInfo};
 
@@ -63,6 +63,10 @@ struct ChainPostings {
     chain: Arc<Chain>,
     codec: Codec,
     bloom: Option<FilterShape>,
+    /// The chain file mapped up to the committed length (`ram` and `mmap`
+    /// tiers): chunks are read in place. Other tiers read a term's pieces
+    /// into memory in one batched submission.
+    mapped: Option<IndexFile>,
 }
 
 /// A segment's readers.
@@ -213,12 +217,22 @@ impl SegmentReader {
             ));
         }
         let pairs: Vec<(&[u8], u32)> = norms.iter().zip(&cm.parts).map(|(n, p)| (&**n, p.max_doc)).collect();
+        let mapped = match storage.options().tier {
+            Tier::Ram | Tier::Mmap => {
+                let handle = chain.file.try_clone().map_err(|e| Error::io(&chain.path, e))?;
+                let len = usize::try_from(cm.file_len)
+                    .map_err(|_| Error::corrupt(&chain.path, "chain file too large to map"))?;
+                Some(IndexFile::map_growing(&chain.path, handle, len)?)
+            }
+            Tier::Buffered | Tier::Direct => None,
+        };
         Ok(SegmentReader {
             meta: meta.clone(),
             postings: Postings::Chain(ChainPostings {
                 chain,
                 codec: format.codec,
                 bloom: format.bloom_shape()?,
+                mapped,
             }),
             norms: concat_norms(&pairs),
             parts,
@@ -350,6 +364,25 @@ impl SegmentReader {
                     .chain
                     .view(info.doc_offset as u32, self.meta.max_doc)
                     .ok_or_else(|| Error::corrupt(&c.chain.path, "term ordinal beyond the chain's dictionary"))?;
+                if let Some(view) = &c.mapped {
+                    let at = c.chain.locate(&pieces, &chunks)?;
+                    let all = view.resident().unwrap_or(&[]);
+                    c.chain.verify_mapped(all, &at, &chunks)?;
+                    let mut walk = Vec::with_capacity(chunks.len());
+                    for (ch, &a) in chunks.iter().zip(&at) {
+                        let (info, _) =
+                            decode_meta(&all[a as usize..a as usize + ch.len as usize], a, c.bloom.is_some())
+                                .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
+                                .ok_or_else(|| Error::corrupt(&c.chain.path, "damaged chunk metadata"))?;
+                        walk.push(ChainChunk {
+                            info,
+                            base: ch.base,
+                            last_doc: ch.last_doc,
+                            impacts: ch.impacts,
+                        });
+                    }
+                    return TermCursor::open_chain_in(view, c.codec, c.bloom, walk);
+                }
                 let data = c.chain.read(&pieces, &chunks)?;
                 let mut walk = Vec::with_capacity(chunks.len());
                 for ch in &chunks {

@@ -321,6 +321,8 @@ pub struct Chain {
     pub file: File,
     /// The dictionary.
     pub dict: RwLock<ChainDict>,
+    /// Chunks read from a mapping and found sound: (file offset, hash).
+    verified: std::sync::Mutex<std::collections::HashSet<(u64, u64)>>,
 }
 
 impl Chain {
@@ -337,6 +339,7 @@ impl Chain {
             path: path.to_path_buf(),
             file,
             dict: RwLock::new(dict),
+            verified: Default::default(),
         }))
     }
 
@@ -356,6 +359,50 @@ impl Chain {
             covered += p.len;
         }
         Some((pieces, chunks))
+    }
+
+    /// The file offset of each chunk (a chunk lies within one piece).
+    pub fn locate(&self, pieces: &[Piece], chunks: &[Chunk]) -> Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(chunks.len());
+        let (mut k, mut start) = (0usize, 0u64);
+        for c in chunks {
+            while k < pieces.len() && start + pieces[k].len <= c.offset {
+                start += pieces[k].len;
+                k += 1;
+            }
+            match pieces.get(k) {
+                Some(p) if c.offset + c.len as u64 <= start + p.len => out.push(p.at + (c.offset - start)),
+                _ => {
+                    return Err(Error::corrupt(
+                        &self.path,
+                        "a chunk is not within one piece of its term",
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks the chunks at `at` of `mapped` (the mapped chain file)
+    /// against their hashes, the first time each is read.
+    pub fn verify_mapped(&self, mapped: &[u8], at: &[u64], chunks: &[Chunk]) -> Result<()> {
+        let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        for (c, &a) in chunks.iter().zip(at) {
+            if verified.contains(&(a, c.sum)) {
+                continue;
+            }
+            let bytes = mapped
+                .get(a as usize..a as usize + c.len as usize)
+                .ok_or_else(|| Error::corrupt(&self.path, format!("chunk at byte {a} beyond the committed file")))?;
+            if xxh3_64(bytes) != c.sum {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!("chunk at byte {a} fails its checksum"),
+                ));
+            }
+            verified.insert((a, c.sum));
+        }
+        Ok(())
     }
 
     /// Reads the logical data of `pieces` up to `len` bytes, in one batched
@@ -458,16 +505,17 @@ impl Space {
 
     /// A free slot of size `class` (a power of two from [`MIN_SLOT`] to
     /// [`MAX_SLOT`]), splitting a new block when none is free.
-    pub fn allocate_slot(&mut self, class: u64) -> u64 {
+    /// Returns the slot, and whether a new block was split for it.
+    pub fn allocate_slot(&mut self, class: u64) -> (u64, bool) {
         let free = self.slots.entry(class).or_default();
         if let Some(at) = free.pop() {
-            return at;
+            return (at, false);
         }
         let start = self.blocks.allocate(1) * BLOCK_BYTES;
         for k in (1..BLOCK_BYTES / class).rev() {
             free.push(start + k * class);
         }
-        start
+        (start, true)
     }
 
     /// Returns a slot.
@@ -657,14 +705,16 @@ mod tests {
     #[test]
     fn slots_are_shared_reused_and_derived_again() {
         let mut sp = Space::derive(0, [].iter());
-        let a = sp.allocate_slot(64);
-        let b = sp.allocate_slot(64);
-        let c = sp.allocate_slot(256);
+        let (a, carved) = sp.allocate_slot(64);
+        assert!(carved);
+        let (b, carved) = sp.allocate_slot(64);
+        assert!(!carved);
+        let (c, _) = sp.allocate_slot(256);
         assert_eq!(a / BLOCK_BYTES, b / BLOCK_BYTES);
         assert_ne!(a / BLOCK_BYTES, c / BLOCK_BYTES);
         assert_eq!(sp.blocks.end_block(), 2);
         sp.free_slot(a, 64);
-        assert_eq!(sp.allocate_slot(64), a);
+        assert_eq!(sp.allocate_slot(64).0, a);
         // Derived from the pieces in use: the same free slots.
         let used = [
             Piece {
@@ -686,7 +736,7 @@ mod tests {
         let mut d = Space::derive(2 * BLOCK_BYTES, used.iter());
         assert_eq!(d.free_slots(), (128 - 2) + (32 - 1));
         assert_eq!(d.blocks.free_blocks(), 0);
-        let e = d.allocate_slot(64);
+        let (e, _) = d.allocate_slot(64);
         assert!(e != a && e != b && e / BLOCK_BYTES == a / BLOCK_BYTES);
         assert_eq!(slot_class(1), 64);
         assert_eq!(slot_class(65), 128);

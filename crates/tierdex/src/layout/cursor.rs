@@ -240,9 +240,8 @@ struct Source<'a> {
     bloom: Option<FilterShape>,
 }
 
-impl Source<'_> {
-    fn shared(file: Arc<IndexFile>, codec: Codec, bloom: Option<FilterShape>) -> Self {
-        let f = FileRef::Shared(file);
+impl<'a> Source<'a> {
+    fn of(f: FileRef<'a>, codec: Codec, bloom: Option<FilterShape>) -> Self {
         Source {
             file: f.clone(),
             pos_file: f.clone(),
@@ -268,8 +267,8 @@ pub struct ChainChunk {
 }
 
 /// The chunks of a chained term and which one the cursor is in.
-struct ChainState {
-    file: Arc<IndexFile>,
+struct ChainState<'a> {
+    file: FileRef<'a>,
     codec: Codec,
     bloom: Option<FilterShape>,
     chunks: Vec<ChainChunk>,
@@ -289,7 +288,7 @@ pub struct TermCursor<'a> {
     /// Added to every document number (a chained chunk's first document).
     base: DocId,
     /// The other chunks of a chained term (`None`: one region).
-    chain: Option<Box<ChainState>>,
+    chain: Option<Box<ChainState<'a>>>,
     codec: Codec,
     df: u32,
     n_blocks: usize,
@@ -374,6 +373,26 @@ impl<'a> TermCursor<'a> {
         bloom: Option<FilterShape>,
         chunks: Vec<ChainChunk>,
     ) -> Result<TermCursor<'a>, Error> {
+        Self::open_chain_on(FileRef::Shared(file), codec, bloom, chunks)
+    }
+
+    /// [`TermCursor::open_chain`] over a file the caller holds (the mapped
+    /// chain file itself).
+    pub fn open_chain_in(
+        file: &'a IndexFile,
+        codec: Codec,
+        bloom: Option<FilterShape>,
+        chunks: Vec<ChainChunk>,
+    ) -> Result<TermCursor<'a>, Error> {
+        Self::open_chain_on(FileRef::Borrowed(file), codec, bloom, chunks)
+    }
+
+    fn open_chain_on(
+        file: FileRef<'a>,
+        codec: Codec,
+        bloom: Option<FilterShape>,
+        chunks: Vec<ChainChunk>,
+    ) -> Result<TermCursor<'a>, Error> {
         let first = *chunks
             .first()
             .ok_or_else(|| Error::corrupt(file.path(), "chained term with no chunks"))?;
@@ -384,7 +403,7 @@ impl<'a> TermCursor<'a> {
                 .flat_map(|c| c.impacts.as_slice().iter().map(|i| (i.freq, i.norm))),
             MAX_TERM_IMPACTS,
         );
-        let src = Source::shared(file.clone(), codec, bloom);
+        let src = Source::of(file.clone(), codec, bloom);
         let mut c = Self::open_in(src, &first.info, first.base)?;
         c.chain = Some(Box::new(ChainState {
             file,
@@ -1089,7 +1108,7 @@ impl<'a> TermCursor<'a> {
             self.shallow_done = true;
             return false;
         };
-        let src = Source::shared(chain.file.clone(), chain.codec, chain.bloom);
+        let src = Source::of(chain.file.clone(), chain.codec, chain.bloom);
         chain.at = j;
         chain.ahead = None;
         match Self::open_in(src, &next.info, next.base) {

@@ -433,6 +433,38 @@ impl IndexFile {
         })
     }
 
+    /// The first `len` bytes of a file that is still being appended to (a
+    /// chain file of the in-place strategies), mapped read-only; its pages
+    /// count as verified, the caller checking what it reads by its own
+    /// checksums. `len == 0` gives an empty file.
+    pub fn map_growing(path: &Path, file: File, len: usize) -> Result<IndexFile> {
+        let bytes = match len {
+            0 => Bytes::Ram(Box::new([])),
+            _ => {
+                // SAFETY: the map is read-only and `len` bytes long. The
+                // writer of a chain file only appends past the committed
+                // data, rewrites committed bytes with identical ones (block
+                // read-modify-write), and reuses freed space one flush
+                // after nothing refers to it any more; a reader only reads
+                // the committed chunks it was given, checked against their
+                // hashes. Exercised by `tests/inplace.rs` and the
+                // maintenance property test.
+                let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file) }.map_err(|e| Error::io(path, e))?;
+                Bytes::Mmap(map)
+            }
+        };
+        let pages = len.div_ceil(PAGE_SIZE);
+        Ok(IndexFile {
+            path: path.to_path_buf(),
+            file,
+            bytes,
+            content_len: len,
+            page_sums: Box::new([]),
+            verified: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            checksum: 0,
+        })
+    }
+
     /// Content already read and verified elsewhere (a chained term's
     /// chunks, checked against their own checksums), held in memory and
     /// named `path` in errors; `file` is a handle on the file it came from.
@@ -444,7 +476,7 @@ impl IndexFile {
             file,
             bytes: Bytes::Ram(content.into_boxed_slice()),
             content_len,
-            page_sums: vec![0; pages].into_boxed_slice(),
+            page_sums: Box::new([]),
             verified: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(u64::MAX)).collect(),
             checksum: 0,
         }

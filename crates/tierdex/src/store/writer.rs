@@ -36,6 +36,8 @@ pub struct StoreWriter {
     serial: Vec<u8>,
     /// Compression output buffer, reused.
     compressed: Vec<u8>,
+    /// A copied record read from a store that is not resident, reused.
+    copy_buf: Vec<u8>,
     compressor: Compressor,
     state: State,
 }
@@ -93,6 +95,7 @@ impl StoreWriter {
             padding_bytes: 0,
             serial: Vec::new(),
             compressed: Vec::new(),
+            copy_buf: Vec::new(),
             compressor,
             state: State::Sampling(Sample::default()),
         };
@@ -209,9 +212,15 @@ impl StoreWriter {
             State::Sampling(_) => false,
         };
         if same_dictionary {
-            let record = source.raw(doc)?;
-            let raw_len = format::record_content_size(record).map_err(|e| source.record_corrupt(doc, e))?;
-            self.write_record(record, raw_len)
+            // Read (not borrowed) on tiers that are not resident.
+            let mut buf = std::mem::take(&mut self.copy_buf);
+            let result = (|| {
+                let record = source.raw_into(doc, &mut buf)?;
+                let raw_len = format::record_content_size(record).map_err(|e| source.record_corrupt(doc, e))?;
+                self.write_record(record, raw_len)
+            })();
+            self.copy_buf = buf;
+            result
         } else {
             source.read_serialised(doc, &mut self.serial)?;
             self.add_serialised()

@@ -187,13 +187,30 @@ impl ChainWriter {
             });
         }
         drop(dict);
+        let t_plan = std::time::Instant::now();
         let (reads, writes) = plan.run(&self.chain, regions, &payloads)?;
+        let t_run = t_plan.elapsed();
+        if std::env::var_os("TIERDEX_INPLACE_DEBUG").is_some() {
+            eprintln!(
+                "absorb: {} terms, {} payload bytes, {} writes, {} moves, reads {:?}, writes {:?}",
+                deltas.len(),
+                regions.len(),
+                plan.writes.len(),
+                plan.moves.len(),
+                reads,
+                writes
+            );
+        }
         let file_len = self.space.blocks.end_block() * BLOCK_BYTES;
         let f = &self.chain.file;
         if f.metadata().map_err(|e| Error::io(&self.chain.path, e))?.len() < file_len {
             f.set_len(file_len).map_err(|e| Error::io(&self.chain.path, e))?;
         }
+        let t_sync = std::time::Instant::now();
         f.sync_data().map_err(|e| Error::io(&self.chain.path, e))?;
+        if std::env::var_os("TIERDEX_INPLACE_DEBUG").is_some() {
+            eprintln!("absorb: run {:?}, sync {:?}", t_run, t_sync.elapsed());
+        }
         let record = chain::encode_record(&deltas);
         self.log
             .write_all_at(&record, self.committed.log_len)
@@ -223,14 +240,18 @@ impl ChainWriter {
         if pieces.is_empty() || in_slot || (contiguous && total > pieces[0].capacity) {
             if let Some(p) = pieces.first().filter(|p| total <= p.capacity) {
                 // Fits its slot or run.
-                plan.patch(p.at + p.len, at, 0, len);
+                plan.write(p.at + p.len, at, 0, len);
                 pieces[0].len = total;
                 return;
             }
             // (Re)allocate: a slot, or a run of blocks.
             let (start, capacity) = if total <= MAX_SLOT {
                 let class = slot_class(total);
-                (self.space.allocate_slot(class), class)
+                let (at, carved) = self.space.allocate_slot(class);
+                if carved {
+                    plan.allocated(at / BLOCK_BYTES, 1);
+                }
+                (at, class)
             } else {
                 let want = if contiguous {
                     (total as f64 * OVER_ALLOCATION).ceil() as u64
@@ -238,7 +259,9 @@ impl ChainWriter {
                     total
                 };
                 let blocks = want.div_ceil(BLOCK_BYTES);
-                (self.space.blocks.allocate(blocks) * BLOCK_BYTES, blocks * BLOCK_BYTES)
+                let first = self.space.blocks.allocate(blocks);
+                plan.allocated(first, blocks);
+                (first * BLOCK_BYTES, blocks * BLOCK_BYTES)
             };
             let mut off = 0;
             for p in pieces.iter() {
@@ -246,12 +269,7 @@ impl ChainWriter {
                 off += p.len;
                 self.freeing.push(*p);
             }
-            plan.writes.push(Write::Payload {
-                file_at: start + used,
-                payload: at,
-                from: 0,
-                len,
-            });
+            plan.write(start + used, at, 0, len);
             *pieces = vec![Piece {
                 at: start,
                 len: total,
@@ -259,32 +277,25 @@ impl ChainWriter {
             }];
             return;
         }
-        // Non-contiguous, in blocks (or contiguous and fitting).
-        let mut done = 0;
-        if let Some(p) = pieces.last_mut() {
-            let n = (p.capacity - p.len).min(len);
-            if n > 0 {
-                plan.patch(p.at + p.len, at, 0, n);
-                p.len += n;
-                done = n;
-            }
+        // Non-contiguous, in blocks: into the free end of the last block
+        // when the chunk fits there (a chunk stays within one piece, so
+        // that a query reads it in place), else into new blocks.
+        if let Some(p) = pieces.last_mut().filter(|p| p.capacity - p.len >= len) {
+            plan.write(p.at + p.len, at, 0, len);
+            p.len += len;
+            return;
         }
-        if done < len {
-            let rest = len - done;
-            let blocks = rest.div_ceil(BLOCK_BYTES);
-            let start = self.space.blocks.allocate(blocks) * BLOCK_BYTES;
-            plan.writes.push(Write::Payload {
-                file_at: start,
-                payload: at,
-                from: done,
-                len: rest,
-            });
-            pieces.push(Piece {
-                at: start,
-                len: rest,
-                capacity: blocks * BLOCK_BYTES,
-            });
-        }
+        let rest = len;
+        let blocks = rest.div_ceil(BLOCK_BYTES);
+        let first = self.space.blocks.allocate(blocks);
+        plan.allocated(first, blocks);
+        let start = first * BLOCK_BYTES;
+        plan.write(start, at, 0, rest);
+        pieces.push(Piece {
+            at: start,
+            len: rest,
+            capacity: blocks * BLOCK_BYTES,
+        });
     }
 
     /// Records that the manifest now covers `absorbed` (and applies it to
@@ -323,172 +334,150 @@ impl ChainWriter {
     }
 }
 
-/// A write of a flush.
-enum Write {
-    /// A block read, patched and written back: block at `block_at`; the
-    /// patches are `(offset in block, payload, from, len)`.
-    Block {
-        block_at: u64,
-        patches: Vec<(u64, usize, u64, u64)>,
-    },
-    /// Payload bytes `from..from + len` at `file_at`.
-    Payload {
-        file_at: u64,
-        payload: usize,
-        from: u64,
-        len: u64,
-    },
+/// Where the bytes of a write come from.
+#[derive(Clone, Copy)]
+enum Src {
+    /// Bytes `from..from + len` of payload (term region) `p`.
+    Payload { p: usize, from: u64 },
+    /// Bytes of moved data at this offset of the moves buffer.
+    Moved { at: u64 },
 }
 
-/// The reads and writes of one flush.
+/// The writes of one flush, and the runs its moves read.
 #[derive(Default)]
 struct Plan {
-    writes: Vec<Write>,
-    /// Block start → index in `writes` (one read-modify-write per block).
-    blocks: std::collections::HashMap<u64, usize>,
+    /// `(file offset, source, length)`.
+    writes: Vec<(u64, Src, u64)>,
     /// Runs to move: (from, to, len).
     moves: Vec<(u64, u64, u64)>,
+    /// Blocks allocated by this flush: nothing committed is in them, so
+    /// they are written without being read first.
+    fresh: std::collections::HashSet<u64>,
 }
 
 impl Plan {
-    /// Patches payload bytes `from..from + len` in at file offset `file_at`,
-    /// block by block (the first one read and written back whole).
-    fn patch(&mut self, file_at: u64, payload: usize, from: u64, len: u64) {
-        let mut off = 0;
-        while off < len {
-            let pos = file_at + off;
-            let block_at = pos / BLOCK_BYTES * BLOCK_BYTES;
-            let n = (block_at + BLOCK_BYTES - pos).min(len - off);
-            let i = *self.blocks.entry(block_at).or_insert_with(|| {
-                self.writes.push(Write::Block {
-                    block_at,
-                    patches: Vec::new(),
-                });
-                self.writes.len() - 1
-            });
-            if let Write::Block { patches, .. } = &mut self.writes[i] {
-                patches.push((pos - block_at, payload, from + off, n));
-            }
-            off += n;
+    /// Writes payload bytes `from..from + len` at file offset `file_at`.
+    fn write(&mut self, file_at: u64, payload: usize, from: u64, len: u64) {
+        if len > 0 {
+            self.writes.push((file_at, Src::Payload { p: payload, from }, len));
         }
     }
 
-    /// Reads every block to patch and every run to move in one batch, then
-    /// writes everything in another.
+    /// Notes that blocks `start..start + n` were allocated by this flush.
+    fn allocated(&mut self, start_block: u64, n: u64) {
+        self.fresh.extend(start_block..start_block + n);
+    }
+
+    /// Performs the flush's I/O: the runs to move are read in one batch;
+    /// then the blocks written, in order, in batches of at most
+    /// [`batch::MAX_IN_FLIGHT`] blocks: those holding committed data are
+    /// read (one batched submission), patched, and every block of the
+    /// batch written back (one batched submission, adjacent blocks joined).
     fn run(&self, chain: &Chain, regions: &[u8], payloads: &[(usize, usize)]) -> Result<(BatchCounts, BatchCounts)> {
         let io = |e| Error::io(&chain.path, e);
-        let len = chain.file.metadata().map_err(io)?.len();
-        // Reads: blocks (those inside the file; a block past its end is new).
-        let mut read_at = Vec::new();
-        let mut read_len = Vec::new();
-        for w in &self.writes {
-            if let Write::Block { block_at, .. } = w {
-                if *block_at < len {
-                    read_at.push(*block_at);
-                    read_len.push(BLOCK_BYTES.min(len - block_at) as usize);
-                }
+        let file_len = chain.file.metadata().map_err(io)?.len();
+        let mut reads = BatchCounts::default();
+        let mut writes = BatchCounts::default();
+        // The data to move.
+        let mut moved = vec![0u8; self.moves.iter().map(|m| m.2 as usize).sum()];
+        {
+            let mut offsets = Vec::with_capacity(self.moves.len());
+            let mut targets: Vec<&mut [u8]> = Vec::with_capacity(self.moves.len());
+            let mut rest = moved.as_mut_slice();
+            for &(from, _, n) in &self.moves {
+                let (head, tail) = rest.split_at_mut(n as usize);
+                offsets.push(from);
+                targets.push(head);
+                rest = tail;
             }
+            reads.add(batch::read_many(&chain.file, &offsets, &mut targets).map_err(io)?);
         }
-        for &(from, _, n) in &self.moves {
-            read_at.push(from);
-            read_len.push(n as usize);
-        }
-        let mut data = vec![0u8; read_len.iter().sum()];
-        let mut targets: Vec<&mut [u8]> = Vec::with_capacity(read_len.len());
-        let mut rest = data.as_mut_slice();
-        for &n in &read_len {
-            let (head, tail) = rest.split_at_mut(n);
-            targets.push(head);
-            rest = tail;
-        }
-        let reads = batch::read_many(&chain.file, &read_at, &mut targets).map_err(io)?;
-        drop(targets);
-        // Writes: the blocks read back (patched), then the other bytes; any
-        // part of those that falls in a block read back goes into it, so no
-        // two writes of the batch overlap.
-        let payload = |p: usize, from: u64, n: u64| {
-            let (s, _) = payloads[p];
-            &regions[s + from as usize..s + (from + n) as usize]
-        };
-        let mut blocks: std::collections::HashMap<u64, Vec<u8>> = Default::default();
-        let mut consumed = 0usize;
-        let mut read_i = 0usize;
-        for w in &self.writes {
-            if let Write::Block { block_at, patches } = w {
-                let mut block = vec![0u8; BLOCK_BYTES as usize];
-                if *block_at < len {
-                    let n = read_len[read_i];
-                    block[..n].copy_from_slice(&data[consumed..consumed + n]);
-                    consumed += n;
-                    read_i += 1;
-                }
-                for &(at, p, from, n) in patches {
-                    block[at as usize..(at + n) as usize].copy_from_slice(payload(p, from, n));
-                }
-                blocks.insert(*block_at, block);
-            }
-        }
-        let mut direct: Vec<(u64, &[u8])> = Vec::new();
-        for w in &self.writes {
-            if let Write::Payload {
-                file_at,
-                payload: p,
-                from,
-                len: n,
-            } = w
-            {
-                emit(&mut blocks, *file_at, payload(*p, *from, *n), &mut direct);
-            }
-        }
+        let mut all = self.writes.clone();
+        let mut at = 0u64;
         for &(_, to, n) in &self.moves {
-            emit(&mut blocks, to, &data[consumed..consumed + n as usize], &mut direct);
-            consumed += n as usize;
+            all.push((to, Src::Moved { at }, n));
+            at += n;
         }
-        let mut offsets: Vec<u64> = Vec::with_capacity(blocks.len() + direct.len());
-        let mut refs: Vec<&[u8]> = Vec::with_capacity(blocks.len() + direct.len());
-        for (at, b) in &blocks {
-            offsets.push(*at);
-            refs.push(b);
+        let bytes = |src: Src, off: u64, n: u64| -> &[u8] {
+            match src {
+                Src::Payload { p, from } => {
+                    let s = payloads[p].0 + (from + off) as usize;
+                    &regions[s..s + n as usize]
+                }
+                Src::Moved { at } => &moved[(at + off) as usize..(at + off + n) as usize],
+            }
+        };
+        // Every write cut at block boundaries: (block, offset in block, source, offset in source, len).
+        let mut cuts: Vec<(u64, u32, Src, u64, u32)> = Vec::with_capacity(all.len() * 2);
+        for &(file_at, src, len) in &all {
+            let mut off = 0;
+            while off < len {
+                let pos = file_at + off;
+                let block = pos / BLOCK_BYTES;
+                let n = (BLOCK_BYTES - pos % BLOCK_BYTES).min(len - off);
+                cuts.push((block, (pos % BLOCK_BYTES) as u32, src, off, n as u32));
+                off += n;
+            }
         }
-        for (at, d) in direct {
-            offsets.push(at);
-            refs.push(d);
+        cuts.sort_unstable_by_key(|c| (c.0, c.1));
+        let bs = BLOCK_BYTES as usize;
+        let mut images: Vec<u8> = Vec::new();
+        let mut i = 0;
+        while i < cuts.len() {
+            // The next batch of distinct blocks.
+            let mut blocks: Vec<u64> = Vec::with_capacity(batch::MAX_IN_FLIGHT);
+            let mut j = i;
+            while j < cuts.len() {
+                let b = cuts[j].0;
+                if blocks.last() != Some(&b) {
+                    if blocks.len() == batch::MAX_IN_FLIGHT {
+                        break;
+                    }
+                    blocks.push(b);
+                }
+                j += 1;
+            }
+            images.clear();
+            images.resize(blocks.len() * bs, 0);
+            // Read the blocks that hold committed data.
+            let mut offsets = Vec::new();
+            let mut targets: Vec<&mut [u8]> = Vec::new();
+            for (k, img) in images.chunks_exact_mut(bs).enumerate() {
+                let b = blocks[k];
+                let start = b * BLOCK_BYTES;
+                if !self.fresh.contains(&b) && start < file_len {
+                    let n = (file_len - start).min(BLOCK_BYTES) as usize;
+                    offsets.push(start);
+                    targets.push(&mut img[..n]);
+                }
+            }
+            reads.add(batch::read_many(&chain.file, &offsets, &mut targets).map_err(io)?);
+            drop(targets);
+            // Patch.
+            let mut k = 0;
+            for c in &cuts[i..j] {
+                while blocks[k] != c.0 {
+                    k += 1;
+                }
+                let dst = k * bs + c.1 as usize;
+                images[dst..dst + c.4 as usize].copy_from_slice(bytes(c.2, c.3, c.4 as u64));
+            }
+            // Write back, adjacent blocks as one write.
+            let mut offsets = Vec::new();
+            let mut bufs: Vec<&[u8]> = Vec::new();
+            let mut k = 0;
+            while k < blocks.len() {
+                let mut e = k + 1;
+                while e < blocks.len() && blocks[e] == blocks[e - 1] + 1 {
+                    e += 1;
+                }
+                offsets.push(blocks[k] * BLOCK_BYTES);
+                bufs.push(&images[k * bs..e * bs]);
+                k = e;
+            }
+            writes.add(batch::write_many(&chain.file, &offsets, &bufs).map_err(io)?);
+            i = j;
         }
-        let writes = batch::write_many(&chain.file, &offsets, &refs).map_err(io)?;
         Ok((reads, writes))
     }
-}
-
-/// Writes `bytes` at `file_at`: the parts inside a block of `blocks` (read
-/// back for patching) into it, the rest as direct writes (adjacent ones joined).
-fn emit<'a>(
-    blocks: &mut std::collections::HashMap<u64, Vec<u8>>,
-    file_at: u64,
-    bytes: &'a [u8],
-    direct: &mut Vec<(u64, &'a [u8])>,
-) {
-    let mut off = 0usize;
-    let mut run: Option<(u64, usize)> = None;
-    let flush = |run: &mut Option<(u64, usize)>, end: usize, direct: &mut Vec<(u64, &'a [u8])>| {
-        if let Some((at, from)) = run.take() {
-            direct.push((at, &bytes[from..end]));
-        }
-    };
-    while off < bytes.len() {
-        let pos = file_at + off as u64;
-        let block_at = pos / BLOCK_BYTES * BLOCK_BYTES;
-        let n = ((block_at + BLOCK_BYTES - pos) as usize).min(bytes.len() - off);
-        match blocks.get_mut(&block_at) {
-            Some(b) => {
-                flush(&mut run, off, direct);
-                let at = (pos - block_at) as usize;
-                b[at..at + n].copy_from_slice(&bytes[off..off + n]);
-            }
-            None => {
-                run.get_or_insert((pos, off));
-            }
-        }
-        off += n;
-    }
-    flush(&mut run, bytes.len(), direct);
 }
