@@ -101,6 +101,13 @@ struct MaintenanceArgs {
     /// Results directory.
     #[arg(long, default_value = "bench/results/maintenance")]
     out: PathBuf,
+    /// Keep the runs of other strategies already in `OUT/maintenance.json`
+    /// (the strategies run now replace theirs).
+    #[arg(long)]
+    append: bool,
+    /// Run nothing: rewrite the table and charts from `OUT/maintenance.json`.
+    #[arg(long)]
+    report_only: bool,
 }
 
 #[derive(clap::Args)]
@@ -1256,6 +1263,28 @@ fn cache_bench(a: CacheBenchArgs) -> Result<()> {
 
 fn maintenance_bench(a: MaintenanceArgs) -> Result<()> {
     use tierdex_bench::maintenance;
+    let earlier = || -> Result<(Vec<maintenance::StrategyRun>, Option<String>)> {
+        let json = a.out.join("maintenance.json");
+        let runs = serde_json::from_str(
+            &std::fs::read_to_string(&json).with_context(|| format!("reading {}", json.display()))?,
+        )
+        .with_context(|| format!("parsing {}", json.display()))?;
+        let what = std::fs::read_to_string(a.out.join("maintenance.md"))
+            .ok()
+            .and_then(|md| {
+                md.lines()
+                    .next()
+                    .and_then(|l| l.strip_prefix("# Maintenance: "))
+                    .map(str::to_string)
+            });
+        Ok((runs, what))
+    };
+    if a.report_only {
+        let (runs, what) = earlier()?;
+        let what = what.unwrap_or_else(|| "from maintenance.json".into());
+        print!("{}", maintenance::write(&a.out, &runs, &what)?);
+        return Ok(());
+    }
     if a.flushes == 0 || a.docs_per_flush == 0 {
         bail!("--flushes and --docs-per-flush must be positive");
     }
@@ -1317,7 +1346,21 @@ fn maintenance_bench(a: MaintenanceArgs) -> Result<()> {
         a.repeats
     );
     eprintln!("maintenance: {what}");
-    let mut runs = Vec::new();
+    let mut runs = match a.append {
+        true => {
+            let (mut runs, before) = earlier()?;
+            if before.as_deref().is_some_and(|b| b != what) {
+                bail!(
+                    "--append: {} holds another workload ({})",
+                    a.out.display(),
+                    before.unwrap_or_default()
+                );
+            }
+            runs.retain(|r| !strategies.iter().any(|s| s.name() == r.strategy));
+            runs
+        }
+        false => Vec::new(),
+    };
     for st in strategies {
         let pb = ProgressBar::new(a.flushes as u64);
         pb.set_style(
@@ -1336,6 +1379,12 @@ fn maintenance_bench(a: MaintenanceArgs) -> Result<()> {
             run.mean_query_us()
         );
         runs.push(run);
+        runs.sort_by_key(|r| {
+            tierdex::update::Strategy::ALL
+                .iter()
+                .position(|s| s.name() == r.strategy)
+                .unwrap_or(usize::MAX)
+        });
         // Partial results survive an interruption.
         maintenance::write(&a.out, &runs, &what)?;
     }

@@ -181,7 +181,9 @@ impl ChainDict {
 pub struct TermDelta {
     /// The term key.
     pub key: Box<[u8]>,
-    /// The term's pieces after the flush.
+    /// Leading pieces the flush left as they were.
+    pub keep: u32,
+    /// The pieces after those, as the flush left them.
     pub pieces: Vec<Piece>,
     /// The chunks the flush appended.
     pub chunks: Vec<Chunk>,
@@ -191,7 +193,8 @@ pub struct TermDelta {
 pub fn apply(dict: &mut ChainDict, deltas: &[TermDelta]) {
     for d in deltas {
         let t = dict.entry(&d.key);
-        t.pieces.clone_from(&d.pieces);
+        t.pieces.truncate(d.keep as usize);
+        t.pieces.extend_from_slice(&d.pieces);
         t.chunks.extend_from_slice(&d.chunks);
     }
 }
@@ -223,6 +226,7 @@ pub fn encode_record(deltas: &[TermDelta]) -> Vec<u8> {
     for d in deltas {
         codec::write_u32(&mut p, d.key.len() as u32);
         p.extend_from_slice(&d.key);
+        codec::write_u32(&mut p, d.keep);
         codec::write_u32(&mut p, d.pieces.len() as u32);
         for x in &d.pieces {
             codec::write_u64(&mut p, x.at);
@@ -255,6 +259,7 @@ fn decode_payload(p: &[u8]) -> Option<Vec<TermDelta>> {
         let klen = codec::read_u32(p, pos)? as usize;
         let key: Box<[u8]> = p.get(*pos..*pos + klen)?.into();
         *pos += klen;
+        let keep = codec::read_u32(p, pos)?;
         let np = codec::read_u32(p, pos)? as usize;
         let mut pieces = Vec::with_capacity(np.min(p.len()));
         for _ in 0..np {
@@ -285,7 +290,12 @@ fn decode_payload(p: &[u8]) -> Option<Vec<TermDelta>> {
                 impacts,
             });
         }
-        out.push(TermDelta { key, pieces, chunks });
+        out.push(TermDelta {
+            key,
+            keep,
+            pieces,
+            chunks,
+        });
     }
     (*pos == p.len()).then_some(out)
 }
@@ -648,6 +658,7 @@ mod tests {
         let deltas = vec![
             TermDelta {
                 key: b"\x01alpha".to_vec().into(),
+                keep: 0,
                 pieces: vec![Piece {
                     at: 8192,
                     len: 100,
@@ -657,6 +668,7 @@ mod tests {
             },
             TermDelta {
                 key: b"\x00beta".to_vec().into(),
+                keep: 0,
                 pieces: vec![
                     Piece {
                         at: 0,
@@ -675,6 +687,7 @@ mod tests {
         let mut log = encode_record(&deltas);
         let more = vec![TermDelta {
             key: b"\x01alpha".to_vec().into(),
+            keep: 0,
             pieces: vec![Piece {
                 at: 8192,
                 len: 150,
@@ -683,6 +696,17 @@ mod tests {
             chunks: vec![chunk(100, 50, 20)],
         }];
         log.extend(encode_record(&more));
+        let tail = Piece {
+            at: 40960,
+            len: 7,
+            capacity: 8192,
+        };
+        log.extend(encode_record(&[TermDelta {
+            key: b"\x00beta".to_vec().into(),
+            keep: 1,
+            pieces: vec![tail],
+            chunks: vec![chunk(8232, 7, 30)],
+        }]));
         let path = Path::new("x.chl");
         let dict = replay(path, &log).unwrap();
         assert_eq!(dict.len(), 2);
@@ -691,6 +715,10 @@ mod tests {
         assert_eq!(a.len(), 150);
         assert_eq!(a.visible(20).len(), 1);
         assert_eq!(a.visible(21).len(), 2);
+        let b = dict.chain(dict.ord(b"\x00beta").unwrap()).unwrap();
+        assert_eq!(b.pieces.len(), 2);
+        assert_eq!(b.pieces[1], tail);
+        assert_eq!(b.chunks.len(), 3);
         let (r, _) = totals(&a.chunks);
         assert_eq!(r.doc_freq, 4);
         assert_eq!(r.before_len, 18);

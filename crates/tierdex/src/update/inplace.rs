@@ -137,6 +137,7 @@ impl ChainWriter {
         let files = part
             .postings()
             .ok_or_else(|| Error::InvalidArgument("a chain absorbs plain segments only".into()))?;
+        let t_loop = std::time::Instant::now();
         let pst = files.doc_file();
         let mut buf = Vec::new();
         let regions = pst.read(0..pst.len(), &mut buf)?;
@@ -180,9 +181,13 @@ impl ChainWriter {
             let at = payloads.len();
             payloads.push((start, end));
             self.place(&mut pieces, contiguous, at, bytes.len() as u64, &mut plan);
+            // Only the pieces the flush changed are logged.
+            let before = old.map_or(&[][..], |t| &t.pieces[..]);
+            let keep = before.iter().zip(&pieces).take_while(|(a, b)| a == b).count();
             deltas.push(TermDelta {
                 key: key.into(),
-                pieces,
+                keep: keep as u32,
+                pieces: pieces[keep..].to_vec(),
                 chunks: vec![chunk],
             });
         }
@@ -190,17 +195,6 @@ impl ChainWriter {
         let t_plan = std::time::Instant::now();
         let (reads, writes) = plan.run(&self.chain, regions, &payloads)?;
         let t_run = t_plan.elapsed();
-        if std::env::var_os("TIERDEX_INPLACE_DEBUG").is_some() {
-            eprintln!(
-                "absorb: {} terms, {} payload bytes, {} writes, {} moves, reads {:?}, writes {:?}",
-                deltas.len(),
-                regions.len(),
-                plan.writes.len(),
-                plan.moves.len(),
-                reads,
-                writes
-            );
-        }
         let file_len = self.space.blocks.end_block() * BLOCK_BYTES;
         let f = &self.chain.file;
         if f.metadata().map_err(|e| Error::io(&self.chain.path, e))?.len() < file_len {
@@ -208,9 +202,18 @@ impl ChainWriter {
         }
         let t_sync = std::time::Instant::now();
         f.sync_data().map_err(|e| Error::io(&self.chain.path, e))?;
-        if std::env::var_os("TIERDEX_INPLACE_DEBUG").is_some() {
-            eprintln!("absorb: run {:?}, sync {:?}", t_run, t_sync.elapsed());
-        }
+        tracing::debug!(
+            terms = deltas.len(),
+            payload_bytes = regions.len(),
+            moves = plan.moves.len(),
+            read_ops = reads.ops,
+            write_ops = writes.ops,
+            written = writes.bytes,
+            place_secs = t_plan.duration_since(t_loop).as_secs_f64(),
+            io_secs = t_run.as_secs_f64(),
+            sync_secs = t_sync.elapsed().as_secs_f64(),
+            "in-place flush appended to the chain"
+        );
         let record = chain::encode_record(&deltas);
         self.log
             .write_all_at(&record, self.committed.log_len)
