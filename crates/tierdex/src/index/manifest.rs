@@ -96,6 +96,24 @@ impl SegmentMeta {
         self.files.values().map(|f| f.content_len).sum::<u64>() + self.deletes.map_or(0, |d| d.file.content_len) + chain
     }
 
+    /// A chained segment with no documents yet (the in-place strategies).
+    pub fn empty_chain(name: String, contiguous: bool) -> SegmentMeta {
+        SegmentMeta {
+            name,
+            max_doc: 0,
+            fields: Default::default(),
+            num_terms: 0,
+            files: Default::default(),
+            deletes: None,
+            chain: Some(ChainMeta {
+                file_len: 0,
+                log_len: 0,
+                contiguous,
+                parts: Vec::new(),
+            }),
+        }
+    }
+
     /// Every file name of the segment the manifest refers to.
     pub fn all_file_names(&self) -> Vec<String> {
         let mut out: Vec<String> = self.files.keys().map(|e| self.file_name(e)).collect();

@@ -69,6 +69,27 @@ struct ChainPostings {
     mapped: Option<IndexFile>,
 }
 
+impl ChainPostings {
+    /// Where each chunk's sections are, the chunks lying at `at` in `bytes`.
+    fn walk(&self, bytes: &[u8], at: &[u64], chunks: &[chain::Chunk]) -> Result<Vec<ChainChunk>> {
+        let mut walk = Vec::with_capacity(chunks.len());
+        for (ch, &a) in chunks.iter().zip(at) {
+            let (info, _) = bytes
+                .get(a as usize..a as usize + ch.len as usize)
+                .and_then(|b| decode_meta(b, a, self.bloom.is_some()))
+                .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
+                .ok_or_else(|| Error::corrupt(&self.chain.path, "damaged chunk metadata"))?;
+            walk.push(ChainChunk {
+                info,
+                base: ch.base,
+                last_doc: ch.last_doc,
+                impacts: ch.impacts,
+            });
+        }
+        Ok(walk)
+    }
+}
+
 /// A segment's readers.
 pub struct SegmentReader {
     meta: SegmentMeta,
@@ -368,34 +389,12 @@ impl SegmentReader {
                     let at = c.chain.locate(&pieces, &chunks)?;
                     let all = view.resident().unwrap_or(&[]);
                     c.chain.verify_mapped(all, &at, &chunks)?;
-                    let mut walk = Vec::with_capacity(chunks.len());
-                    for (ch, &a) in chunks.iter().zip(&at) {
-                        let (info, _) =
-                            decode_meta(&all[a as usize..a as usize + ch.len as usize], a, c.bloom.is_some())
-                                .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
-                                .ok_or_else(|| Error::corrupt(&c.chain.path, "damaged chunk metadata"))?;
-                        walk.push(ChainChunk {
-                            info,
-                            base: ch.base,
-                            last_doc: ch.last_doc,
-                            impacts: ch.impacts,
-                        });
-                    }
+                    let walk = c.walk(all, &at, &chunks)?;
                     return TermCursor::open_chain_in(view, c.codec, c.bloom, walk);
                 }
                 let data = c.chain.read(&pieces, &chunks)?;
-                let mut walk = Vec::with_capacity(chunks.len());
-                for ch in &chunks {
-                    let (info, _) = decode_meta(&data[ch.offset as usize..], ch.offset, c.bloom.is_some())
-                        .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
-                        .ok_or_else(|| Error::corrupt(&c.chain.path, "damaged chunk metadata"))?;
-                    walk.push(ChainChunk {
-                        info,
-                        base: ch.base,
-                        last_doc: ch.last_doc,
-                        impacts: ch.impacts,
-                    });
-                }
+                let offsets: Vec<u64> = chunks.iter().map(|ch| ch.offset).collect();
+                let walk = c.walk(&data, &offsets, &chunks)?;
                 let handle = c.chain.file.try_clone().map_err(|e| Error::io(&c.chain.path, e))?;
                 let file = Arc::new(IndexFile::from_verified(&c.chain.path, handle, data));
                 TermCursor::open_chain(file, c.codec, c.bloom, walk)

@@ -98,20 +98,7 @@ impl ChainWriter {
 
     /// A new, empty chained segment `name` in `dir`.
     pub fn create(dir: &Path, name: &str, contiguous: bool) -> Result<(SegmentMeta, ChainWriter)> {
-        let meta = SegmentMeta {
-            name: name.to_string(),
-            max_doc: 0,
-            fields: Default::default(),
-            num_terms: 0,
-            files: Default::default(),
-            deletes: None,
-            chain: Some(ChainMeta {
-                file_len: 0,
-                log_len: 0,
-                contiguous,
-                parts: Vec::new(),
-            }),
-        };
+        let meta = SegmentMeta::empty_chain(name.to_string(), contiguous);
         let path = dir.join(meta.file_name(CHAIN_EXT));
         let chain = Chain::open(&path, true, Default::default())?;
         chain.file.set_len(0).map_err(|e| Error::io(&path, e))?;

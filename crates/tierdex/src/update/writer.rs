@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::error::{Error, Result};
-use crate::index::manifest::{ChainMeta, Manifest, SegmentMeta, MANIFEST};
+use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::segment::{ext, open_chain};
 use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
 use crate::indexing::merge::merge_live;
@@ -951,20 +951,10 @@ impl IndexWriter {
             None if st.manifest.strategy.in_place() => {
                 let n = st.manifest.next_segment;
                 st.manifest.next_segment += 1;
-                Some(SegmentMeta {
-                    name: segment_name(n),
-                    max_doc: 0,
-                    fields: Default::default(),
-                    num_terms: 0,
-                    files: Default::default(),
-                    deletes: None,
-                    chain: Some(ChainMeta {
-                        file_len: 0,
-                        log_len: 0,
-                        contiguous: st.manifest.strategy == Strategy::InPlaceContiguous,
-                        parts: Vec::new(),
-                    }),
-                })
+                Some(SegmentMeta::empty_chain(
+                    segment_name(n),
+                    st.manifest.strategy == Strategy::InPlaceContiguous,
+                ))
             }
             None => None,
         };
@@ -1471,20 +1461,8 @@ impl IndexWriter {
         let chain_number = st.manifest.next_segment;
         let part_number = chain_number + 1;
         st.manifest.next_segment += 2;
-        let mut meta = SegmentMeta {
-            name: segment_name(chain_number),
-            max_doc: 0,
-            fields: Default::default(),
-            num_terms: 0,
-            files: Default::default(),
-            deletes: None,
-            chain: Some(ChainMeta {
-                file_len: 0,
-                log_len: 0,
-                contiguous: st.manifest.strategy == Strategy::InPlaceContiguous,
-                parts: Vec::new(),
-            }),
-        };
+        let contiguous = st.manifest.strategy == Strategy::InPlaceContiguous;
+        let mut meta = SegmentMeta::empty_chain(segment_name(chain_number), contiguous);
         let (_, mut cw) = ChainWriter::create(
             &self.dir,
             &meta.name,
