@@ -1463,21 +1463,8 @@ impl IndexWriter {
         st.manifest.next_segment += 2;
         let contiguous = st.manifest.strategy == Strategy::InPlaceContiguous;
         let mut meta = SegmentMeta::empty_chain(segment_name(chain_number), contiguous);
-        let (_, mut cw) = ChainWriter::create(
-            &self.dir,
-            &meta.name,
-            st.manifest.strategy == Strategy::InPlaceContiguous,
-        )?;
-        let reader = if docs.is_empty() {
-            SegmentReader::open_chained(
-                &self.dir,
-                &meta,
-                st.manifest.postings_format(),
-                &st.storage,
-                cw.chain().clone(),
-                None,
-            )?
-        } else {
+        let (_, mut cw) = ChainWriter::create(&self.dir, &meta.name, contiguous)?;
+        if !docs.is_empty() {
             let mut part = write_segment(
                 &self.dir,
                 &segment_name(part_number),
@@ -1503,15 +1490,15 @@ impl IndexWriter {
             cm.log_len = absorbed.log_len;
             cm.file_len = absorbed.file_len;
             cw.commit(&absorbed, cm);
-            SegmentReader::open_chained(
-                &self.dir,
-                &meta,
-                st.manifest.postings_format(),
-                &st.storage,
-                cw.chain().clone(),
-                None,
-            )?
-        };
+        }
+        let reader = SegmentReader::open_chained(
+            &self.dir,
+            &meta,
+            st.manifest.postings_format(),
+            &st.storage,
+            cw.chain().clone(),
+            None,
+        )?;
         let mut map = Vec::with_capacity(old.max_doc() as usize);
         let mut next = 0u32;
         for d in 0..old.max_doc() {
