@@ -156,9 +156,12 @@ impl ChainWriter {
             let old = dict.ord(key).and_then(|o| dict.chain(o));
             let mut pieces = old.map_or_else(Vec::new, |t| t.pieces.clone());
             let offset = pieces.iter().map(|p| p.len).sum();
+            let len = u32::try_from(bytes.len()).map_err(|_| {
+                Error::InvalidArgument("a term's postings in one flush exceed 4 GiB: flush more often".into())
+            })?;
             let chunk = Chunk {
                 offset,
-                len: bytes.len() as u32,
+                len,
                 base,
                 last_doc: last,
                 sum: xxh3_64(bytes),
