@@ -1127,27 +1127,9 @@ impl IndexWriter {
         let number = segment_number(&self.dir, &before.name)?;
         let base = before.max_doc;
         let mut meta = before.clone();
-        let mut part = part;
-        let mut removed = Vec::new();
-        for e in [ext::TERMS, ext::POSTINGS, ext::TERM_INFOS] {
-            if part.files.remove(e).is_some() {
-                removed.push(part.file_name(e));
-            }
-        }
-        meta.max_doc = base
-            .checked_add(part.max_doc)
-            .ok_or_else(|| Error::InvalidArgument("an in-place index holds at most 2^32-1 documents".into()))?;
-        for (f, pf) in meta.fields.iter_mut().zip(&part.fields) {
-            f.add(pf);
-        }
         let mut cw_guard = self.chain.lock().unwrap_or_else(|p| p.into_inner());
         let cw = cw_guard.as_mut().expect("the flush made the chain");
-        cw.publish(&absorbed);
-        meta.num_terms = cw.num_terms();
-        let cm = meta.chain.as_mut().expect("chained");
-        cm.parts.push(part);
-        cm.log_len = absorbed.log_len;
-        cm.file_len = absorbed.file_len;
+        let removed = grow_chain(&mut meta, part, &absorbed, cw)?;
         let old = st.durable.iter().position(|p| p.number == number);
         let reader = SegmentReader::open_chained(
             &self.dir,
@@ -1465,7 +1447,7 @@ impl IndexWriter {
         let mut meta = SegmentMeta::empty_chain(segment_name(chain_number), contiguous);
         let (_, mut cw) = ChainWriter::create(&self.dir, &meta.name, contiguous)?;
         if !docs.is_empty() {
-            let mut part = write_segment(
+            let part = write_segment(
                 &self.dir,
                 &segment_name(part_number),
                 &st.manifest,
@@ -1476,20 +1458,10 @@ impl IndexWriter {
             let absorbed = cw.absorb(&part_reader, 0)?;
             drop(part_reader);
             report.bytes_written += part.bytes() + absorbed.writes.bytes + absorbed.log_len;
-            cw.publish(&absorbed);
-            for e in [ext::TERMS, ext::POSTINGS, ext::TERM_INFOS] {
-                if part.files.remove(e).is_some() {
-                    let _ = std::fs::remove_file(self.dir.join(part.file_name(e)));
-                }
+            for f in grow_chain(&mut meta, part, &absorbed, &cw)? {
+                let _ = std::fs::remove_file(self.dir.join(f));
             }
-            meta.max_doc = part.max_doc;
-            meta.fields = part.fields;
-            meta.num_terms = cw.num_terms();
-            let cm = meta.chain.as_mut().expect("chained");
-            cm.parts.push(part);
-            cm.log_len = absorbed.log_len;
-            cm.file_len = absorbed.file_len;
-            cw.commit(&absorbed, cm);
+            cw.commit(&absorbed, meta.chain.as_ref().expect("chained"));
         }
         let reader = SegmentReader::open_chained(
             &self.dir,
@@ -1647,6 +1619,38 @@ impl Drop for Maintainer {
             let _ = t.join();
         }
     }
+}
+
+/// Grows chained segment `meta` by `part` (the flushed documents' segment,
+/// whose postings `absorbed` appended to the chain of `cw`): the part's
+/// postings files leave it, its documents and statistics join, the chain's
+/// dictionary takes the flush's changes. Returns the files to remove.
+fn grow_chain(
+    meta: &mut SegmentMeta,
+    mut part: SegmentMeta,
+    absorbed: &Absorbed,
+    cw: &ChainWriter,
+) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for e in [ext::TERMS, ext::POSTINGS, ext::TERM_INFOS] {
+        if part.files.remove(e).is_some() {
+            removed.push(part.file_name(e));
+        }
+    }
+    meta.max_doc = meta
+        .max_doc
+        .checked_add(part.max_doc)
+        .ok_or_else(|| Error::InvalidArgument("an in-place index holds at most 2^32-1 documents".into()))?;
+    for (f, pf) in meta.fields.iter_mut().zip(&part.fields) {
+        f.add(pf);
+    }
+    cw.publish(absorbed);
+    meta.num_terms = cw.num_terms();
+    let cm = meta.chain.as_mut().expect("a chained segment");
+    cm.parts.push(part);
+    cm.log_len = absorbed.log_len;
+    cm.file_len = absorbed.file_len;
+    Ok(removed)
 }
 
 /// Writes `docs` as segment `name` in `dir`.
