@@ -202,14 +202,14 @@ fn a_damaged_chunk_is_reported_with_the_chain_file() {
     let (name, cm) = chain_meta(&dir);
     let path = dir.join(&name);
     let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-    // Flip one byte in every block in use.
+    // Flip one byte in every slot (the smallest is 64 bytes) and block.
     let mut b = [0u8; 1];
-    let mut at = 100;
+    let mut at = 10;
     while at < cm.file_len {
         f.read_exact_at(&mut b, at).unwrap();
         b[0] ^= 0x5a;
         f.write_all_at(&b, at).unwrap();
-        at += 8192;
+        at += 64;
     }
     drop(f);
     let s = Searcher::open(&dir).unwrap();
@@ -301,5 +301,44 @@ fn an_interrupted_flush_leaves_nothing_that_matters() {
             };
             assert_eq!(ids(&a, &x), ids(&b, &y), "{strategy} {q}");
         }
+    }
+}
+
+#[test]
+fn flushes_share_the_first_trained_store_dictionary() {
+    use tierdex::corpus::gen::{GenOptions, Generator};
+    let gen = Generator::new(GenOptions {
+        docs: 1200,
+        seed: 5,
+        vocab_size: 3000,
+        ..GenOptions::default()
+    });
+    for strategy in [Strategy::Geometric, Strategy::NoMerge, Strategy::InPlace] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let w = writer(&dir, strategy);
+        for f in 0..4u64 {
+            w.add((f * 300..f * 300 + 300).map(|i| gen.doc(i)).collect()).unwrap();
+            w.flush().unwrap();
+        }
+        drop(w);
+        let s = Searcher::open(&dir).unwrap();
+        let mut dicts = Vec::new();
+        for seg in s.index().segments() {
+            for store in seg.stores() {
+                dicts.push(store.dictionary().unwrap().map(<[u8]>::to_vec));
+            }
+        }
+        assert!(
+            dicts.len() >= 2 || strategy == Strategy::Geometric,
+            "{strategy}: {}",
+            dicts.len()
+        );
+        assert!(dicts[0].is_some(), "{strategy}: the first flush trains a dictionary");
+        assert!(
+            dicts.iter().all(|d| d == &dicts[0]),
+            "{strategy}: every store shares it"
+        );
+        assert_eq!(s.index().live_docs(), 1200);
     }
 }

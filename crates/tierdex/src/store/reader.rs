@@ -213,7 +213,7 @@ impl StoreReader {
     }
 
     /// The dictionary's bytes, if the store has one.
-    pub(super) fn dictionary(&self) -> Result<Option<&[u8]>> {
+    pub fn dictionary(&self) -> Result<Option<&[u8]>> {
         match &self.dict {
             Some(d) => Ok(Some(&d.bytes)),
             None => Ok(None),

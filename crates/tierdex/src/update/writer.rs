@@ -974,6 +974,7 @@ impl IndexWriter {
             manifest: st.manifest.clone(),
             analyzer: st.analyzer.clone(),
             storage: st.storage.clone(),
+            dictionary: store_dictionary(st)?,
         })
     }
 
@@ -988,6 +989,7 @@ impl IndexWriter {
             &segment_name(plan.number),
             m,
             &plan.analyzer,
+            plan.dictionary.clone(),
             plan.docs.iter().map(|(_, d)| d),
         )?;
         report.docs_flushed = meta.max_doc as u64;
@@ -1287,7 +1289,8 @@ impl IndexWriter {
             st.manifest.next_segment += 1;
             let docs = st.buffer.iter().flatten();
             let t = Instant::now();
-            let meta = write_segment(&dir, &segment_name(number), &st.manifest, &st.analyzer, docs)?;
+            let dict = store_dictionary(st)?;
+            let meta = write_segment(&dir, &segment_name(number), &st.manifest, &st.analyzer, dict, docs)?;
             report.docs_flushed = meta.max_doc as u64;
             report.bytes_written += meta.bytes();
             let reader = SegmentReader::open(&dir, &meta, st.manifest.postings_format(), &st.storage)?;
@@ -1452,6 +1455,7 @@ impl IndexWriter {
                 &segment_name(part_number),
                 &st.manifest,
                 &st.analyzer,
+                store_dictionary(st)?,
                 docs.iter(),
             )?;
             let part_reader = SegmentReader::open(&self.dir, &part, st.manifest.postings_format(), &st.storage)?;
@@ -1593,6 +1597,8 @@ struct FlushPlan {
     manifest: Manifest,
     analyzer: Analyzer,
     storage: Storage,
+    /// The store dictionary of the index's newest segment, if it has one.
+    dictionary: Option<Arc<[u8]>>,
 }
 
 /// The segment an unlocked flush wrote (the merged one when it merged);
@@ -1659,13 +1665,35 @@ fn write_segment<'a>(
     name: &str,
     manifest: &Manifest,
     analyzer: &Analyzer,
+    dictionary: Option<Arc<[u8]>>,
     docs: impl Iterator<Item = &'a Document>,
 ) -> Result<SegmentMeta> {
-    let mut w = SegmentWriter::new(dir, name, analyzer.clone(), None, manifest.postings_format())?;
+    let mut w = SegmentWriter::new(
+        dir,
+        name,
+        analyzer.clone(),
+        dictionary.as_deref(),
+        manifest.postings_format(),
+    )?;
     for d in docs {
         w.add(d)?;
     }
     w.finish()
+}
+
+/// The store dictionary of the newest durable segment (or chained part)
+/// that has one. Flushes compress with it instead of training their own:
+/// training is a large share of a small flush's cost, and segments sharing a
+/// dictionary merge by copying compressed records (DESIGN §5).
+fn store_dictionary(st: &State) -> Result<Option<Arc<[u8]>>> {
+    for p in st.durable.iter().rev() {
+        for store in p.reader.stores().into_iter().rev() {
+            if let Some(d) = store.dictionary()? {
+                return Ok(Some(Arc::from(d)));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The searchable view of the writer's state.
