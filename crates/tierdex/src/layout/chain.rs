@@ -465,67 +465,32 @@ pub fn slot_class(n: u64) -> u64 {
 }
 
 /// The free space of a chain file: runs of whole blocks, and free slots of
-/// blocks split into slots of one size (*slabs*). Derived from the pieces in
-/// use.
-///
-/// Slots are handed out so that a flush writes few blocks: from the slab
-/// being filled, else from the slab of that size with the most free slots
-/// when at least half of it is free (it is read and written once for
-/// all the slots it gives), else from a new block (written without being
-/// read). A slab whose slots are all free returns to the block map, so
-/// slots that moved away do not keep the file growing.
+/// blocks split into slots of one size. Derived from the pieces in use.
 #[derive(Debug, Default, Clone)]
 pub struct Space {
     /// Free runs of blocks.
     pub blocks: FreeMap,
-    /// Block number → its slab.
-    slabs: HashMap<u64, Slab>,
-    /// Per slot size: slabs with free slots, as (free slots, block).
-    open: BTreeMap<u64, std::collections::BTreeSet<(u32, u64)>>,
-    /// Per slot size: the slab being filled.
-    filling: HashMap<u64, u64>,
-}
-
-/// A block split into slots of one size.
-#[derive(Debug, Clone, Copy)]
-struct Slab {
-    class: u64,
-    /// Bit `k` set: slot `k` is free.
-    free: u128,
-}
-
-impl Slab {
-    fn slots(class: u64) -> u32 {
-        (BLOCK_BYTES / class) as u32
-    }
-
-    fn all_free(class: u64) -> u128 {
-        match Slab::slots(class) {
-            128 => u128::MAX,
-            n => (1u128 << n) - 1,
-        }
-    }
+    /// Free slot offsets by slot size.
+    slots: BTreeMap<u64, Vec<u64>>,
 }
 
 impl Space {
     /// The free space of a file of `file_len` bytes whose pieces in use are
     /// `pieces` (a piece with less capacity than a block is a slot).
     pub fn derive<'a>(file_len: u64, pieces: impl Iterator<Item = &'a Piece>) -> Space {
-        let mut sp = Space::default();
+        let mut slabs: BTreeMap<u64, (u64, std::collections::HashSet<u64>)> = BTreeMap::new();
         let mut whole = Vec::new();
         for p in pieces.filter(|p| p.capacity > 0) {
             if p.capacity < BLOCK_BYTES {
-                let slab = sp.slabs.entry(p.at / BLOCK_BYTES).or_insert(Slab {
-                    class: p.capacity,
-                    free: Slab::all_free(p.capacity),
-                });
-                slab.free &= !(1u128 << ((p.at % BLOCK_BYTES) / p.capacity));
+                let e = slabs
+                    .entry(p.at / BLOCK_BYTES)
+                    .or_insert((p.capacity, Default::default()));
+                e.1.insert(p.at);
             } else {
                 whole.push(*p);
             }
         }
-        let slab_pieces: Vec<Piece> = sp
-            .slabs
+        let slab_pieces: Vec<Piece> = slabs
             .keys()
             .map(|&b| Piece {
                 at: b * BLOCK_BYTES,
@@ -533,95 +498,44 @@ impl Space {
                 capacity: BLOCK_BYTES,
             })
             .collect();
-        sp.blocks = FreeMap::derive(file_len, whole.iter().chain(&slab_pieces));
-        for (&b, slab) in &sp.slabs {
-            if slab.free != 0 {
-                sp.open
-                    .entry(slab.class)
-                    .or_default()
-                    .insert((slab.free.count_ones(), b));
+        let blocks = FreeMap::derive(file_len, whole.iter().chain(&slab_pieces));
+        let mut slots: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for (b, (class, used)) in slabs {
+            let free = slots.entry(class).or_default();
+            let start = b * BLOCK_BYTES;
+            for k in (0..BLOCK_BYTES / class).rev() {
+                let at = start + k * class;
+                if !used.contains(&at) {
+                    free.push(at);
+                }
             }
         }
-        sp
-    }
-
-    /// Sets slab `b`'s free mask, keeping the open sets in step.
-    fn set_free(&mut self, b: u64, free: u128) {
-        let slab = self.slabs.get_mut(&b).expect("a slab");
-        let (class, before) = (slab.class, slab.free);
-        slab.free = free;
-        let open = self.open.entry(class).or_default();
-        if before != 0 {
-            open.remove(&(before.count_ones(), b));
-        }
-        if free != 0 {
-            open.insert((free.count_ones(), b));
-        }
+        Space { blocks, slots }
     }
 
     /// A free slot of size `class` (a power of two from [`MIN_SLOT`] to
-    /// [`MAX_SLOT`]). Returns the slot, and whether a new block was split
-    /// for it (nothing committed is in that block).
+    /// [`MAX_SLOT`]), splitting a new block when none is free.
+    /// Returns the slot, and whether a new block was split for it.
     pub fn allocate_slot(&mut self, class: u64) -> (u64, bool) {
-        let mut carved = false;
-        let target = match self
-            .filling
-            .get(&class)
-            .filter(|b| self.slabs.get(b).is_some_and(|s| s.free != 0))
-        {
-            Some(&b) => b,
-            None => {
-                let best = self.open.get(&class).and_then(|o| o.last()).copied();
-                let b = match best {
-                    Some((n, b)) if n * 2 >= Slab::slots(class) => b,
-                    _ => {
-                        let b = self.blocks.allocate(1);
-                        self.slabs.insert(
-                            b,
-                            Slab {
-                                class,
-                                free: Slab::all_free(class),
-                            },
-                        );
-                        self.open.entry(class).or_default().insert((Slab::slots(class), b));
-                        carved = true;
-                        b
-                    }
-                };
-                self.filling.insert(class, b);
-                b
-            }
-        };
-        let free = self.slabs[&target].free;
-        let k = free.trailing_zeros() as u64;
-        self.set_free(target, free & !(1u128 << k));
-        (target * BLOCK_BYTES + k * class, carved)
+        let free = self.slots.entry(class).or_default();
+        if let Some(at) = free.pop() {
+            return (at, false);
+        }
+        let start = self.blocks.allocate(1) * BLOCK_BYTES;
+        for k in (1..BLOCK_BYTES / class).rev() {
+            free.push(start + k * class);
+        }
+        (start, true)
     }
 
-    /// Returns a slot; a slab left with no slot in use (and not being
-    /// filled) returns to the block map.
+    /// Returns a slot.
     pub fn free_slot(&mut self, at: u64, class: u64) {
-        let b = at / BLOCK_BYTES;
-        let Some(slab) = self.slabs.get(&b).filter(|s| s.class == class) else {
-            return;
-        };
-        let free = slab.free | 1u128 << ((at % BLOCK_BYTES) / class);
-        self.set_free(b, free);
-        if free == Slab::all_free(class) && self.filling.get(&class) != Some(&b) {
-            self.open.entry(class).or_default().remove(&(free.count_ones(), b));
-            self.slabs.remove(&b);
-            self.blocks.free(b, 1);
-        }
+        self.slots.entry(class).or_default().push(at);
     }
 
     /// Free slots of every size.
     pub fn free_slots(&self) -> usize {
-        self.slabs.values().map(|s| s.free.count_ones() as usize).sum()
-    }
-
-    /// Blocks split into slots.
-    pub fn slab_blocks(&self) -> usize {
-        self.slabs.len()
+        self.slots.values().map(Vec::len).sum()
     }
 }
 
@@ -855,47 +769,6 @@ mod tests {
         assert_eq!(slot_class(1), 64);
         assert_eq!(slot_class(65), 128);
         assert_eq!(slot_class(4096), 4096);
-    }
-
-    #[test]
-    fn moved_slots_pack_into_few_blocks_and_emptied_slabs_are_reused() {
-        // 4,000 terms in 128-byte slots; each round 1,000 of them (spread
-        // over all slabs) move to new slots; the slots they left are freed
-        // one round later, as a flush does.
-        let mut sp = Space::derive(0, [].iter());
-        let mut at: Vec<u64> = (0..4000).map(|_| sp.allocate_slot(128).0).collect();
-        let mut pending: Vec<u64> = Vec::new();
-        let mut state = 7u64;
-        for round in 0..200 {
-            for p in pending.drain(..) {
-                sp.free_slot(p, 128);
-            }
-            let mut touched = std::collections::HashSet::new();
-            for _ in 0..1000 {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let t = (state >> 33) as usize % at.len();
-                pending.push(at[t]);
-                let (new, _) = sp.allocate_slot(128);
-                touched.insert(new / BLOCK_BYTES);
-                at[t] = new;
-            }
-            // 1,000 moved slots of 128 bytes fill 16 blocks; partly free
-            // slabs are reused only when half of them is free.
-            assert!(touched.len() <= 34, "round {round}: {} blocks written", touched.len());
-        }
-        // The live data needs 63 slabs (79 with the slots awaiting release);
-        // emptied ones went back to the block map, so the file stays within a
-        // small factor of that.
-        let live_blocks = (5000 * 128) / BLOCK_BYTES;
-        eprintln!("{} slabs, {} blocks", sp.slab_blocks(), sp.blocks.end_block());
-        assert!(sp.slab_blocks() as u64 <= 2 * live_blocks, "{} slabs", sp.slab_blocks());
-        assert!(
-            sp.blocks.end_block() <= 3 * live_blocks,
-            "{} blocks",
-            sp.blocks.end_block()
-        );
     }
 
     #[test]

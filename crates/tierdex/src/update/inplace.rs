@@ -221,7 +221,7 @@ impl ChainWriter {
     /// Appends `len` bytes (payload `at`) to a term whose data lies in
     /// `pieces`:
     /// * a term of at most [`MAX_SLOT`] bytes lives in a slot, moving to a
-    ///   larger one (see [`Space`] for where) as it grows;
+    ///   larger one as it grows;
     /// * a larger one lives in whole blocks: non-contiguous, the free end
     ///   of its last block first, then new blocks; contiguous, after its
     ///   data when it fits its run, else the run moves to a new one 1.25
