@@ -25,6 +25,15 @@ fn doc(i: usize) -> Document {
     }
 }
 
+/// [`doc`] with "long" 20 to 26 times: a term over
+/// [`tierdex::layout::chain::PACK_MAX`] bytes after a few flushes, that
+/// lives in whole blocks.
+fn long_doc(i: usize) -> Document {
+    let mut d = doc(i);
+    d.body.push_str(&" long".repeat(20 + i % 7));
+    d
+}
+
 fn writer(dir: &Path, strategy: Strategy) -> IndexWriter {
     IndexWriter::create(
         dir,
@@ -49,18 +58,6 @@ fn chain_meta(dir: &Path) -> (String, tierdex::index::manifest::ChainMeta) {
     (seg.file_name(CHAIN_EXT), seg.chain.clone().unwrap())
 }
 
-/// Pieces and chunks of the body term `common`, from a fresh searcher.
-fn common_term(dir: &Path) -> (usize, usize) {
-    let s = Searcher::open(dir).unwrap();
-    let seg = &s.index().segments()[0];
-    let chain = seg.chain().expect("chained");
-    let mut key = Vec::new();
-    tierdex::termdict::term_key(tierdex::Field::Body, "common", &mut key);
-    let dict = chain.dict.read().unwrap();
-    let t = dict.chain(dict.ord(&key).unwrap()).unwrap();
-    (t.pieces.len(), t.chunks.len())
-}
-
 fn count(dir: &Path, q: &str) -> u64 {
     Searcher::open(dir)
         .unwrap()
@@ -79,7 +76,7 @@ fn chains_grow_in_pieces_and_contiguous_terms_move_into_reused_space() {
         let mut n = 0;
         let mut max_free = 0;
         for flush in 0..40 {
-            let batch: Vec<Document> = (n..n + 60).map(doc).collect();
+            let batch: Vec<Document> = (n..n + 60).map(long_doc).collect();
             n += 60;
             w.add(batch).unwrap();
             w.flush().unwrap();
@@ -90,7 +87,8 @@ fn chains_grow_in_pieces_and_contiguous_terms_move_into_reused_space() {
         drop(w);
         assert_eq!(count(&dir, "common"), n as u64, "{strategy}");
         assert_eq!(count(&dir, "\"common words\""), n as u64, "{strategy}");
-        let (pieces, chunks) = common_term(&dir);
+        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::Body, "long");
+        let pieces = pieces.len();
         assert_eq!(chunks, 40, "{strategy}: one chunk per flush");
         match strategy {
             // The term's data outgrew its first block many times over.
@@ -105,6 +103,92 @@ fn chains_grow_in_pieces_and_contiguous_terms_move_into_reused_space() {
             .filter(|n| n.ends_with(".pst") || n.ends_with(".fst"))
             .collect();
         assert!(stray.is_empty(), "{stray:?}");
+    }
+}
+
+/// Pieces of `word` in `field`, from a fresh searcher.
+fn term_pieces(dir: &Path, field: tierdex::Field, word: &str) -> (Vec<tierdex::layout::chain::Piece>, usize) {
+    let s = Searcher::open(dir).unwrap();
+    let chain = s.index().segments()[0].chain().unwrap().clone();
+    let mut key = Vec::new();
+    tierdex::termdict::term_key(field, word, &mut key);
+    let dict = chain.dict.read().unwrap();
+    let t = dict.chain(dict.ord(&key).unwrap()).unwrap();
+    (t.pieces.clone(), t.chunks.len())
+}
+
+#[test]
+fn short_terms_are_packed_into_runs_that_merge_geometrically() {
+    use tierdex::layout::chain::RUN_MERGE;
+    for strategy in [Strategy::InPlace, Strategy::InPlaceContiguous] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let w = writer(&dir, strategy);
+        let mut n = 0;
+        for flush in 1..=30usize {
+            w.add((n..n + 20).map(long_doc).collect()).unwrap();
+            n += 20;
+            w.flush().unwrap();
+            let (_, cm) = chain_meta(&dir);
+            // Every flush packs a run (each has short terms): the runs'
+            // levels are the flush count's digits in base RUN_MERGE.
+            let mut digits = Vec::new();
+            let (mut x, mut level) = (flush, 0u32);
+            while x > 0 {
+                digits.extend(std::iter::repeat_n(level, x % RUN_MERGE));
+                x /= RUN_MERGE;
+                level += 1;
+            }
+            digits.reverse();
+            let levels: Vec<u32> = cm.runs.iter().map(|r| r.level).collect();
+            assert_eq!(levels, digits, "{strategy}, flush {flush}");
+            let mut spans: Vec<(u64, u64)> = cm.runs.iter().map(|r| (r.first_block, r.blocks)).collect();
+            spans.sort_unstable();
+            assert!(spans.windows(2).all(|s| s[0].0 + s[0].1 <= s[1].0), "{spans:?}");
+            assert!(spans.iter().all(|s| (s.0 + s.1) * 8192 <= cm.file_len));
+        }
+        drop(w);
+        let (_, cm) = chain_meta(&dir);
+        // A document's own title number: one posting, packed, repacked by
+        // every merge since, in one piece.
+        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::Title, "5");
+        assert_eq!((pieces.len(), chunks), (1, 1), "{strategy}: {pieces:?}");
+        assert!(pieces[0].is_packed());
+        // A short word of every flush: one chunk per flush, at most a piece per run.
+        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::Body, "3");
+        assert_eq!(chunks, 30, "{strategy}");
+        assert!(
+            pieces.iter().all(|p| p.is_packed()) && pieces.len() <= cm.runs.len(),
+            "{pieces:?}"
+        );
+        // A long term lives in blocks.
+        let (pieces, _) = term_pieces(&dir, tierdex::Field::Body, "long");
+        assert!(pieces.iter().all(|p| !p.is_packed()), "{strategy}: {pieces:?}");
+        // Reopened, the runs' space is still in use: new flushes do not
+        // overwrite it, and every answer stays right.
+        let w = IndexWriter::open(
+            &dir,
+            WriterOptions {
+                buffer_docs: 100_000,
+                ..WriterOptions::default()
+            },
+        )
+        .unwrap();
+        for _ in 0..4 {
+            w.add((n..n + 20).map(long_doc).collect()).unwrap();
+            n += 20;
+            w.flush().unwrap();
+        }
+        drop(w);
+        assert_eq!(count(&dir, "common"), n as u64, "{strategy}");
+        assert_eq!(
+            count(&dir, "\"words about 3\""),
+            (0..n).filter(|i| i % 17 == 3).count() as u64,
+            "{strategy}"
+        );
+        for i in (0..n).step_by(7) {
+            assert_eq!(count(&dir, &format!("title:{i}")), 1, "{strategy}: title {i}");
+        }
     }
 }
 
@@ -128,7 +212,7 @@ fn contiguous_moves_reuse_freed_space() {
     let mut abandoned = 0u64;
     let mut before = std::collections::HashMap::new();
     for _ in 0..60 {
-        w.add((n..n + 40).map(doc).collect()).unwrap();
+        w.add((n..n + 40).map(long_doc).collect()).unwrap();
         n += 40;
         w.flush().unwrap();
         let now = all_pieces(&dir);
@@ -141,7 +225,8 @@ fn contiguous_moves_reuse_freed_space() {
     }
     drop(w);
     let (_, cm) = chain_meta(&dir);
-    let live: u64 = before.values().flatten().map(|p| p.capacity).sum();
+    let runs: u64 = cm.runs.iter().map(|r| r.blocks * 8192).sum();
+    let live: u64 = before.values().flatten().map(|p| p.capacity).sum::<u64>() + runs;
     let free = cm.file_len - live;
     // Terms moved a lot; the space they left was reused, not appended to.
     assert!(

@@ -111,11 +111,13 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
             max_refresh_segments: rng.range(1, 4),
             // Chains are read in place (ram, mmap) or into memory (others).
             tier: TierOptions::on(tiers[(case as usize / Strategy::ALL.len()) % tiers.len()]),
+            // In-place: every term packed, none (all in blocks and slots), or some.
+            pack_max: [0, 64, 300, 2048, tierdex::layout::chain::PACK_MAX][rng.range(0, 4)],
             ..WriterOptions::default()
         };
         let context = format!(
-            "case {case} ({}, {}, buffer {})",
-            corpus.description, opts.strategy, options.buffer_docs
+            "case {case} ({}, {}, buffer {}, pack {})",
+            corpus.description, opts.strategy, options.buffer_docs, options.pack_max
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("idx");

@@ -28,9 +28,12 @@ const CHILD_DIR: &str = "TIERDEX_WRITER_CRASH_CHILD_DIR";
 const CHILD_ROUND: &str = "TIERDEX_WRITER_CRASH_ROUND";
 const CHILD_STRATEGY: &str = "TIERDEX_WRITER_CRASH_STRATEGY";
 
-fn options() -> WriterOptions {
+/// The writer's options in `round`: in-place rounds pack the short terms
+/// (the default), none (every term in blocks and slots), or the shortest.
+fn options(round: u64) -> WriterOptions {
     WriterOptions {
         buffer_docs: 40,
+        pack_max: [tierdex::layout::chain::PACK_MAX, 0, 512][round as usize % 3],
         ..WriterOptions::default()
     }
 }
@@ -57,14 +60,14 @@ fn child_writer() {
     let round: u64 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
     let path = Path::new(&dir);
     let w = if path.join("manifest.json").exists() {
-        IndexWriter::open(path, options()).unwrap()
+        IndexWriter::open(path, options(round)).unwrap()
     } else {
         IndexWriter::create(
             path,
             Default::default(),
             Default::default(),
             std::env::var(CHILD_STRATEGY).unwrap().parse::<Strategy>().unwrap(),
-            options(),
+            options(round),
         )
         .unwrap()
     };
@@ -170,7 +173,7 @@ fn kill_rounds(strategy: Strategy) {
                 deleted.insert(id.to_string());
             }
         }
-        let w = IndexWriter::open(&dir, options())
+        let w = IndexWriter::open(&dir, options(round))
             .unwrap_or_else(|e| panic!("round {round}: the index does not open: {e}"));
         assert_eq!(w.strategy(), strategy);
         // The killed child's in-memory buffer directory is cleaned up.

@@ -75,6 +75,25 @@ pub struct ChainMeta {
     pub contiguous: bool,
     /// The parts, in document order.
     pub parts: Vec<SegmentMeta>,
+    /// The packed runs holding the short terms' data, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<PackedRun>,
+}
+
+/// A run of whole blocks of a chain file into which one flush packed the
+/// data of the short terms it touched (DESIGN §5: short lists are merged,
+/// long lists updated in place). Runs merge geometrically: a flush that
+/// would leave [`crate::layout::chain::RUN_MERGE`] runs of one level packs
+/// them, with its own data, into one run of the next level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackedRun {
+    /// First block.
+    pub first_block: u64,
+    /// Blocks.
+    pub blocks: u64,
+    /// Merges behind it: a run of level `l` holds the data of up to
+    /// `RUN_MERGE^l` flushes.
+    pub level: u32,
 }
 
 /// Extension of a chain file.
@@ -110,6 +129,7 @@ impl SegmentMeta {
                 log_len: 0,
                 contiguous,
                 parts: Vec::new(),
+                runs: Vec::new(),
             }),
         }
     }

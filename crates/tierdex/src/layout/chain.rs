@@ -10,6 +10,14 @@
 //! adjacent. A query reads all pieces of a term in one batched submission
 //! ([`crate::storage::batch`]) and walks the chunks in order.
 //!
+//! Long terms (over [`PACK_MAX`] bytes) live in whole blocks and a flush
+//! appends to them in place. Short terms, most of a vocabulary and each
+//! updated by few flushes, would cost a block rewrite each for a few bytes:
+//! a flush packs them instead into one new [`PackedRun`] of contiguous
+//! blocks, merging the newest runs into it geometrically ([`merge_plan`]),
+//! so that a short term has at most a few pieces and its bytes are
+//! rewritten once per level.
+//!
 //! The dictionary (term key → pieces and chunks) lives in memory and is
 //! kept as a log (`.chl`): one checksummed record per flush, listing what
 //! the flush appended or moved. The manifest names the log length and the
@@ -18,15 +26,17 @@
 //! past a term's committed data (or into blocks no committed piece uses),
 //! so a torn write never damages committed postings.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use rustc_hash::FxHashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::codec;
 use crate::error::{Error, Result};
+use crate::index::manifest::PackedRun;
 use crate::layout::impacts::{Impacts, MAX_TERM_IMPACTS};
 use crate::layout::writer::RegionInfo;
 use crate::schema::DocId;
@@ -63,8 +73,16 @@ pub struct Piece {
     pub at: u64,
     /// Bytes of the term's data in it.
     pub len: u64,
-    /// Bytes reserved for it (whole blocks).
+    /// Bytes reserved for it: whole blocks, a slot (less than a block), or
+    /// 0 for a piece packed into a [`PackedRun`] (the run owns the space).
     pub capacity: u64,
+}
+
+impl Piece {
+    /// True for a short term's piece packed into a run.
+    pub fn is_packed(&self) -> bool {
+        self.capacity == 0
+    }
 }
 
 /// A term's pieces and chunks.
@@ -117,7 +135,7 @@ pub fn totals(chunks: &[Chunk]) -> (RegionInfo, Impacts) {
 /// chunks below their document count).
 #[derive(Debug, Default)]
 pub struct ChainDict {
-    ords: HashMap<Box<[u8]>, u32>,
+    ords: FxHashMap<Box<[u8]>, u32>,
     terms: Vec<(Box<[u8]>, TermChain)>,
 }
 
@@ -169,6 +187,11 @@ impl ChainDict {
         &mut self.terms[ord as usize].1
     }
 
+    /// Every term with its chain, in ordinal order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &TermChain)> {
+        self.terms.iter().map(|(k, t)| (&**k, t))
+    }
+
     /// Every term's pieces (for the free-space map).
     pub fn pieces(&self) -> impl Iterator<Item = &Piece> {
         self.terms.iter().flat_map(|t| t.1.pieces.iter())
@@ -189,13 +212,28 @@ pub struct TermDelta {
     pub chunks: Vec<Chunk>,
 }
 
-/// Applies a flush's deltas to `dict`.
-pub fn apply(dict: &mut ChainDict, deltas: &[TermDelta]) {
+/// Applies a flush's deltas to `dict` (a new term takes its delta's
+/// vectors as they are).
+pub fn apply(dict: &mut ChainDict, deltas: Vec<TermDelta>) {
     for d in deltas {
-        let t = dict.entry(&d.key);
-        t.pieces.truncate(d.keep as usize);
-        t.pieces.extend_from_slice(&d.pieces);
-        t.chunks.extend_from_slice(&d.chunks);
+        match dict.ords.get(&d.key) {
+            Some(&o) => {
+                let t = &mut dict.terms[o as usize].1;
+                t.pieces.truncate(d.keep as usize);
+                t.pieces.extend_from_slice(&d.pieces);
+                t.chunks.extend_from_slice(&d.chunks);
+            }
+            None => {
+                dict.ords.insert(d.key.clone(), dict.terms.len() as u32);
+                dict.terms.push((
+                    d.key,
+                    TermChain {
+                        pieces: d.pieces,
+                        chunks: d.chunks,
+                    },
+                ));
+            }
+        }
     }
 }
 
@@ -316,7 +354,7 @@ pub fn replay(path: &Path, data: &[u8]) -> Result<ChainDict> {
             return Err(bad("checksum mismatch"));
         }
         let deltas = decode_payload(payload).ok_or_else(|| bad("damaged payload"))?;
-        apply(&mut dict, &deltas);
+        apply(&mut dict, deltas);
         at += 12 + len;
     }
     Ok(dict)
@@ -452,7 +490,31 @@ impl Chain {
     }
 }
 
-/// Smallest slot: terms whose data is at most [`MAX_SLOT`] bytes share
+/// Terms of at most this many bytes are short: a flush packs their new
+/// data, with that of the runs it merges, into one new [`PackedRun`]
+/// instead of updating a block per term in place. Longer terms live in
+/// whole blocks.
+pub const PACK_MAX: u64 = 32 * 1024;
+/// Runs of one level that merge into one of the next level.
+pub const RUN_MERGE: usize = 3;
+
+/// Which runs a flush merges into the run it writes: runs `from..` of
+/// `runs` (the newest), and the new run's level. Runs of level `l` merge
+/// once [`RUN_MERGE`] of them would exist, so at most `RUN_MERGE - 1` of
+/// each level remain and every byte is rewritten once per level.
+pub fn merge_plan(runs: &[PackedRun]) -> (usize, u32) {
+    let (mut from, mut level) = (runs.len(), 0);
+    loop {
+        let n = runs[..from].iter().rev().take_while(|r| r.level == level).count();
+        if n + 1 < RUN_MERGE {
+            return (from, level);
+        }
+        from -= n;
+        level += 1;
+    }
+}
+
+/// Smallest slot (legacy: chains written before packed runs): terms whose data is at most [`MAX_SLOT`] bytes share
 /// blocks, each in a slot of a power-of-two size, so that a rare term does
 /// not take a whole block.
 pub const MIN_SLOT: u64 = 64;
@@ -769,6 +831,34 @@ mod tests {
         assert_eq!(slot_class(1), 64);
         assert_eq!(slot_class(65), 128);
         assert_eq!(slot_class(4096), 4096);
+    }
+
+    #[test]
+    fn runs_merge_like_counting_in_base_run_merge() {
+        let mut runs: Vec<PackedRun> = Vec::new();
+        for flush in 1..=200usize {
+            let (from, level) = merge_plan(&runs);
+            assert!(runs[from..].iter().all(|r| r.level < level), "only lower levels merge");
+            runs.truncate(from);
+            runs.push(PackedRun {
+                first_block: flush as u64,
+                blocks: 1,
+                level,
+            });
+            let (mut x, mut digits) = (flush, Vec::new());
+            let mut l = 0;
+            while x > 0 {
+                digits.extend(std::iter::repeat_n(l, x % RUN_MERGE));
+                x /= RUN_MERGE;
+                l += 1;
+            }
+            digits.reverse();
+            assert_eq!(
+                runs.iter().map(|r| r.level).collect::<Vec<_>>(),
+                digits,
+                "flush {flush}"
+            );
+        }
     }
 
     #[test]

@@ -106,6 +106,10 @@ pub struct WriterOptions {
     /// In-memory refresh segments kept before a refresh rebuilds them into
     /// one (each search visits every segment, so many tiny ones cost).
     pub max_refresh_segments: usize,
+    /// In-place strategies: terms of at most this many bytes are packed
+    /// into merged runs instead of updated in place
+    /// ([`crate::layout::chain::PACK_MAX`] by default; 0 packs none).
+    pub pack_max: u64,
 }
 
 impl Default for WriterOptions {
@@ -115,6 +119,7 @@ impl Default for WriterOptions {
             buffer_bytes: 64 << 20,
             tier: TierOptions::default(),
             max_refresh_segments: 8,
+            pack_max: crate::layout::chain::PACK_MAX,
         }
     }
 }
@@ -363,9 +368,11 @@ fn segment_number(dir: &Path, name: &str) -> Result<u64> {
         .ok_or_else(|| Error::corrupt(dir.join(MANIFEST), format!("unexpected segment name `{name}`")))
 }
 
-/// Removes files of `dir` that the manifest does not name (left by a crash
-/// during a flush), and the buffer directory.
-fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<()> {
+/// Removes files of `dir` that the manifest does not name, and the buffer
+/// directory: at open (`at_open`), what a crash during a flush left; after
+/// a commit, the files the commit stopped referring to (merged segments,
+/// an in-place part's postings).
+fn remove_orphans(dir: &Path, manifest: &Manifest, at_open: bool) -> Result<()> {
     let mut keep: std::collections::HashSet<String> = std::collections::HashSet::new();
     for s in &manifest.segments {
         keep.extend(s.all_file_names());
@@ -375,7 +382,10 @@ fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<()> {
         let name = e.file_name().to_string_lossy().into_owned();
         let orphan = (name.starts_with("seg") && !keep.contains(&name)) || name == format!("{MANIFEST}.tmp");
         if orphan && e.path().is_file() {
-            tracing::info!("removing {name}, left by an interrupted flush");
+            match at_open {
+                true => tracing::info!("removing {name}, left by an interrupted flush"),
+                false => tracing::debug!("removing {name}, no longer referenced"),
+            }
             std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
         }
     }
@@ -439,7 +449,7 @@ impl IndexWriter {
         }
         let lock = lock_dir(dir)?;
         let manifest = Manifest::load(dir)?;
-        remove_orphans(dir, &manifest)?;
+        remove_orphans(dir, &manifest, true)?;
         let storage = Storage::new(options.tier)?;
         let memory = Storage::new(TierOptions::on(Tier::Ram))?;
         let analyzer = Analyzer::new(manifest.analyzer);
@@ -460,7 +470,7 @@ impl IndexWriter {
                         chain.clone(),
                         None,
                     )?;
-                    chain_writer = Some(ChainWriter::open(dir, meta, chain)?);
+                    chain_writer = Some(ChainWriter::open(dir, meta, chain)?.packing(options.pack_max));
                     reader
                 }
                 None => SegmentReader::open(dir, meta, manifest.postings_format(), &storage)?,
@@ -1030,11 +1040,13 @@ impl IndexWriter {
         if cw.is_none() {
             let contiguous = chain.chain.as_ref().is_some_and(|c| c.contiguous);
             let (_, w) = ChainWriter::create(&self.dir, &chain.name, contiguous)?;
-            *cw = Some(w);
+            *cw = Some(w.packing(self.options.pack_max));
         }
         let cw = cw.as_mut().expect("created above");
+        let t = Instant::now();
         match cw.absorb(part, chain.max_doc) {
             Ok(a) => {
+                tracing::debug!(secs = t.elapsed().as_secs_f64(), "in-place flush absorbed");
                 report.bytes_written += a.writes.bytes + (a.log_len - chain.chain.as_ref().map_or(0, |c| c.log_len));
                 Ok(a)
             }
@@ -1121,17 +1133,18 @@ impl IndexWriter {
         st: &mut State,
         plan: FlushPlan,
         part: SegmentMeta,
-        absorbed: Absorbed,
+        mut absorbed: Absorbed,
         mut report: FlushReport,
         started: Instant,
     ) -> Result<FlushReport> {
+        let t_commit = Instant::now();
         let before = plan.chain.clone().expect("an in-place flush has a chain");
         let number = segment_number(&self.dir, &before.name)?;
         let base = before.max_doc;
         let mut meta = before.clone();
         let mut cw_guard = self.chain.lock().unwrap_or_else(|p| p.into_inner());
         let cw = cw_guard.as_mut().expect("the flush made the chain");
-        let removed = grow_chain(&mut meta, part, &absorbed, cw)?;
+        let removed = grow_chain(&mut meta, part, &mut absorbed, cw)?;
         let old = st.durable.iter().position(|p| p.number == number);
         let reader = SegmentReader::open_chained(
             &self.dir,
@@ -1168,6 +1181,7 @@ impl IndexWriter {
             let _ = std::fs::remove_file(self.dir.join(f));
         }
         report.segments_merged = 0;
+        tracing::debug!(secs = t_commit.elapsed().as_secs_f64(), "in-place flush committed");
         self.after_flush(st, plan.seq, report, started)
     }
 
@@ -1241,7 +1255,7 @@ impl IndexWriter {
         st.manifest.applied_seq = applied;
         st.manifest.store(dir)?;
         self.wal.checkpoint(applied)?;
-        remove_orphans(dir, &st.manifest)
+        remove_orphans(dir, &st.manifest, false)
     }
 
     /// Adds a flush's report to the totals; an error stops the writer.
@@ -1448,7 +1462,8 @@ impl IndexWriter {
         st.manifest.next_segment += 2;
         let contiguous = st.manifest.strategy == Strategy::InPlaceContiguous;
         let mut meta = SegmentMeta::empty_chain(segment_name(chain_number), contiguous);
-        let (_, mut cw) = ChainWriter::create(&self.dir, &meta.name, contiguous)?;
+        let (_, cw) = ChainWriter::create(&self.dir, &meta.name, contiguous)?;
+        let mut cw = cw.packing(self.options.pack_max);
         if !docs.is_empty() {
             let part = write_segment(
                 &self.dir,
@@ -1459,10 +1474,10 @@ impl IndexWriter {
                 docs.iter(),
             )?;
             let part_reader = SegmentReader::open(&self.dir, &part, st.manifest.postings_format(), &st.storage)?;
-            let absorbed = cw.absorb(&part_reader, 0)?;
+            let mut absorbed = cw.absorb(&part_reader, 0)?;
             drop(part_reader);
             report.bytes_written += part.bytes() + absorbed.writes.bytes + absorbed.log_len;
-            for f in grow_chain(&mut meta, part, &absorbed, &cw)? {
+            for f in grow_chain(&mut meta, part, &mut absorbed, &cw)? {
                 let _ = std::fs::remove_file(self.dir.join(f));
             }
             cw.commit(&absorbed, meta.chain.as_ref().expect("chained"));
@@ -1634,7 +1649,7 @@ impl Drop for Maintainer {
 fn grow_chain(
     meta: &mut SegmentMeta,
     mut part: SegmentMeta,
-    absorbed: &Absorbed,
+    absorbed: &mut Absorbed,
     cw: &ChainWriter,
 ) -> Result<Vec<String>> {
     let mut removed = Vec::new();
@@ -1656,6 +1671,7 @@ fn grow_chain(
     cm.parts.push(part);
     cm.log_len = absorbed.log_len;
     cm.file_len = absorbed.file_len;
+    cm.runs = absorbed.runs.clone();
     Ok(removed)
 }
 
