@@ -7,7 +7,7 @@ use crate::bloom::FilterShape;
 use crate::error::{Error, Result};
 use crate::index::manifest::{SegmentMeta, CHAIN_EXT, CHAIN_LOG_EXT};
 use crate::layout::chain::{self, Chain};
-use crate::layout::cursor::ChainChunk;
+use crate::layout::cursor::{ChainChunk, ChainWalk};
 use crate::layout::{Codec, Format, PostingsFiles, TermCursor};
 use crate::schema::Field;
 use crate::storage::{IndexFile, Storage, Tier};
@@ -365,7 +365,7 @@ impl SegmentReader {
                 if visible.is_empty() {
                     return Ok(None);
                 }
-                let (region, _) = chain::totals(visible);
+                let region = chain::region_totals(visible);
                 Ok(Some(TermInfo {
                     doc_offset: ord as u64,
                     region,
@@ -381,20 +381,26 @@ impl SegmentReader {
         match &self.postings {
             Postings::Files(p) => p.cursor(info),
             Postings::Chain(c) => {
-                let (pieces, chunks) = c
-                    .chain
-                    .view(info.doc_offset as u32, self.meta.max_doc)
-                    .ok_or_else(|| Error::corrupt(&c.chain.path, "term ordinal beyond the chain's dictionary"))?;
+                let beyond = || Error::corrupt(&c.chain.path, "term ordinal beyond the chain's dictionary");
+                let ord = info.doc_offset as u32;
                 if let Some(view) = &c.mapped {
-                    let at = c.chain.locate(&pieces, &chunks)?;
+                    // Chunks are read in place; the walk over them is kept
+                    // for the next cursors until the term changes.
                     let all = view.resident().unwrap_or(&[]);
-                    c.chain.verify_mapped(all, &at, &chunks)?;
-                    let walk = c.walk(all, &at, &chunks)?;
+                    let walk = c
+                        .chain
+                        .walk_cached(ord, self.meta.max_doc, |pieces, chunks| {
+                            let at = c.chain.locate(pieces, chunks)?;
+                            c.chain.verify_mapped(all, &at, chunks)?;
+                            Ok(ChainWalk::new(c.walk(all, &at, chunks)?))
+                        })?
+                        .ok_or_else(beyond)?;
                     return TermCursor::open_chain_in(view, c.codec, c.bloom, walk);
                 }
+                let (pieces, chunks) = c.chain.view(ord, self.meta.max_doc).ok_or_else(beyond)?;
                 let data = c.chain.read(&pieces, &chunks)?;
                 let offsets: Vec<u64> = chunks.iter().map(|ch| ch.offset).collect();
-                let walk = c.walk(&data, &offsets, &chunks)?;
+                let walk = Arc::new(ChainWalk::new(c.walk(&data, &offsets, &chunks)?));
                 let handle = c.chain.file.try_clone().map_err(|e| Error::io(&c.chain.path, e))?;
                 let file = Arc::new(IndexFile::from_verified(&c.chain.path, handle, data));
                 TermCursor::open_chain(file, c.codec, c.bloom, walk)

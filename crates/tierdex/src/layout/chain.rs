@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use rustc_hash::FxHashMap;
 use xxhash_rust::xxh3::xxh3_64;
@@ -37,6 +37,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::index::manifest::PackedRun;
+use crate::layout::cursor::ChainWalk;
 use crate::layout::impacts::{Impacts, MAX_TERM_IMPACTS};
 use crate::layout::writer::RegionInfo;
 use crate::schema::DocId;
@@ -112,8 +113,8 @@ impl TermChain {
     }
 }
 
-/// Sums the sections and statistics of `chunks`, and bounds their impacts.
-pub fn totals(chunks: &[Chunk]) -> (RegionInfo, Impacts) {
+/// Sums the sections and statistics of `chunks`.
+pub fn region_totals(chunks: &[Chunk]) -> RegionInfo {
     let mut r = RegionInfo::default();
     for c in chunks {
         r.doc_freq += c.region.doc_freq;
@@ -124,6 +125,12 @@ pub fn totals(chunks: &[Chunk]) -> (RegionInfo, Impacts) {
         r.after_len += c.region.after_len;
         r.before_len += c.region.before_len;
     }
+    r
+}
+
+/// Sums the sections and statistics of `chunks`, and bounds their impacts.
+pub fn totals(chunks: &[Chunk]) -> (RegionInfo, Impacts) {
+    let r = region_totals(chunks);
     let pairs = chunks
         .iter()
         .flat_map(|c| c.impacts.as_slice().iter().map(|i| (i.freq, i.norm)));
@@ -137,6 +144,9 @@ pub fn totals(chunks: &[Chunk]) -> (RegionInfo, Impacts) {
 pub struct ChainDict {
     ords: FxHashMap<Box<[u8]>, u32>,
     terms: Vec<(Box<[u8]>, TermChain)>,
+    /// Per term, its walk once a mapped cursor built it (reset when the
+    /// term changes).
+    walks: Vec<OnceLock<Arc<ChainWalk>>>,
 }
 
 impl ChainDict {
@@ -181,9 +191,11 @@ impl ChainDict {
                 let o = self.terms.len() as u32;
                 self.ords.insert(key.into(), o);
                 self.terms.push((key.into(), TermChain::default()));
+                self.walks.push(OnceLock::new());
                 o
             }
         };
+        self.walks[ord as usize] = OnceLock::new();
         &mut self.terms[ord as usize].1
     }
 
@@ -218,6 +230,7 @@ pub fn apply(dict: &mut ChainDict, deltas: Vec<TermDelta>) {
     for d in deltas {
         match dict.ords.get(&d.key) {
             Some(&o) => {
+                dict.walks[o as usize] = OnceLock::new();
                 let t = &mut dict.terms[o as usize].1;
                 t.pieces.truncate(d.keep as usize);
                 t.pieces.extend_from_slice(&d.pieces);
@@ -225,6 +238,7 @@ pub fn apply(dict: &mut ChainDict, deltas: Vec<TermDelta>) {
             }
             None => {
                 dict.ords.insert(d.key.clone(), dict.terms.len() as u32);
+                dict.walks.push(OnceLock::new());
                 dict.terms.push((
                     d.key,
                     TermChain {
@@ -407,6 +421,39 @@ impl Chain {
             covered += p.len;
         }
         Some((pieces, chunks))
+    }
+
+    /// The walk over the chunks of `ord` below `max_doc`: the one kept for
+    /// the term when it covers exactly those chunks, else `build(pieces,
+    /// chunks)`, kept when it covers all of the term as it still is.
+    pub fn walk_cached(
+        &self,
+        ord: u32,
+        max_doc: DocId,
+        build: impl FnOnce(&[Piece], &[Chunk]) -> Result<ChainWalk>,
+    ) -> Result<Option<Arc<ChainWalk>>> {
+        {
+            let dict = self.dict.read().unwrap_or_else(|p| p.into_inner());
+            let Some(t) = dict.chain(ord) else {
+                return Ok(None);
+            };
+            if let Some(w) = dict.walks[ord as usize].get() {
+                if w.chunks.len() == t.visible(max_doc).len() {
+                    return Ok(Some(w.clone()));
+                }
+            }
+        }
+        let Some((pieces, chunks)) = self.view(ord, max_doc) else {
+            return Ok(None);
+        };
+        let walk = Arc::new(build(&pieces, &chunks)?);
+        let dict = self.dict.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = dict.chain(ord) {
+            if t.chunks.len() == chunks.len() && t.pieces == pieces {
+                let _ = dict.walks[ord as usize].set(walk.clone());
+            }
+        }
+        Ok(Some(walk))
     }
 
     /// The file offset of each chunk (a chunk lies within one piece).

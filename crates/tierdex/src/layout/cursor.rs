@@ -75,6 +75,16 @@ impl<const W: usize> PackedStream<W> {
         }
     }
 
+    /// The stream over another section (of the same file), keeping its buffers.
+    fn reset(&mut self, codec: Codec, section: usize, section_len: usize, total: u64) {
+        self.codec = codec;
+        self.section = section;
+        self.section_len = section_len;
+        self.total = total;
+        self.cur = u64::MAX;
+        self.next_off = 0;
+    }
+
     fn full_blocks(&self) -> u64 {
         self.total / BLOCK as u64
     }
@@ -266,15 +276,37 @@ pub struct ChainChunk {
     pub impacts: Impacts,
 }
 
-/// The chunks of a chained term and which one the cursor is in.
-struct ChainState<'a> {
-    file: FileRef<'a>,
-    codec: Codec,
-    bloom: Option<FilterShape>,
-    chunks: Vec<ChainChunk>,
-    at: usize,
+/// A chained term's chunks as cursors walk them, with the term's document
+/// frequency and score bound: built once per term and state of the chain
+/// and shared by the cursors that open it ([`crate::layout::chain::Chain`]
+/// keeps it until the term changes).
+#[derive(Debug)]
+pub struct ChainWalk {
+    /// The chunks, in document order.
+    pub chunks: Vec<ChainChunk>,
     df: u32,
     impacts: Impacts,
+}
+
+impl ChainWalk {
+    /// The walk over `chunks`.
+    pub fn new(chunks: Vec<ChainChunk>) -> ChainWalk {
+        let df = chunks.iter().map(|c| c.info.region.doc_freq).sum();
+        let impacts = Impacts::frontier(
+            chunks
+                .iter()
+                .flat_map(|c| c.impacts.as_slice().iter().map(|i| (i.freq, i.norm))),
+            MAX_TERM_IMPACTS,
+        );
+        ChainWalk { chunks, df, impacts }
+    }
+}
+
+/// The chunks of a chained term and which one the cursor is in.
+struct ChainState {
+    bloom: Option<FilterShape>,
+    walk: Arc<ChainWalk>,
+    at: usize,
     /// The chunk a shallow advance went to, past the current one.
     ahead: Option<usize>,
 }
@@ -288,7 +320,7 @@ pub struct TermCursor<'a> {
     /// Added to every document number (a chained chunk's first document).
     base: DocId,
     /// The other chunks of a chained term (`None`: one region).
-    chain: Option<Box<ChainState<'a>>>,
+    chain: Option<Box<ChainState>>,
     codec: Codec,
     df: u32,
     n_blocks: usize,
@@ -371,9 +403,9 @@ impl<'a> TermCursor<'a> {
         file: Arc<IndexFile>,
         codec: Codec,
         bloom: Option<FilterShape>,
-        chunks: Vec<ChainChunk>,
+        walk: Arc<ChainWalk>,
     ) -> Result<TermCursor<'a>, Error> {
-        Self::open_chain_on(FileRef::Shared(file), codec, bloom, chunks)
+        Self::open_chain_on(FileRef::Shared(file), codec, bloom, walk)
     }
 
     /// [`TermCursor::open_chain`] over a file the caller holds (the mapped
@@ -382,44 +414,89 @@ impl<'a> TermCursor<'a> {
         file: &'a IndexFile,
         codec: Codec,
         bloom: Option<FilterShape>,
-        chunks: Vec<ChainChunk>,
+        walk: Arc<ChainWalk>,
     ) -> Result<TermCursor<'a>, Error> {
-        Self::open_chain_on(FileRef::Borrowed(file), codec, bloom, chunks)
+        Self::open_chain_on(FileRef::Borrowed(file), codec, bloom, walk)
     }
 
     fn open_chain_on(
         file: FileRef<'a>,
         codec: Codec,
         bloom: Option<FilterShape>,
-        chunks: Vec<ChainChunk>,
+        walk: Arc<ChainWalk>,
     ) -> Result<TermCursor<'a>, Error> {
-        let first = *chunks
+        let first = *walk
+            .chunks
             .first()
             .ok_or_else(|| Error::corrupt(file.path(), "chained term with no chunks"))?;
-        let df = chunks.iter().map(|c| c.info.region.doc_freq).sum();
-        let impacts = Impacts::frontier(
-            chunks
-                .iter()
-                .flat_map(|c| c.impacts.as_slice().iter().map(|i| (i.freq, i.norm))),
-            MAX_TERM_IMPACTS,
-        );
         let src = Source::of(file.clone(), codec, bloom);
         let mut c = Self::open_in(src, &first.info, first.base)?;
         c.chain = Some(Box::new(ChainState {
-            file,
-            codec,
             bloom,
-            chunks,
+            walk,
             at: 0,
-            df,
-            impacts,
             ahead: None,
         }));
         Ok(c)
     }
 
     fn open_in(src: Source<'a>, info: &TermInfo, base: DocId) -> Result<TermCursor<'a>, Error> {
-        let (file, pos_file, pay_file) = (&*src.file, &*src.pos_file, &*src.pay_file);
+        let codec = src.codec;
+        let mut c = TermCursor {
+            file: src.file,
+            pos_file: src.pos_file,
+            pay_file: src.pay_file,
+            bloom_file: src.bloom_file,
+            base,
+            chain: None,
+            codec,
+            df: 0,
+            n_blocks: 0,
+            term_impacts: Impacts::default(),
+            skip_start: 0,
+            skip_end: 0,
+            skip_pos: 0,
+            skip_win: PageWindow::new(),
+            blocks_start: 0,
+            entries: Vec::new(),
+            shallow: 0,
+            shallow_done: false,
+            block: NONE,
+            docs: [0; BLOCK],
+            freqs: [0; BLOCK],
+            freq_range: 0..0,
+            block_win: PageWindow::new(),
+            freqs_ready: false,
+            n: 0,
+            i: 0,
+            doc: 0,
+            occ_i: 0,
+            occ_sum: 0,
+            positions: PackedStream::new(codec, 0, 0, 0),
+            offsets: PackedStream::new(codec, 0, 0, 0),
+            prefetch_segment: 0,
+            prefetched_to: 0,
+            zone_end: 0,
+            filters: Filters {
+                shape: None,
+                section: [(0, 0); 2],
+                block: [NONE; 2],
+                bitmap: [0; 2],
+                data: [0; 2],
+                win: [PageWindow::new(), PageWindow::new()],
+            },
+            error: None,
+        };
+        c.load(src.bloom, info, base)?;
+        Ok(c)
+    }
+
+    /// Points the cursor at the region `info` of its files (documents
+    /// numbered from `base`) and decodes its first block, keeping the
+    /// cursor's buffers: entering the next chunk of a chained term costs
+    /// no allocation.
+    fn load(&mut self, bloom: Option<FilterShape>, info: &TermInfo, base: DocId) -> Result<(), Error> {
+        let (file, pos_file, pay_file) = (&*self.file, &*self.pos_file, &*self.pay_file);
         let r = &info.region;
         let within = |f: &IndexFile, off: u64, len: u32| -> Result<usize, Error> {
             usize::try_from(off)
@@ -436,8 +513,8 @@ impl<'a> TermCursor<'a> {
         let pos_start = within(pos_file, info.pos_offset, r.pos_len)?;
         let off_start = within(pay_file, info.off_offset, r.off_len)?;
         let zone_end = start + r.zone_len as usize;
-        let filter_shape = src.bloom.filter(|_| r.after_len > 0);
-        let bloom_file = &*src.bloom_file;
+        let filter_shape = bloom.filter(|_| r.after_len > 0);
+        let bloom_file = &*self.bloom_file;
         let filter_start = match filter_shape {
             Some(_) => within(bloom_file, info.bloom_offset, r.after_len.saturating_add(r.before_len))?,
             None if r.bloom_len() > 0 => {
@@ -453,8 +530,7 @@ impl<'a> TermCursor<'a> {
             return Err(Error::corrupt(file.path(), "term with no documents"));
         }
         let bad = || Error::corrupt(file.path(), format!("damaged term header at byte {start}"));
-        let mut skip_win = PageWindow::new();
-        let head = skip_win.get(file, start..zone_end.min(start + 64))?;
+        let head = self.skip_win.get(file, start..zone_end.min(start + 64))?;
         let mut pos = 0;
         let term_impacts = Impacts::read(head, &mut pos).ok_or_else(bad)?;
         let n_blocks = (r.doc_freq as usize).div_ceil(BLOCK);
@@ -476,54 +552,40 @@ impl<'a> TermCursor<'a> {
             (skip_start, blocks_start)
         };
         io::record_needed((skip_start - start) as u64);
-        let codec = src.codec;
-        let mut c = TermCursor {
-            file: src.file,
-            pos_file: src.pos_file,
-            pay_file: src.pay_file,
-            bloom_file: src.bloom_file,
-            base,
-            chain: None,
-            codec,
-            df: r.doc_freq,
-            n_blocks,
-            term_impacts,
-            skip_start,
-            skip_end: blocks_start,
-            skip_pos: 0,
-            skip_win,
-            blocks_start,
-            entries: Vec::new(),
-            shallow: 0,
-            shallow_done: false,
-            block: NONE,
-            docs: [0; BLOCK],
-            freqs: [0; BLOCK],
-            freq_range: 0..0,
-            block_win: PageWindow::new(),
-            freqs_ready: false,
-            n: 0,
-            i: 0,
-            doc: 0,
-            occ_i: 0,
-            occ_sum: 0,
-            positions: PackedStream::new(codec, pos_start, r.pos_len as usize, r.total_term_freq),
-            offsets: PackedStream::new(codec, off_start, r.off_len as usize, r.total_term_freq),
-            prefetch_segment: 0,
-            prefetched_to: 0,
-            zone_end,
-            filters: Filters {
-                shape: filter_shape,
-                section: filter_sections,
-                block: [NONE; 2],
-                bitmap: [0; 2],
-                data: [0; 2],
-                win: [PageWindow::new(), PageWindow::new()],
-            },
-            error: None,
-        };
+        let codec = self.codec;
+        self.base = base;
+        self.df = r.doc_freq;
+        self.n_blocks = n_blocks;
+        self.term_impacts = term_impacts;
+        self.skip_start = skip_start;
+        self.skip_end = blocks_start;
+        self.skip_pos = 0;
+        self.blocks_start = blocks_start;
+        self.entries.clear();
+        self.shallow = 0;
+        self.shallow_done = false;
+        self.block = NONE;
+        self.freq_range = 0..0;
+        self.freqs_ready = false;
+        self.n = 0;
+        self.i = 0;
+        self.doc = 0;
+        self.occ_i = 0;
+        self.occ_sum = 0;
+        self.positions
+            .reset(codec, pos_start, r.pos_len as usize, r.total_term_freq);
+        self.offsets
+            .reset(codec, off_start, r.off_len as usize, r.total_term_freq);
+        self.prefetch_segment = 0;
+        self.prefetched_to = 0;
+        self.zone_end = zone_end;
+        self.filters.shape = filter_shape;
+        self.filters.section = filter_sections;
+        self.filters.block = [NONE; 2];
+        self.filters.bitmap = [0; 2];
+        self.filters.data = [0; 2];
         if n_blocks == 1 {
-            c.entries.push(SkipEntry {
+            self.entries.push(SkipEntry {
                 last_doc: single_last_doc,
                 block_off: 0,
                 block_len: (zone_end - blocks_start) as u32,
@@ -534,17 +596,17 @@ impl<'a> TermCursor<'a> {
                 impacts_at: usize::MAX,
                 impacts_len: 0,
             });
-            c.skip_pos = blocks_start - skip_start;
+            self.skip_pos = blocks_start - skip_start;
         }
-        if !c.ensure_entry(0) {
-            let err = c.corrupt("term header");
-            return Err(c.error.take().unwrap_or(err));
+        if !self.ensure_entry(0) {
+            let err = self.corrupt("term header");
+            return Err(self.error.take().unwrap_or(err));
         }
-        c.decode_block(0);
-        if let Some(e) = c.error.take() {
+        self.decode_block(0);
+        if let Some(e) = self.error.take() {
             return Err(e);
         }
-        Ok(c)
+        Ok(())
     }
 
     /// Keeps prefetching the term's zone in segments of `segment` bytes
@@ -557,13 +619,13 @@ impl<'a> TermCursor<'a> {
 
     /// Number of documents containing the term.
     pub fn doc_freq(&self) -> u32 {
-        self.chain.as_ref().map_or(self.df, |c| c.df)
+        self.chain.as_ref().map_or(self.df, |c| c.walk.df)
     }
 
     /// The term's last document (parsing the whole skip table); `None` on damage.
     pub fn last_doc(&mut self) -> Option<DocId> {
         if let Some(c) = &self.chain {
-            return c.chunks.last().map(|c| c.last_doc);
+            return c.walk.chunks.last().map(|c| c.last_doc);
         }
         if self.ensure_entry(self.n_blocks - 1) {
             self.entries.last().map(|e| e.last_doc)
@@ -574,7 +636,7 @@ impl<'a> TermCursor<'a> {
 
     /// Impacts bounding every posting of the term.
     pub fn term_impacts(&self) -> &Impacts {
-        self.chain.as_ref().map_or(&self.term_impacts, |c| &c.impacts)
+        self.chain.as_ref().map_or(&self.term_impacts, |c| &c.walk.impacts)
     }
 
     /// The current document, or [`TERMINATED`].
@@ -656,7 +718,7 @@ impl<'a> TermCursor<'a> {
             chain.ahead = ahead.flatten();
             if let Some(j) = ahead {
                 // Ahead of the current chunk: the bound is the whole chunk's.
-                return j.map_or(TERMINATED, |j| chain.chunks[j].last_doc);
+                return j.map_or(TERMINATED, |j| chain.walk.chunks[j].last_doc);
             }
         }
         let floor = if self.block == NONE { 0 } else { self.block };
@@ -697,7 +759,7 @@ impl<'a> TermCursor<'a> {
     #[inline]
     pub fn block_impacts(&mut self) -> Option<Impacts> {
         if let Some(j) = self.chain.as_ref().and_then(|c| c.ahead) {
-            return self.chain.as_ref().map(|c| c.chunks[j].impacts);
+            return self.chain.as_ref().map(|c| c.walk.chunks[j].impacts);
         }
         if self.shallow_done {
             return None;
@@ -1102,25 +1164,21 @@ impl<'a> TermCursor<'a> {
         let Some(mut chain) = self.chain.take() else {
             return false;
         };
-        let Some(&next) = chain.chunks.get(j) else {
+        let Some(&next) = chain.walk.chunks.get(j) else {
             self.chain = Some(chain);
             self.doc = TERMINATED;
             self.shallow_done = true;
             return false;
         };
-        let src = Source::of(chain.file.clone(), chain.codec, chain.bloom);
         chain.at = j;
         chain.ahead = None;
-        match Self::open_in(src, &next.info, next.base) {
-            Ok(c) => {
-                let error = self.error.take();
-                *self = c;
-                self.error = error;
-                self.chain = Some(chain);
-                true
-            }
+        let error = self.error.take();
+        let loaded = self.load(chain.bloom, &next.info, next.base);
+        self.error = error;
+        self.chain = Some(chain);
+        match loaded {
+            Ok(()) => true,
             Err(e) => {
-                self.chain = Some(chain);
                 self.fail(e);
                 false
             }
@@ -1131,7 +1189,7 @@ impl<'a> TermCursor<'a> {
     /// `>= target` (chained cursors only).
     fn chunk_for(&self, target: DocId) -> Option<usize> {
         let chain = self.chain.as_ref()?;
-        let rest = &chain.chunks[chain.at + 1..];
+        let rest = &chain.walk.chunks[chain.at + 1..];
         let k = rest.partition_point(|c| c.last_doc < target);
         (k < rest.len()).then_some(chain.at + 1 + k)
     }
@@ -1140,7 +1198,7 @@ impl<'a> TermCursor<'a> {
     #[inline]
     fn chunk_last(&self) -> DocId {
         match &self.chain {
-            Some(c) => c.chunks[c.at].last_doc,
+            Some(c) => c.walk.chunks[c.at].last_doc,
             None => TERMINATED,
         }
     }
