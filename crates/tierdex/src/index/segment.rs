@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::index::manifest::{SegmentMeta, CHAIN_EXT, CHAIN_LOG_EXT};
 use crate::layout::chain::{self, Chain};
 use crate::layout::cursor::{ChainChunk, ChainWalk};
+use crate::layout::impacts::Impacts;
 use crate::layout::{Codec, Format, PostingsFiles, TermCursor};
 use crate::schema::Field;
 use crate::storage::{IndexFile, Storage, Tier};
@@ -74,16 +75,21 @@ impl ChainPostings {
     fn walk(&self, bytes: &[u8], at: &[u64], chunks: &[chain::Chunk]) -> Result<Vec<ChainChunk>> {
         let mut walk = Vec::with_capacity(chunks.len());
         for (ch, &a) in chunks.iter().zip(at) {
-            let (info, _) = bytes
+            // The chunk's metadata, then its score bound at the head of its zone.
+            let (info, impacts) = bytes
                 .get(a as usize..a as usize + ch.len as usize)
                 .and_then(|b| decode_meta(b, a, self.bloom.is_some()))
                 .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
+                .and_then(|(info, _)| {
+                    let head = bytes.get(info.doc_offset as usize..)?;
+                    Some((info, Impacts::read(head, &mut 0)?))
+                })
                 .ok_or_else(|| Error::corrupt(&self.chain.path, "damaged chunk metadata"))?;
             walk.push(ChainChunk {
                 info,
                 base: ch.base,
                 last_doc: ch.last_doc,
-                impacts: ch.impacts,
+                impacts,
             });
         }
         Ok(walk)

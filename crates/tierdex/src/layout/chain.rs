@@ -38,7 +38,7 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::index::manifest::PackedRun;
 use crate::layout::cursor::ChainWalk;
-use crate::layout::impacts::{Impacts, MAX_TERM_IMPACTS};
+use crate::layout::impacts::Impacts;
 use crate::layout::writer::RegionInfo;
 use crate::schema::DocId;
 use crate::storage::batch;
@@ -63,8 +63,6 @@ pub struct Chunk {
     pub sum: u64,
     /// The region's sizes and statistics.
     pub region: RegionInfo,
-    /// Bound of the chunk's scores.
-    pub impacts: Impacts,
 }
 
 /// A contiguous run of the chain file holding part of a term's data.
@@ -126,15 +124,6 @@ pub fn region_totals(chunks: &[Chunk]) -> RegionInfo {
         r.before_len += c.region.before_len;
     }
     r
-}
-
-/// Sums the sections and statistics of `chunks`, and bounds their impacts.
-pub fn totals(chunks: &[Chunk]) -> (RegionInfo, Impacts) {
-    let r = region_totals(chunks);
-    let pairs = chunks
-        .iter()
-        .flat_map(|c| c.impacts.as_slice().iter().map(|i| (i.freq, i.norm)));
-    (r, Impacts::frontier(pairs, MAX_TERM_IMPACTS))
 }
 
 /// The dictionary of a chain: every term's chain. Shared by the writer
@@ -293,7 +282,9 @@ pub fn encode_record(deltas: &[TermDelta]) -> Vec<u8> {
             codec::write_u32(&mut p, c.last_doc);
             p.extend_from_slice(&c.sum.to_le_bytes());
             encode_region(&c.region, &mut p);
-            c.impacts.write(&mut p);
+            // The chunk's score bound is in its header; records keep an
+            // empty one where older ones held a copy.
+            Impacts::default().write(&mut p);
         }
     }
     let mut out = Vec::with_capacity(p.len() + 12);
@@ -331,7 +322,7 @@ fn decode_payload(p: &[u8]) -> Option<Vec<TermDelta>> {
             let sum = u64::from_le_bytes(p.get(*pos..*pos + 8)?.try_into().ok()?);
             *pos += 8;
             let region = decode_region(p, pos)?;
-            let impacts = Impacts::read(p, pos)?;
+            Impacts::read(p, pos)?;
             chunks.push(Chunk {
                 offset,
                 len,
@@ -339,7 +330,6 @@ fn decode_payload(p: &[u8]) -> Option<Vec<TermDelta>> {
                 last_doc,
                 sum,
                 region,
-                impacts,
             });
         }
         out.push(TermDelta {
@@ -758,7 +748,6 @@ mod tests {
                 after_len: 0,
                 before_len: 9,
             },
-            impacts: Impacts::frontier([(2, 10), (5, 30)], MAX_TERM_IMPACTS),
         }
     }
 
@@ -828,7 +817,7 @@ mod tests {
         assert_eq!(b.pieces.len(), 2);
         assert_eq!(b.pieces[1], tail);
         assert_eq!(b.chunks.len(), 3);
-        let (r, _) = totals(&a.chunks);
+        let r = region_totals(&a.chunks);
         assert_eq!(r.doc_freq, 4);
         assert_eq!(r.before_len, 18);
         for i in 0..log.len() {

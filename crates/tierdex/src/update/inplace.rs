@@ -205,7 +205,6 @@ impl ChainWriter {
                 last_doc: last,
                 sum: xxh3_64(bytes),
                 region: info.region,
-                impacts: *c.term_impacts(),
             };
             let keep = if offset + bytes.len() as u64 <= self.pack_max {
                 let keep = pack.repack(&self.chain, &mut pieces, bytes)?;
