@@ -172,22 +172,6 @@ impl ChainDict {
         keys
     }
 
-    /// The chain of `key`, created empty when absent.
-    pub fn entry(&mut self, key: &[u8]) -> &mut TermChain {
-        let ord = match self.ords.get(key) {
-            Some(&o) => o,
-            None => {
-                let o = self.terms.len() as u32;
-                self.ords.insert(key.into(), o);
-                self.terms.push((key.into(), TermChain::default()));
-                self.walks.push(OnceLock::new());
-                o
-            }
-        };
-        self.walks[ord as usize] = OnceLock::new();
-        &mut self.terms[ord as usize].1
-    }
-
     /// Every term with its chain, in ordinal order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &TermChain)> {
         self.terms.iter().map(|(k, t)| (&**k, t))

@@ -1144,7 +1144,9 @@ impl IndexWriter {
         let mut meta = before.clone();
         let mut cw_guard = self.chain.lock().unwrap_or_else(|p| p.into_inner());
         let cw = cw_guard.as_mut().expect("the flush made the chain");
-        let removed = grow_chain(&mut meta, part, &mut absorbed, cw)?;
+        // The part's postings files, no longer referenced, go with the
+        // manifest commit's orphan removal.
+        grow_chain(&mut meta, part, &mut absorbed, cw)?;
         let old = st.durable.iter().position(|p| p.number == number);
         let reader = SegmentReader::open_chained(
             &self.dir,
@@ -1177,9 +1179,6 @@ impl IndexWriter {
         let cm = meta.chain.as_ref().expect("chained");
         cw.commit(&absorbed, cm);
         drop(cw_guard);
-        for f in removed {
-            let _ = std::fs::remove_file(self.dir.join(f));
-        }
         report.segments_merged = 0;
         tracing::debug!(secs = t_commit.elapsed().as_secs_f64(), "in-place flush committed");
         self.after_flush(st, plan.seq, report, started)
