@@ -641,7 +641,7 @@ async fn run_bulk(
                 .map_err(|_| {
                     ApiError::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
-                        "engine_error",
+                        "internal_error",
                         "the id lookup stopped",
                     )
                 })?

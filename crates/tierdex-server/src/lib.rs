@@ -148,9 +148,35 @@ impl ApiError {
                 err.body["error"]["caret"] = tierdex::query::parser::render_error(query, q).into();
                 err
             }
-            tierdex::Error::InvalidArgument(m) => ApiError::bad_request(m.clone()),
-            _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()),
+            _ => ApiError::engine(e),
         }
+    }
+
+    /// An engine error answered by whose fault it is: 400 for bad input,
+    /// 404, 409, 503 and 504 for what their names say, 507 for a full disk,
+    /// 500 for corruption, other I/O failures and bugs.
+    pub fn engine(e: tierdex::Error) -> ApiError {
+        use tierdex::ErrorKind;
+        let (status, kind) = match e.kind() {
+            ErrorKind::BadInput => (StatusCode::BAD_REQUEST, "bad_request"),
+            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
+            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::TimedOut => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
+            ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt_index"),
+            ErrorKind::Io if is_disk_full(&e) => (StatusCode::INSUFFICIENT_STORAGE, "disk_full"),
+            ErrorKind::Io => (StatusCode::INTERNAL_SERVER_ERROR, "io_error"),
+            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+        };
+        ApiError::new(status, kind, e.to_string())
+    }
+}
+
+/// True for an I/O error caused by a full disk (or quota).
+fn is_disk_full(e: &tierdex::Error) -> bool {
+    match e {
+        tierdex::Error::Io { source, .. } => matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)),
+        _ => false,
     }
 }
 
@@ -276,7 +302,7 @@ impl AppState {
             Ok(Err(_)) => {
                 return Err(ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    "engine_error",
+                    "internal_error",
                     "the query worker stopped",
                 ))
             }
@@ -334,15 +360,10 @@ impl AppState {
                 self.metrics.updated(a.added, a.deleted);
                 Ok(a)
             }
-            Ok(Err(tierdex::Error::InvalidArgument(m))) => Err(ApiError::bad_request(m)),
-            Ok(Err(e)) => Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "engine_error",
-                e.to_string(),
-            )),
+            Ok(Err(e)) => Err(ApiError::engine(e)),
             Err(e) => Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "engine_error",
+                "internal_error",
                 e.to_string(),
             )),
         }
@@ -355,8 +376,8 @@ impl AppState {
         };
         tokio::task::spawn_blocking(move || w.refresh().map(|_| ()))
             .await
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))?
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
+            .map_err(ApiError::engine)
     }
 
     /// Flushes the writer's buffer to segments (on shutdown).
@@ -606,8 +627,8 @@ async fn flush(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Va
     };
     let r = tokio::task::spawn_blocking(move || w.flush())
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "engine_error", e.to_string()))?;
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
+        .map_err(ApiError::engine)?;
     Ok(Json(serde_json::to_value(r).expect("serialisable")))
 }
 
@@ -693,5 +714,29 @@ pub fn json_rejection(e: axum::extract::rejection::JsonRejection) -> ApiError {
         ApiError::new(status, "payload_too_large", e.body_text())
     } else {
         ApiError::bad_request(e.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_errors_are_answered_by_whose_fault_they_are() {
+        let status = |e: tierdex::Error| ApiError::engine(e).status.as_u16();
+        assert_eq!(status(tierdex::Error::InvalidArgument("x".into())), 400);
+        assert_eq!(status(tierdex::Error::NotFound("x".into())), 404);
+        assert_eq!(status(tierdex::Error::Conflict("x".into())), 409);
+        assert_eq!(status(tierdex::Error::Unavailable("x".into())), 503);
+        assert_eq!(status(tierdex::Error::TimedOut(5)), 504);
+        assert_eq!(status(tierdex::Error::Internal("x".into())), 500);
+        assert_eq!(status(tierdex::Error::corrupt("f", "x")), 500);
+        let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(status(tierdex::Error::io("f", full)), 507);
+        let denied = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(status(tierdex::Error::io("f", denied)), 500);
+        let body = ApiError::engine(tierdex::Error::Conflict("busy".into())).body;
+        assert_eq!(body["error"]["type"], "conflict");
+        assert_eq!(body["status"], 409);
     }
 }

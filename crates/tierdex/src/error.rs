@@ -1,4 +1,11 @@
-//! The library's error type.
+//! The library's error type, and whose fault each error is.
+//!
+//! Every [`Error`] has an [`ErrorKind`]: bad input from the caller, a thing
+//! that does not exist, a conflict with another writer or state, a corrupt
+//! index file, an operating-system I/O error, a service that cannot take
+//! the request now, an internal fault, or a deadline. Servers map kinds to
+//! status codes (400, 404, 409, 500, 503, 504); command-line tools to
+//! messages. Nothing else needs to look inside the variants.
 
 use std::path::PathBuf;
 
@@ -27,19 +34,75 @@ pub enum Error {
     },
     /// A corpus could not be read (bad JSON, bad UTF-8, ...).
     #[error(transparent)]
-    Corpus(#[from] crate::corpus::CorpusError),
+    Corpus(#[from] CorpusError),
     /// A query could not be parsed or planned.
     #[error(transparent)]
-    Query(#[from] crate::query::QueryError),
-    /// An argument or option is invalid.
+    Query(#[from] QueryError),
+    /// An argument, option or input is invalid (the caller's fault).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// What was asked for does not exist (an index, a document).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The request conflicts with the state of the index or with another
+    /// writer (a held lock, an index already there).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The request cannot be served now but may succeed later (a writer
+    /// stopped by an earlier failure).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// A broken invariant inside tierdex: a bug, never the caller's fault.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A query ran past its deadline and was stopped (milliseconds it ran).
     #[error("query stopped at its deadline after {0} ms")]
     TimedOut(u64),
 }
 
+/// Whose fault an [`Error`] is, and so how a service should answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The caller sent something invalid: a bad query, option or document.
+    BadInput,
+    /// The index, document or file asked for does not exist.
+    NotFound,
+    /// Conflicts with the index's state or another writer; retry later or
+    /// resolve the conflict.
+    Conflict,
+    /// An index file is damaged (checksums, structure).
+    Corrupt,
+    /// The operating system failed an I/O operation (full disk, permissions,
+    /// too many open files).
+    Io,
+    /// Temporarily unable to serve; the same request may succeed later.
+    Unavailable,
+    /// A bug in tierdex.
+    Internal,
+    /// The request ran past its deadline.
+    TimedOut,
+}
+
 impl Error {
+    /// Whose fault this error is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { .. } => ErrorKind::Io,
+            Error::Corrupt { .. } => ErrorKind::Corrupt,
+            Error::Corpus(CorpusError::BadRecord { .. }) => ErrorKind::BadInput,
+            Error::Corpus(CorpusError::Io { source, .. } | CorpusError::Write { source, .. }) => match source.kind() {
+                std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                _ => ErrorKind::Io,
+            },
+            Error::Query(_) | Error::InvalidArgument(_) => ErrorKind::BadInput,
+            Error::NotFound(_) => ErrorKind::NotFound,
+            Error::Conflict(_) => ErrorKind::Conflict,
+            Error::Unavailable(_) => ErrorKind::Unavailable,
+            Error::Internal(_) => ErrorKind::Internal,
+            Error::TimedOut(_) => ErrorKind::TimedOut,
+        }
+    }
+
     /// Wraps an [`std::io::Error`] with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -53,6 +116,90 @@ impl Error {
         Error::Corrupt {
             path: path.into(),
             reason: reason.into(),
+        }
+    }
+}
+
+/// A corpus that cannot be read (or written, for the generator).
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    /// A record that is not a valid document, with its location.
+    #[error("{path}:{line}: {message}")]
+    BadRecord {
+        /// The input file.
+        path: PathBuf,
+        /// 1-based line number (or 0 when not line-based).
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// An I/O error on an input.
+    #[error("I/O error reading {path}: {source}")]
+    Io {
+        /// The input file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An I/O error while writing an output file (the corpus generator).
+    #[error("I/O error writing {path}: {source}")]
+    Write {
+        /// The output file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CorpusError {
+    /// The file the error is about.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            CorpusError::BadRecord { path, .. } | CorpusError::Io { path, .. } | CorpusError::Write { path, .. } => {
+                path
+            }
+        }
+    }
+}
+
+/// A query that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// Malformed syntax at a byte position of the query text.
+    #[error("query syntax error at position {position}: {message}")]
+    Syntax {
+        /// Byte offset in the query text where the problem was found.
+        position: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `field:` prefix naming a field that does not exist.
+    #[error("unknown field `{field}` at position {position} (known fields: title, body)")]
+    UnknownField {
+        /// The unknown field name.
+        field: String,
+        /// Byte offset of the field name.
+        position: usize,
+    },
+}
+
+impl QueryError {
+    /// Byte offset in the query text where the error was found.
+    pub fn position(&self) -> usize {
+        match self {
+            QueryError::Syntax { position, .. } | QueryError::UnknownField { position, .. } => *position,
+        }
+    }
+
+    /// What is wrong, without the position.
+    pub fn message(&self) -> String {
+        match self {
+            QueryError::Syntax { message, .. } => message.clone(),
+            QueryError::UnknownField { field, .. } => {
+                format!("unknown field `{field}` (known fields: title, body)")
+            }
         }
     }
 }

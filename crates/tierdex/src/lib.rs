@@ -28,6 +28,7 @@ pub mod analysis;
 pub mod bloom;
 pub mod cache;
 pub mod codec;
+pub mod common;
 pub mod corpus;
 pub mod error;
 pub mod index;
@@ -41,5 +42,5 @@ pub mod store;
 pub mod termdict;
 pub mod update;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use schema::{DocId, Document, Field};

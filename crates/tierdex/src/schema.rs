@@ -2,12 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A document number inside one segment (or, in results, inside the whole
-/// index: segment base + local number).
-pub type DocId = u32;
-
-/// Sentinel returned by cursors once they are exhausted.
-pub const TERMINATED: DocId = u32::MAX;
+pub use crate::common::{DocId, TERMINATED};
 
 /// One document as read from a corpus and as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -8,6 +8,7 @@ use crate::bloom::FilterUse;
 use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
+pub use crate::query::collector::Hit;
 use crate::query::collector::{self, Deadline, TopK};
 use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
@@ -54,15 +55,6 @@ pub fn protocol_mode(name: &str) -> Option<(Mode, usize)> {
         "COUNT" => (Mode::Count, 0),
         _ => return None,
     })
-}
-
-/// One result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hit {
-    /// Document number in the whole index (segment base + local number).
-    pub doc: DocId,
-    /// BM25 score.
-    pub score: f32,
 }
 
 /// The answer to one query.
@@ -257,7 +249,7 @@ impl Searcher {
 
     fn locate(&self, doc: DocId) -> Result<(usize, DocId)> {
         self.index.locate(doc).ok_or_else(|| {
-            Error::InvalidArgument(format!(
+            Error::NotFound(format!(
                 "document {doc} does not exist (the index holds {})",
                 self.index.num_docs()
             ))

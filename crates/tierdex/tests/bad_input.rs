@@ -304,3 +304,24 @@ fn verification_alone_catches_a_flip_in_every_file() {
     }
     tierdex::index::Index::open(tmp.path(), verify).unwrap();
 }
+
+#[test]
+fn errors_say_whose_fault_they_are() {
+    use tierdex::ErrorKind;
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(Searcher::open(tmp.path()).err().unwrap().kind(), ErrorKind::NotFound);
+    build(tmp.path(), 5);
+    let again = build_index(docs(3).into_iter().map(Ok), tmp.path(), &IndexOptions::default());
+    assert_eq!(again.unwrap_err().kind(), ErrorKind::Conflict);
+    let s = Searcher::open(tmp.path()).unwrap();
+    assert_eq!(s.search("a (", Mode::TopK, 10).unwrap_err().kind(), ErrorKind::BadInput);
+    assert_eq!(s.doc(1_000).unwrap_err().kind(), ErrorKind::NotFound);
+    let w = tierdex::update::IndexWriter::open(tmp.path(), Default::default()).unwrap();
+    let busy = tierdex::update::IndexWriter::open(tmp.path(), Default::default())
+        .err()
+        .unwrap();
+    assert_eq!(busy.kind(), ErrorKind::Conflict);
+    drop(w);
+    std::fs::write(tmp.path().join("manifest.json"), b"{}").unwrap();
+    assert_eq!(Searcher::open(tmp.path()).err().unwrap().kind(), ErrorKind::Corrupt);
+}

@@ -20,10 +20,10 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::Analyzer;
+use crate::common::BitSet;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::SegmentReader;
-use crate::query::count::BitSet;
 use crate::schema::{Document, Field};
 use crate::storage::{FileInfo, FileWriter, Storage};
 

@@ -12,10 +12,11 @@ use crate::analysis::AnalyzerConfig;
 use crate::bloom::BloomParams;
 use crate::error::{Error, Result};
 use crate::index::deletes::DeletesMeta;
+use crate::index::strategy::Strategy;
+pub use crate::layout::chain::PackedRun;
 use crate::layout::{Codec, Format, Layout};
 use crate::schema::Field;
 use crate::storage::FileInfo;
-use crate::update::Strategy;
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -78,22 +79,6 @@ pub struct ChainMeta {
     /// The packed runs holding the short terms' data, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<PackedRun>,
-}
-
-/// A run of whole blocks of a chain file into which one flush packed the
-/// data of the short terms it touched (DESIGN §5: short lists are merged,
-/// long lists updated in place). Runs merge geometrically: a flush that
-/// would leave [`crate::layout::chain::RUN_MERGE`] runs of one level packs
-/// them, with its own data, into one run of the next level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackedRun {
-    /// First block.
-    pub first_block: u64,
-    /// Blocks.
-    pub blocks: u64,
-    /// Merges behind it: a run of level `l` holds the data of up to
-    /// `RUN_MERGE^l` flushes.
-    pub level: u32,
 }
 
 /// Extension of a chain file.
@@ -221,7 +206,7 @@ impl Manifest {
         let text = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::InvalidArgument(format!(
+                return Err(Error::NotFound(format!(
                     "{} is not a tierdex index (no {MANIFEST}); build one with `tierdex index`",
                     dir.display()
                 )))

@@ -3,6 +3,7 @@
 pub mod deletes;
 pub mod manifest;
 pub mod segment;
+pub mod strategy;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 pub use deletes::Deletes;
 pub use manifest::{FieldStats, Manifest, SegmentMeta};
 pub use segment::SegmentReader;
+pub use strategy::Strategy;
 
 use crate::analysis::Analyzer;
 use crate::error::Result;
@@ -110,7 +112,7 @@ impl Index {
             deletes.push(v.deletes.filter(|d| !d.is_empty()));
         }
         if base >= crate::schema::TERMINATED as u64 {
-            return Err(crate::Error::corrupt(
+            return Err(crate::error::Error::corrupt(
                 dir.join(manifest::MANIFEST),
                 "more than 2^32-1 documents",
             ));

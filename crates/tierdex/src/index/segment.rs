@@ -208,7 +208,7 @@ impl SegmentReader {
         let cm = meta
             .chain
             .as_ref()
-            .ok_or_else(|| Error::InvalidArgument(format!("segment {} is not chained", meta.name)))?;
+            .ok_or_else(|| Error::Internal(format!("segment {} is not chained", meta.name)))?;
         let mut parts = Vec::with_capacity(cm.parts.len());
         let mut norms: Vec<Box<[u8]>> = Vec::with_capacity(cm.parts.len());
         let mut base = 0u32;
@@ -278,7 +278,7 @@ impl SegmentReader {
         let i = self.parts.partition_point(|p| p.base <= doc).saturating_sub(1);
         match self.parts.get(i) {
             Some(p) if doc >= p.base && doc - p.base < p.max_doc => Ok((p, doc - p.base)),
-            _ => Err(Error::InvalidArgument(format!(
+            _ => Err(Error::NotFound(format!(
                 "document {doc} is not in segment {} ({} documents)",
                 self.meta.name, self.meta.max_doc
             ))),
@@ -472,7 +472,7 @@ pub fn open_chain(dir: &Path, meta: &SegmentMeta, writable: bool) -> Result<Arc<
     let cm = meta
         .chain
         .as_ref()
-        .ok_or_else(|| Error::InvalidArgument(format!("segment {} is not chained", meta.name)))?;
+        .ok_or_else(|| Error::Internal(format!("segment {} is not chained", meta.name)))?;
     let log_path = dir.join(meta.file_name(CHAIN_LOG_EXT));
     let log = match std::fs::read(&log_path) {
         Ok(l) => l,

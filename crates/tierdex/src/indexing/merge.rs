@@ -61,7 +61,7 @@ pub fn merge_live(
         .iter()
         .map(|r| {
             r.postings().ok_or_else(|| {
-                crate::Error::InvalidArgument(format!(
+                crate::error::Error::Internal(format!(
                     "segment {} is chained (in-place strategy) and cannot be merged",
                     r.meta().name
                 ))

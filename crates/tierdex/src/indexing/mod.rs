@@ -55,7 +55,7 @@ pub struct IndexOptions {
     /// Phrase Bloom filters of the body field (`None`: off).
     pub bloom: Option<BloomParams>,
     /// How later updates are merged (remembered by the index).
-    pub strategy: crate::update::Strategy,
+    pub strategy: crate::index::Strategy,
 }
 
 impl IndexOptions {
@@ -347,13 +347,13 @@ fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {
         return Ok(());
     }
     if !dir.join(MANIFEST).exists() {
-        return Err(Error::InvalidArgument(format!(
+        return Err(Error::Conflict(format!(
             "{} is not empty and holds no tierdex index; refusing to write into it",
             dir.display()
         )));
     }
     if !overwrite {
-        return Err(Error::InvalidArgument(format!(
+        return Err(Error::Conflict(format!(
             "{} already holds an index (pass --force to replace it)",
             dir.display()
         )));

@@ -230,7 +230,7 @@ impl SegmentWriter {
             let (mut prev_pos, mut prev_end) = (0u32, 0u32);
             for o in &self.scratch[i..j] {
                 if o.start < prev_end || o.end < o.start {
-                    return Err(Error::InvalidArgument("analyzer produced overlapping tokens".into()));
+                    return Err(Error::Internal("analyzer produced overlapping tokens".into()));
                 }
                 codec::write_u32(&mut buf.positions, o.position - prev_pos);
                 codec::write_u32(&mut buf.offsets, o.start - prev_end);
@@ -268,8 +268,7 @@ impl SegmentWriter {
         let mut tp = TermPostings::default();
         for (key, id) in &keys {
             let buf = &self.bufs[*id as usize];
-            decode_buf(buf, &mut tp)
-                .ok_or_else(|| Error::InvalidArgument("internal: damaged in-memory postings".into()))?;
+            decode_buf(buf, &mut tp).ok_or_else(|| Error::Internal("internal: damaged in-memory postings".into()))?;
             postings.add(key, &tp, &self.norms[key[0] as usize])?;
         }
         let num_terms = postings.len();

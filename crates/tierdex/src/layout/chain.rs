@@ -32,16 +32,32 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::index::manifest::PackedRun;
 use crate::layout::cursor::ChainWalk;
 use crate::layout::impacts::Impacts;
-use crate::layout::writer::RegionInfo;
 use crate::schema::DocId;
 use crate::storage::batch;
+use crate::termdict::RegionInfo;
+
+/// A run of whole blocks of a chain file into which one flush packed the
+/// data of the short terms it touched (DESIGN §5: short lists are merged,
+/// long lists updated in place). Runs merge geometrically: a flush that
+/// would leave [`RUN_MERGE`] runs of one level packs
+/// them, with its own data, into one run of the next level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackedRun {
+    /// First block.
+    pub first_block: u64,
+    /// Blocks.
+    pub blocks: u64,
+    /// Merges behind it: a run of level `l` holds the data of up to
+    /// `RUN_MERGE^l` flushes.
+    pub level: u32,
+}
 
 /// Bytes of one block of a chain file.
 pub const BLOCK_BYTES: u64 = 8192;

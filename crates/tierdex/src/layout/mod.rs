@@ -35,6 +35,7 @@ pub mod norms;
 pub mod postings;
 pub mod writer;
 
+pub use crate::termdict::{Layout, RegionInfo};
 pub use cursor::TermCursor;
 pub use impacts::{Impact, Impacts};
 pub use postings::{PostingsFiles, PostingsWriter};
@@ -83,24 +84,9 @@ impl Format {
     }
 
     /// The filter shape, checked (`None` without filters).
-    pub fn bloom_shape(&self) -> crate::Result<Option<FilterShape>> {
+    pub fn bloom_shape(&self) -> crate::error::Result<Option<FilterShape>> {
         self.bloom.map(|p| p.shape()).transpose()
     }
-}
-
-/// Where a term's sections live (chosen at index time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Layout {
-    /// One region per term, in read order, its metadata first: the term
-    /// dictionary (an FST in memory) points straight at it and holds its
-    /// document frequency, so a small term costs one page. Regions are
-    /// ordered by term, then field ([`Layout::term_order`]).
-    #[default]
-    Grouped,
-    /// Separate streams as in Lucene: a term-info table, then doc ids and
-    /// frequencies (`.doc`), positions (`.pos`) and offsets (`.pay`).
-    Split,
 }
 
 /// How postings integers are stored (chosen at index time).
@@ -115,32 +101,6 @@ pub enum Codec {
     Direct,
 }
 
-impl Layout {
-    /// The order in which a segment's terms are written (term keys are the
-    /// field id byte, then the term). Grouped: by term, then field, so the
-    /// regions of one word in every field sit side by side and a query on
-    /// a bare word (title and body) reads them together. Split: by key
-    /// (field, then term), each field's terms apart, as in Lucene.
-    pub fn term_order(self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-        match self {
-            Layout::Grouped => {
-                let (ra, rb) = (a.get(1..).unwrap_or(&[]), b.get(1..).unwrap_or(&[]));
-                ra.cmp(rb).then_with(|| a.first().cmp(&b.first()))
-            }
-            Layout::Split => a.cmp(b),
-        }
-    }
-}
-
-impl std::fmt::Display for Layout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Layout::Grouped => "grouped",
-            Layout::Split => "split",
-        })
-    }
-}
-
 impl std::fmt::Display for Codec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -150,26 +110,13 @@ impl std::fmt::Display for Codec {
     }
 }
 
-impl std::str::FromStr for Layout {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> crate::Result<Layout> {
-        match s {
-            "grouped" => Ok(Layout::Grouped),
-            "split" => Ok(Layout::Split),
-            _ => Err(crate::Error::InvalidArgument(format!(
-                "unknown layout `{s}` (grouped, split)"
-            ))),
-        }
-    }
-}
-
 impl std::str::FromStr for Codec {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> crate::Result<Codec> {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> crate::error::Result<Codec> {
         match s {
             "compressed" => Ok(Codec::Compressed),
             "direct" => Ok(Codec::Direct),
-            _ => Err(crate::Error::InvalidArgument(format!(
+            _ => Err(crate::error::Error::InvalidArgument(format!(
                 "unknown codec `{s}` (compressed, direct)"
             ))),
         }

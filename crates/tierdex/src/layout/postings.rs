@@ -91,7 +91,7 @@ impl PostingsWriter {
         let region = self
             .writer
             .write(p, norms)
-            .map_err(|e| Error::InvalidArgument(format!("cannot encode a term's postings: {e}")))?;
+            .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?;
         let w = &self.writer;
         match (&mut self.pos, &mut self.pay) {
             (Some(pos), Some(pay)) => {

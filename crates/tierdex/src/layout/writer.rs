@@ -5,6 +5,7 @@ use crate::codec::{self, BLOCK};
 use crate::layout::impacts::{Impacts, MAX_BLOCK_IMPACTS, MAX_TERM_IMPACTS};
 use crate::layout::Codec;
 use crate::schema::DocId;
+use crate::termdict::RegionInfo;
 
 /// One term's postings in plain arrays: the writer's input and the merger's
 /// decoding buffer. Positions and offsets are absolute, concatenated in doc
@@ -45,42 +46,6 @@ impl TermPostings {
     /// Total number of occurrences.
     pub fn total_term_freq(&self) -> u64 {
         self.positions.len() as u64
-    }
-}
-
-/// Sizes of an encoded region, recorded in the term dictionary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RegionInfo {
-    /// Documents containing the term.
-    pub doc_freq: u32,
-    /// Occurrences of the term.
-    pub total_term_freq: u64,
-    /// Bytes of header, skip table and doc/freq blocks (the prefetch zone).
-    pub zone_len: u32,
-    /// Bytes of the positions section.
-    pub pos_len: u32,
-    /// Bytes of the offsets section.
-    pub off_len: u32,
-    /// Bytes of the `after` filter groups (0: the term has no filters).
-    pub after_len: u32,
-    /// Bytes of the `before` filter groups, which follow the `after` ones.
-    pub before_len: u32,
-}
-
-impl RegionInfo {
-    /// Total bytes of the region.
-    pub fn len(&self) -> u64 {
-        self.zone_len as u64 + self.bloom_len() + self.pos_len as u64 + self.off_len as u64
-    }
-
-    /// Bytes of both filter sections.
-    pub fn bloom_len(&self) -> u64 {
-        self.after_len as u64 + self.before_len as u64
-    }
-
-    /// True for an empty region (never written for a real term).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -4,10 +4,19 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use crate::query::count::BitSet;
+use crate::common::BitSet;
 use crate::query::scorer::Scorer;
 use crate::schema::{DocId, TERMINATED};
-use crate::search::Hit;
+use serde::{Deserialize, Serialize};
+
+/// One result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    /// Document number in the whole index (segment base + local number).
+    pub doc: DocId,
+    /// BM25 score.
+    pub score: f32,
+}
 
 /// Relative slack subtracted from thresholds before pruning, covering float
 /// rounding differences between bounds and scores summed in another order.

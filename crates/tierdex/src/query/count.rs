@@ -5,70 +5,10 @@
 //! per document through the scorer tree. Phrases need positions and are
 //! left to the scorers.
 
+pub use crate::common::BitSet;
 use crate::error::Result;
 use crate::index::SegmentReader;
 use crate::query::planner::Plan;
-
-/// A set of document numbers of one segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BitSet {
-    words: Vec<u64>,
-}
-
-impl BitSet {
-    /// An empty set over documents `0..len`.
-    pub fn new(len: u32) -> Self {
-        BitSet {
-            words: vec![0; (len as usize).div_ceil(64)],
-        }
-    }
-
-    /// Adds `doc` (ignored if out of range).
-    #[inline]
-    pub fn insert(&mut self, doc: u32) {
-        if let Some(w) = self.words.get_mut(doc as usize / 64) {
-            *w |= 1 << (doc % 64);
-        }
-    }
-
-    /// True if `doc` is in the set.
-    pub fn contains(&self, doc: u32) -> bool {
-        self.words
-            .get(doc as usize / 64)
-            .is_some_and(|w| w & (1 << (doc % 64)) != 0)
-    }
-
-    /// Number of documents in the set.
-    pub fn len(&self) -> u64 {
-        self.words.iter().map(|w| w.count_ones() as u64).sum()
-    }
-
-    /// True when the set is empty.
-    pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|&w| w == 0)
-    }
-
-    /// `self |= other`.
-    pub fn union_with(&mut self, other: &BitSet) {
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a |= b;
-        }
-    }
-
-    /// `self &= other`.
-    pub fn intersect_with(&mut self, other: &BitSet) {
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a &= b;
-        }
-    }
-
-    /// `self &= !other`.
-    pub fn subtract(&mut self, other: &BitSet) {
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a &= !b;
-        }
-    }
-}
 
 /// True when [`matches`] can evaluate `plan` (no phrase anywhere).
 pub fn supported(plan: &Plan) -> bool {
@@ -119,7 +59,7 @@ pub fn matches(plan: &Plan, seg: &SegmentReader) -> Result<BitSet> {
             let mut set = BitSet::new(n);
             if let Some(info) = seg.term_info(&t.key)? {
                 let mut c = seg.cursor(&info)?;
-                c.union_into(&mut set.words);
+                c.union_into(set.words_mut());
                 if let Some(e) = c.take_error() {
                     return Err(e);
                 }

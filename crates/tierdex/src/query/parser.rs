@@ -49,45 +49,7 @@ use crate::schema::Field;
 /// Deepest nesting of parenthesised groups that [`parse`] accepts.
 pub const MAX_DEPTH: usize = 64;
 
-/// A query that cannot be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum QueryError {
-    /// Malformed syntax at a byte position of the query text.
-    #[error("query syntax error at position {position}: {message}")]
-    Syntax {
-        /// Byte offset in the query text where the problem was found.
-        position: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// A `field:` prefix naming a field that does not exist.
-    #[error("unknown field `{field}` at position {position} (known fields: title, body)")]
-    UnknownField {
-        /// The unknown field name.
-        field: String,
-        /// Byte offset of the field name.
-        position: usize,
-    },
-}
-
-impl QueryError {
-    /// Byte offset in the query text where the error was found.
-    pub fn position(&self) -> usize {
-        match self {
-            QueryError::Syntax { position, .. } | QueryError::UnknownField { position, .. } => *position,
-        }
-    }
-
-    /// What is wrong, without the position.
-    pub fn message(&self) -> String {
-        match self {
-            QueryError::Syntax { message, .. } => message.clone(),
-            QueryError::UnknownField { field, .. } => {
-                format!("unknown field `{field}` (known fields: title, body)")
-            }
-        }
-    }
-}
+pub use crate::error::QueryError;
 
 /// Parses `text` into a [`Query`] (always a [`Query::Boolean`]; see the
 /// module documentation for the syntax).

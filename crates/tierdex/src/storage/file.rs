@@ -539,7 +539,7 @@ impl IndexFile {
     #[inline]
     pub fn bytes(&self, range: Range<usize>) -> Result<&[u8]> {
         let Some(all) = self.resident() else {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::Internal(format!(
                 "{} is not resident on this tier",
                 self.path.display()
             )));

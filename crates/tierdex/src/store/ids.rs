@@ -200,7 +200,7 @@ impl IdsReader {
     pub fn id_into(&self, doc: u32, out: &mut String) -> Result<()> {
         out.clear();
         if doc >= self.len {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::NotFound(format!(
                 "document {doc} does not exist (the segment holds {})",
                 self.len
             )));

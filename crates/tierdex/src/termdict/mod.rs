@@ -14,10 +14,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::layout::writer::RegionInfo;
-use crate::layout::Layout;
 use crate::schema::Field;
 use crate::storage::{io, FileInfo, FileWriter, IndexFile};
 
@@ -228,7 +228,7 @@ impl TermDictWriter {
         } else {
             self.fst
                 .insert(key, value)
-                .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
+                .map_err(|e| Error::Internal(format!("term dictionary: {e}")))?;
         }
         self.count += 1;
         Ok(())
@@ -253,12 +253,12 @@ impl TermDictWriter {
         for e in &self.pending {
             self.fst
                 .insert(key(e), e.2)
-                .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
+                .map_err(|e| Error::Internal(format!("term dictionary: {e}")))?;
         }
         let bytes = self
             .fst
             .into_inner()
-            .map_err(|e| Error::InvalidArgument(format!("term dictionary: {e}")))?;
+            .map_err(|e| Error::Internal(format!("term dictionary: {e}")))?;
         let mut w = FileWriter::create(fst_path)?;
         w.write_all(&bytes)?;
         let infos = self.infos.map(|w| w.finish()).transpose()?;
@@ -380,7 +380,7 @@ impl TermDict {
         let infos = self
             .infos
             .as_ref()
-            .ok_or_else(|| Error::InvalidArgument("a grouped dictionary has no info table".into()))?;
+            .ok_or_else(|| Error::Internal("a grouped dictionary has no info table".into()))?;
         let n = self.info_len;
         let start = ord as usize * n;
         let mut b = [0u8; TERM_INFO_LEN + 16];
@@ -392,6 +392,94 @@ impl TermDict {
     /// The underlying FST (for merges and inspection).
     pub fn fst(&self) -> &fst::Map<impl AsRef<[u8]>> {
         &self.fst
+    }
+}
+
+/// Where a term's sections live (chosen at index time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// One region per term, in read order, its metadata first: the term
+    /// dictionary (an FST in memory) points straight at it and holds its
+    /// document frequency, so a small term costs one page. Regions are
+    /// ordered by term, then field ([`Layout::term_order`]).
+    #[default]
+    Grouped,
+    /// Separate streams as in Lucene: a term-info table, then doc ids and
+    /// frequencies (`.doc`), positions (`.pos`) and offsets (`.pay`).
+    Split,
+}
+
+impl Layout {
+    /// The order in which a segment's terms are written (term keys are the
+    /// field id byte, then the term). Grouped: by term, then field, so the
+    /// regions of one word in every field sit side by side and a query on
+    /// a bare word (title and body) reads them together. Split: by key
+    /// (field, then term), each field's terms apart, as in Lucene.
+    pub fn term_order(self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        match self {
+            Layout::Grouped => {
+                let (ra, rb) = (a.get(1..).unwrap_or(&[]), b.get(1..).unwrap_or(&[]));
+                ra.cmp(rb).then_with(|| a.first().cmp(&b.first()))
+            }
+            Layout::Split => a.cmp(b),
+        }
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::Grouped => "grouped",
+            Layout::Split => "split",
+        })
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Layout> {
+        match s {
+            "grouped" => Ok(Layout::Grouped),
+            "split" => Ok(Layout::Split),
+            _ => Err(Error::InvalidArgument(format!("unknown layout `{s}` (grouped, split)"))),
+        }
+    }
+}
+
+/// Sizes of an encoded region, recorded in the term dictionary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RegionInfo {
+    /// Documents containing the term.
+    pub doc_freq: u32,
+    /// Occurrences of the term.
+    pub total_term_freq: u64,
+    /// Bytes of header, skip table and doc/freq blocks (the prefetch zone).
+    pub zone_len: u32,
+    /// Bytes of the positions section.
+    pub pos_len: u32,
+    /// Bytes of the offsets section.
+    pub off_len: u32,
+    /// Bytes of the `after` filter groups (0: the term has no filters).
+    pub after_len: u32,
+    /// Bytes of the `before` filter groups, which follow the `after` ones.
+    pub before_len: u32,
+}
+
+impl RegionInfo {
+    /// Total bytes of the region.
+    pub fn len(&self) -> u64 {
+        self.zone_len as u64 + self.bloom_len() + self.pos_len as u64 + self.off_len as u64
+    }
+
+    /// Bytes of both filter sections.
+    pub fn bloom_len(&self) -> u64 {
+        self.after_len as u64 + self.before_len as u64
+    }
+
+    /// True for an empty region (never written for a real term).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -87,7 +87,7 @@ impl ChainWriter {
         let committed = meta
             .chain
             .clone()
-            .ok_or_else(|| Error::InvalidArgument(format!("segment {} is not chained", meta.name)))?;
+            .ok_or_else(|| Error::Internal(format!("segment {} is not chained", meta.name)))?;
         let log_path = dir.join(meta.file_name(CHAIN_LOG_EXT));
         let log = File::options()
             .read(true)
@@ -156,7 +156,7 @@ impl ChainWriter {
     pub fn absorb(&mut self, part: &SegmentReader, base: u32) -> Result<Absorbed> {
         let files = part
             .postings()
-            .ok_or_else(|| Error::InvalidArgument("a chain absorbs plain segments only".into()))?;
+            .ok_or_else(|| Error::Internal("a chain absorbs plain segments only".into()))?;
         let t_loop = std::time::Instant::now();
         let pst = files.doc_file();
         let mut buf = Vec::new();
@@ -173,7 +173,7 @@ impl ChainWriter {
         let mut stream = files.terms().fst().stream();
         while let Some((key, value)) = stream.next() {
             let TermRef::Region(start) = files.terms().term_ref(value) else {
-                return Err(Error::InvalidArgument(
+                return Err(Error::Internal(
                     "the in-place strategies need the grouped layout".into(),
                 ));
             };

@@ -9,5 +9,5 @@ pub mod strategy;
 pub mod wal;
 pub mod writer;
 
-pub use strategy::Strategy;
+pub use crate::index::Strategy;
 pub use writer::{Applied, FlushReport, IndexWriter, Maintainer, WriterOptions, WriterStats};

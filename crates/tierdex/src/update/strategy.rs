@@ -24,64 +24,9 @@
 //! capacity holds it. The flush unit is the writer's buffer budget in
 //! documents.
 
-use serde::{Deserialize, Serialize};
-
-/// How flushed updates are merged; chosen when the index is created and
-/// remembered in its manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    /// Merge everything into one segment at every flush.
-    ImmediateMerge,
-    /// Geometric partitioning with r = 3.
-    Geometric,
-    /// Logarithmic (binary) merging: geometric partitioning with r = 2.
-    #[default]
-    Logarithmic,
-    /// Never merge (compaction still reclaims deleted documents).
-    NoMerge,
-    /// Append each flush's postings to every term's chain of 8 KiB blocks
-    /// in one chain file (non-contiguous pieces; see [`crate::update::inplace`]).
-    InPlace,
-    /// The same, each term's data kept in one run with 25% spare room and
-    /// moved when it outgrows it.
-    InPlaceContiguous,
-}
+use crate::index::Strategy;
 
 impl Strategy {
-    /// Every strategy, for tests and benchmarks.
-    pub const ALL: [Strategy; 6] = [
-        Strategy::ImmediateMerge,
-        Strategy::Geometric,
-        Strategy::Logarithmic,
-        Strategy::NoMerge,
-        Strategy::InPlace,
-        Strategy::InPlaceContiguous,
-    ];
-
-    /// The name used on the command line and in the manifest.
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::ImmediateMerge => "immediate-merge",
-            Strategy::Geometric => "geometric",
-            Strategy::Logarithmic => "logarithmic",
-            Strategy::NoMerge => "no-merge",
-            Strategy::InPlace => "in-place",
-            Strategy::InPlaceContiguous => "in-place-contiguous",
-        }
-    }
-
-    /// True for the strategies that update postings in place (one chained
-    /// segment instead of segments to merge).
-    pub fn in_place(self) -> bool {
-        matches!(self, Strategy::InPlace | Strategy::InPlaceContiguous)
-    }
-
-    /// True for the default (kept out of manifests that use it).
-    pub fn is_default(&self) -> bool {
-        *self == Strategy::default()
-    }
-
     /// How many of the newest segments to merge after a flush, given the
     /// live sizes of all segments, oldest first (the newest being the one
     /// just flushed), and the flush unit in documents. 0 or 1: no merge.
@@ -93,25 +38,6 @@ impl Strategy {
             Strategy::Geometric => geometric(sizes, unit.max(1), 3),
             Strategy::Logarithmic => geometric(sizes, unit.max(1), 2),
         }
-    }
-}
-
-impl std::fmt::Display for Strategy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Strategy {
-    type Err = crate::Error;
-
-    fn from_str(s: &str) -> crate::Result<Strategy> {
-        Strategy::ALL.into_iter().find(|st| st.name() == s).ok_or_else(|| {
-            crate::Error::InvalidArgument(format!(
-                "unknown strategy `{s}` (expected one of: {})",
-                Strategy::ALL.map(|s| s.name()).join(", ")
-            ))
-        })
     }
 }
 

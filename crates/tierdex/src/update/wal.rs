@@ -282,7 +282,7 @@ impl Wal {
     /// returns its sequence number (records are numbered in write order).
     /// [`Wal::sync`] makes it durable.
     pub fn write(&self, batch: &[Op]) -> Result<u64> {
-        let payload = serde_json::to_vec(batch).map_err(|e| Error::InvalidArgument(format!("batch: {e}")))?;
+        let payload = serde_json::to_vec(batch).map_err(|e| Error::Internal(format!("batch: {e}")))?;
         if payload.len() > MAX_PAYLOAD {
             return Err(Error::InvalidArgument(format!(
                 "a batch of {} bytes is larger than the log's limit of {MAX_PAYLOAD}: split it",

@@ -353,7 +353,7 @@ fn lock_dir(dir: &Path) -> Result<File> {
         .map_err(|e| Error::io(&path, e))?;
     match f.try_lock() {
         Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidArgument(format!(
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Conflict(format!(
             "{} is open for writing by another process (a server or another command); stop it first",
             dir.display()
         ))),
@@ -419,17 +419,14 @@ impl IndexWriter {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = lock_dir(dir)?;
         if dir.join(MANIFEST).exists() {
-            return Err(Error::InvalidArgument(format!(
-                "{} already holds an index",
-                dir.display()
-            )));
+            return Err(Error::Conflict(format!("{} already holds an index", dir.display())));
         }
         let stray = std::fs::read_dir(dir)
             .map_err(|e| Error::io(dir, e))?
             .filter_map(|e| e.ok())
             .any(|e| e.file_name() != LOCK_FILE);
         if stray {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::Conflict(format!(
                 "{} is not empty and holds no tierdex index; refusing to write into it",
                 dir.display()
             )));
@@ -565,7 +562,7 @@ impl IndexWriter {
 
     fn usable(st: &State) -> Result<()> {
         match &st.failed {
-            Some(why) => Err(Error::InvalidArgument(format!(
+            Some(why) => Err(Error::Unavailable(format!(
                 "the writer stopped after an error ({why}); reopen the index to recover"
             ))),
             None => Ok(()),
@@ -1383,7 +1380,7 @@ impl IndexWriter {
                     report = r;
                     a
                 }
-                Ok(_) => return Err(Error::InvalidArgument("an in-place flush made no chain".into())),
+                Ok(_) => return Err(Error::Internal("an in-place flush made no chain".into())),
                 Err(e) => return Err(e),
             };
             report = self.commit_inplace(st, plan, part, absorbed, report, started)?;
