@@ -69,7 +69,7 @@ pub fn prepare(searcher: &Searcher, pool: Vec<BenchQuery>) -> (Vec<Prepared>, us
             dropped += 1;
             continue;
         };
-        let canon = Canonical::new(searcher.index().analyzer(), &ast);
+        let canon = Canonical::new(tierdex::cache::KeyContext::of(searcher), &ast);
         out.push(Prepared {
             query: q,
             ast,

@@ -256,8 +256,8 @@ pub async fn run_updates(
                 // The title token makes every re-indexed version findable.
                 let d = serde_json::json!({
                     "id": doc.id,
-                    "title": format!("{} {}", update_token(k), doc.title),
-                    "body": doc.body,
+                    "title": format!("{} {}", update_token(k), doc.title()),
+                    "body": doc.body(),
                 });
                 body += &d.to_string();
                 body.push('\n');

@@ -528,7 +528,7 @@ fn prepare_corpus(source: &Path, limit: Option<u64>, out: &Path) -> Result<u64> 
         let doc = doc?;
         serde_json::to_writer(
             &mut w,
-            &serde_json::json!({"id": doc.id, "title": doc.title, "body": doc.body}),
+            &serde_json::json!({"id": doc.id, "title": doc.title(), "body": doc.body()}),
         )?;
         w.write_all(b"\n")?;
         n += 1;

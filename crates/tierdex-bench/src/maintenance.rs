@@ -294,10 +294,12 @@ mod tests {
     #[test]
     fn a_small_run_of_every_strategy_reports_and_charts() {
         let docs: Vec<Document> = (0..120)
-            .map(|i| Document {
-                id: format!("d{i}"),
-                title: format!("title {}", i % 7),
-                body: format!("alpha beta w{} w{} gamma", i % 13, i % 5),
+            .map(|i| {
+                Document::title_body(
+                    format!("d{i}"),
+                    format!("title {}", i % 7),
+                    format!("alpha beta w{} w{} gamma", i % 13, i % 5),
+                )
             })
             .collect();
         let batches: Vec<Vec<Document>> = docs.chunks(20).map(<[Document]>::to_vec).collect();

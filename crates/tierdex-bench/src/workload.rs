@@ -62,8 +62,8 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
     let mut rng = Pcg64::seed_from_u64(seed);
     let index = s.index();
     let num_docs = index.num_docs();
-    let terms = index.field_terms(Field::Body)?;
-    let title_terms = index.field_terms(Field::Title)?;
+    let terms = index.field_terms(Field::BODY)?;
+    let title_terms = index.field_terms(Field::TITLE)?;
     let mut out = Vec::new();
     let mut push = |category: &str, text: String| {
         out.push(WorkloadQuery {
@@ -99,7 +99,12 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
     }
     // Phrase-filter pairs: a popular body term that takes part in filters
     // (stop words never do) beside a term of each level, in either order.
-    let filtered = |t: &str| tierdex::bloom::filtered_term(&[&[Field::Body.id()][..], t.as_bytes()].concat());
+    let format = index.manifest().postings_format();
+    let filtered = |t: &str| {
+        let mut key = Vec::new();
+        tierdex::termdict::term_key(Field::BODY, t, &mut key);
+        format.filtered_term(&key)
+    };
     let hubs: Vec<&str> = terms
         .iter()
         .filter(|t| t.doc_freq > PAIR_POPULAR && filtered(&t.term))
@@ -147,7 +152,7 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
         }
     }
     // AND and phrases from the text of random documents, so they match.
-    let analyzer = index.analyzer().clone();
+    let analyzer = index.analyzer(Field::BODY).clone();
     let mut tokens = Vec::new();
     let (mut and, mut phrases) = (0, 0);
     let mut attempts = 0;
@@ -155,7 +160,7 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
         attempts += 1;
         let doc = s.doc(rng.random_range(0..num_docs) as u32)?;
         tokens.clear();
-        analyzer.analyze(&doc.body, |t| tokens.push(t.term.to_string()));
+        analyzer.analyze(doc.body(), |t| tokens.push(t.term.to_string()));
         if tokens.len() < 8 {
             continue;
         }

@@ -62,7 +62,7 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
         ..GenOptions::default()
     });
     let docs = generate_parallel(&gen, a.docs);
-    let text: u64 = docs.iter().map(|d| (d.title.len() + d.body.len()) as u64).sum();
+    let text: u64 = docs.iter().map(|d| (d.title().len() + d.body().len()) as u64).sum();
     println!(
         "  generated {} of text in {:.1} s",
         human_bytes(text),

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -10,6 +11,7 @@ use tierdex::bloom::BloomParams;
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::indexing::{build_index_with_progress, BuildStats, IndexOptions, Progress};
 use tierdex::layout::{Codec, Layout};
+use tierdex::schema::Schema;
 use tierdex::update::Strategy;
 
 use crate::human_bytes;
@@ -18,10 +20,24 @@ use crate::progress::bar;
 /// Options of `tierdex index`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Inputs: JSON-lines files ({"id"|"url","title","body"} per line,
-    /// optionally .zst or .gz compressed) or directories of text files.
+    /// Inputs: JSON-lines files ({"id"|"url", field: text, ...} per line,
+    /// optionally .zst or .gz compressed) or directories of text files
+    /// (title and body schema only).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
+    /// Text fields of the documents, by name (e.g. `name,description`);
+    /// each gets phrase filters when --bloom is on. Default: title,body
+    /// (phrase filters on body). A record holding any other field is bad.
+    #[arg(long, value_delimiter = ',', conflicts_with = "schema")]
+    fields: Vec<String>,
+    /// The fields as a schema file: {"fields": [{"name": "name", "type":
+    /// "text", "phrase_filters": true, "analyzer": {"stemming": true}}],
+    /// "default_fields": ["name"]}.
+    #[arg(long)]
+    schema: Option<PathBuf>,
+    /// Fields unqualified query terms search (default: every field).
+    #[arg(long, value_delimiter = ',')]
+    default_fields: Vec<String>,
     /// Directory of the new index.
     #[arg(short, long)]
     out: PathBuf,
@@ -56,10 +72,11 @@ pub struct Args {
     /// Postings codec: compressed (bit-packed) or direct (raw u32 arrays).
     #[arg(long, default_value = "compressed", value_parser = |s: &str| s.parse::<Codec>().map_err(|e| e.to_string()))]
     codec: Codec,
-    /// Phrase Bloom filters for the body field: per (term, document) filters
-    /// of the terms right after and right before it, so phrase queries skip
-    /// documents without reading positions. About 2 x 9 bytes per posting
-    /// of a non-stop-word body term with the defaults.
+    /// Phrase Bloom filters for the fields that ask for them (body in the
+    /// default schema): per (term, document) filters of the terms right
+    /// after and right before it, so phrase queries skip documents without
+    /// reading positions. About 2 x 9 bytes per posting of a non-stop-word
+    /// term with the defaults.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     bloom: OnOff,
     /// Expected distinct neighbours per filter: more makes filters larger
@@ -93,9 +110,32 @@ pub enum OnOff {
 }
 
 /// Runs `tierdex index`.
+/// The schema `--fields`, `--schema` and `--default-fields` ask for.
+pub fn schema_of(
+    fields: &[String],
+    file: Option<&std::path::Path>,
+    defaults: &[String],
+    bloom: bool,
+) -> Result<Schema> {
+    let mut schema = match (fields, file) {
+        ([], None) => Schema::default(),
+        (names, None) => Schema::text_fields(names, bloom).context("bad --fields")?,
+        (_, Some(path)) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Schema::from_json(&text).with_context(|| format!("schema file {}", path.display()))?
+        }
+    };
+    if !defaults.is_empty() {
+        schema.set_default_fields(defaults).context("bad --default-fields")?;
+    }
+    Ok(schema)
+}
+
 pub fn run(a: Args) -> Result<()> {
-    let corpus = Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?;
+    let schema = schema_of(&a.fields, a.schema.as_deref(), &a.default_fields, a.bloom == OnOff::On)?;
+    let corpus = Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?.with_schema(Arc::new(schema.clone()));
     let opts = IndexOptions {
+        schema,
         analyzer: AnalyzerConfig {
             stemming: a.stemming,
             stop_words: a.stop_words,

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde_json::json;
 use tierdex::index::{Index, OpenOptions};
-use tierdex::Field;
 
 use crate::{existing_dir, human_bytes};
 
@@ -38,16 +37,17 @@ pub fn run(a: Args) -> Result<()> {
     let m = index.manifest();
     let mut top_terms = serde_json::Map::new();
     let mut term_counts = serde_json::Map::new();
-    for f in Field::ALL {
+    let schema = index.schema();
+    for f in schema.fields() {
         let mut terms = index.field_terms(f)?;
-        term_counts.insert(f.name().into(), terms.len().into());
+        term_counts.insert(schema.name(f).into(), terms.len().into());
         terms.sort_by(|x, y| y.doc_freq.cmp(&x.doc_freq).then_with(|| x.term.cmp(&y.term)));
         terms.truncate(a.terms);
         let list: Vec<_> = terms
             .iter()
             .map(|t| json!({"term": t.term, "doc_freq": t.doc_freq, "total_term_freq": t.total_term_freq}))
             .collect();
-        top_terms.insert(f.name().into(), list.into());
+        top_terms.insert(schema.name(f).into(), list.into());
     }
     if a.json {
         let v = json!({
@@ -62,7 +62,8 @@ pub fn run(a: Args) -> Result<()> {
             "bloom": m.bloom,
             "verified": a.verify,
             "segments": m.segments,
-            "fields": Field::ALL.iter().map(|&f| (f.name(), index.field_stats(f))).collect::<std::collections::BTreeMap<_, _>>(),
+            "schema": schema,
+            "fields": schema.fields().map(|f| (schema.name(f), index.field_stats(f))).collect::<std::collections::BTreeMap<_, _>>(),
             "terms": term_counts,
             "top_terms": top_terms,
         });
@@ -85,9 +86,18 @@ pub fn run(a: Args) -> Result<()> {
     );
     match m.bloom.map(|b| (b, b.shape())) {
         Some((b, Ok(shape))) => println!(
-            "  phrase Bloom filters on body terms (stop words excluded): {} bytes and {} hashes per filter \
+            "  phrase Bloom filters on the terms of {} (stop words excluded): {} bytes and {} hashes per filter \
              (expected {} neighbours, false-positive rate {})",
-            shape.bytes, shape.hashes, b.expected, b.fpr
+            schema
+                .fields()
+                .filter(|&f| schema.phrase_filters(f))
+                .map(|f| schema.name(f))
+                .collect::<Vec<_>>()
+                .join(", "),
+            shape.bytes,
+            shape.hashes,
+            b.expected,
+            b.fpr
         ),
         Some((_, Err(e))) => println!("  phrase Bloom filters: unusable parameters ({e})"),
         None => println!("  no phrase Bloom filters"),
@@ -95,15 +105,21 @@ pub fn run(a: Args) -> Result<()> {
     if a.verify {
         println!("  every page of every file verified: OK");
     }
-    for f in Field::ALL {
+    let width = schema.names().iter().map(|n| n.len()).max().unwrap_or(0);
+    for f in schema.fields() {
         let s = index.field_stats(f);
+        let name = schema.name(f);
+        let default = if schema.default_fields().contains(&f) {
+            ", searched by default"
+        } else {
+            ""
+        };
         println!(
-            "  field {:5}: {} docs with text, {} tokens (avg {:.1}), {} distinct terms",
-            f.name(),
+            "  field {name:width$}: {} docs with text, {} tokens (avg {:.1}), {} distinct terms{default}",
             s.doc_count,
             s.sum_total_term_freq,
             s.sum_total_term_freq as f64 / s.doc_count.max(1) as f64,
-            term_counts[f.name()]
+            term_counts[name]
         );
     }
     for s in &m.segments {
@@ -123,8 +139,8 @@ pub fn run(a: Args) -> Result<()> {
             );
         }
     }
-    for f in Field::ALL {
-        let list = top_terms[f.name()].as_array().cloned().unwrap_or_default();
+    for f in schema.fields() {
+        let list = top_terms[schema.name(f)].as_array().cloned().unwrap_or_default();
         if list.is_empty() {
             continue;
         }
@@ -132,7 +148,7 @@ pub fn run(a: Args) -> Result<()> {
             .iter()
             .map(|t| format!("{} ({})", t["term"].as_str().unwrap_or(""), t["doc_freq"]))
             .collect();
-        println!("  top {} terms: {}", f.name(), shown.join(", "));
+        println!("  top {} terms: {}", schema.name(f), shown.join(", "));
     }
     Ok(())
 }

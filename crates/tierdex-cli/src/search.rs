@@ -37,7 +37,7 @@ impl From<ModeArg> for Mode {
 /// Options of `tierdex search`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "QUERY SYNTAX:\n  a b          either term (ranked by BM25)\n  +a +b        both terms\n  \"a b c\"      exact phrase\n  a -b         a but not b\n  title:a      a in the title only (fields: title, body)\n  +(a b) -c    groups\nUnqualified terms search title and body."
+    after_help = "QUERY SYNTAX:\n  a b          either term (ranked by BM25)\n  +a +b        both terms\n  \"a b c\"      exact phrase\n  a -b         a but not b\n  title:a      a in the field `title` only (any field of the index)\n  +(a b) -c    groups\nUnqualified terms search the index's default fields (title and body in the\ndefault schema; see `tierdex inspect`), or those of --default-fields.\nA hit shows its first field as a heading and a snippet of the others."
 )]
 pub struct Args {
     /// Index directory.
@@ -61,6 +61,10 @@ pub struct Args {
     /// One JSON object per query on stdout.
     #[arg(long)]
     json: bool,
+    /// Fields unqualified query terms search (default: the index's
+    /// default fields).
+    #[arg(long, value_delimiter = ',')]
+    default_fields: Vec<String>,
     #[command(flatten)]
     tier: crate::tier::TierArgs,
     /// Report each query's I/O: bytes requested from the tier, bytes
@@ -90,7 +94,10 @@ struct JsonResult<'q> {
 
 /// Runs `tierdex search`.
 pub fn run(a: Args) -> Result<()> {
-    let searcher = Searcher::open_with(&a.dir, a.tier.open_options())?;
+    let mut searcher = Searcher::open_with(&a.dir, a.tier.open_options())?;
+    if !a.default_fields.is_empty() {
+        searcher.set_default_fields(&a.default_fields)?;
+    }
     let mut queries = Vec::new();
     for q in &a.queries {
         if q == "-" {
@@ -134,7 +141,7 @@ pub fn run(a: Args) -> Result<()> {
 fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Result<(), Error> {
     let started = Instant::now();
     let (evaluated, query_io) = crate::tier::measure(true, || -> Result<_, Error> {
-        let parsed = tierdex::query::parse(q)?;
+        let parsed = s.parse(q)?;
         let plan = s.plan(&parsed)?;
         let results = s.execute(&plan, a.mode.into(), a.k)?;
         Ok((plan, results))
@@ -148,14 +155,14 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
         for h in &results.hits {
             let doc = s.doc(h.doc)?;
             let snippet = if a.highlight {
-                Some(s.highlight(&plan, h.doc, a.snippet_bytes)?.body.render("<b>", "</b>"))
+                Some(snippet(&s.highlight(&plan, h.doc, a.snippet_bytes)?).render("<b>", "</b>"))
             } else {
                 None
             };
             hits.push(JsonHit {
-                id: doc.id,
                 score: h.score,
-                title: doc.title,
+                title: doc.text(heading(s)).to_string(),
+                id: doc.id,
                 snippet,
             });
         }
@@ -200,14 +207,37 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
                 i + 1,
                 h.score,
                 doc.id,
-                hl.title.render(open, close)
+                hl.get(heading(s)).render(open, close)
             )
             .map_err(io)?;
-            let body = hl.body.render(open, close).replace('\n', " ");
+            let body = snippet(&hl).render(open, close).replace('\n', " ");
             writeln!(out, "               {body}").map_err(io)?;
         } else {
-            writeln!(out, "{:>3}. {:>8.4}  {}  {}", i + 1, h.score, doc.id, doc.title).map_err(io)?;
+            writeln!(
+                out,
+                "{:>3}. {:>8.4}  {}  {}",
+                i + 1,
+                h.score,
+                doc.id,
+                doc.text(heading(s))
+            )
+            .map_err(io)?;
         }
     }
     Ok(())
+}
+
+/// The field a hit is headed by: the schema's first (`title` by default).
+fn heading(s: &Searcher) -> &str {
+    s.schema().name(tierdex::Field::from_id(0))
+}
+
+/// The snippet shown under a hit's heading: of the first other field with a
+/// match, else of the first other field (`body` by default).
+fn snippet(hl: &tierdex::search::Highlight) -> &tierdex::query::highlight::Snippet {
+    let others = || hl.fields.iter().skip(1).map(|(_, s)| s);
+    others()
+        .find(|s| !s.marks.is_empty())
+        .or_else(|| others().next())
+        .unwrap_or_else(|| hl.get(""))
 }

@@ -7,11 +7,13 @@
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use tierdex::analysis::AnalyzerConfig;
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::layout::Format;
+use tierdex::schema::Schema;
 use tierdex::update::{FlushReport, IndexWriter, Strategy, WriterOptions};
 
 use crate::progress::bar;
@@ -43,14 +45,21 @@ impl WriterArgs {
 pub struct AddArgs {
     /// The index directory.
     dir: PathBuf,
-    /// Documents: JSON-lines files ({"id"|"url","title","body"} per line,
-    /// .zst/.gz ok) or directories of text files. A document whose id is
-    /// already in the index replaces it.
+    /// Documents: JSON-lines files ({"id"|"url", field: text, ...} per
+    /// line, .zst/.gz ok) or directories of text files. A document whose id
+    /// is already in the index replaces it; a field the index does not have
+    /// makes the record bad.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     /// Create the index if the directory holds none (with this strategy).
     #[arg(long)]
     create: bool,
+    /// Text fields of an index made by --create (default: title,body).
+    #[arg(long, value_delimiter = ',', conflicts_with = "schema", requires = "create")]
+    fields: Vec<String>,
+    /// Schema file of an index made by --create (see `tierdex index --help`).
+    #[arg(long, requires = "create")]
+    schema: Option<PathBuf>,
     /// Strategy of an index made by --create: immediate-merge, geometric,
     /// logarithmic, no-merge, in-place or in-place-contiguous.
     #[arg(long, default_value = "logarithmic", value_parser = |s: &str| s.parse::<Strategy>().map_err(|e| e.to_string()))]
@@ -95,14 +104,23 @@ pub struct CompactArgs {
     json: bool,
 }
 
-fn open(dir: &std::path::Path, options: WriterOptions, create: Option<Strategy>) -> Result<IndexWriter> {
+fn open(dir: &std::path::Path, options: WriterOptions, create: Option<(Strategy, Schema)>) -> Result<IndexWriter> {
     let exists = dir.join(tierdex::index::manifest::MANIFEST).exists();
     match (exists, create) {
+        (true, Some((_, schema))) if !schema.is_title_body() => bail!(
+            "{} already holds an index, with its own fields: --fields and --schema only apply to a new one",
+            dir.display()
+        ),
         (true, _) => IndexWriter::open(dir, options).with_context(|| format!("opening {}", dir.display())),
-        (false, Some(strategy)) => {
-            IndexWriter::create(dir, AnalyzerConfig::default(), Format::default(), strategy, options)
-                .with_context(|| format!("creating an index in {}", dir.display()))
-        }
+        (false, Some((strategy, schema))) => IndexWriter::create_with_schema(
+            dir,
+            schema,
+            AnalyzerConfig::default(),
+            Format::default(),
+            strategy,
+            options,
+        )
+        .with_context(|| format!("creating an index in {}", dir.display())),
         (false, None) => bail!(
             "{} holds no tierdex index: build one with `tierdex index`, or pass --create",
             dir.display()
@@ -141,8 +159,16 @@ pub fn add(a: AddArgs) -> Result<()> {
     if a.batch == 0 {
         bail!("--batch must be positive");
     }
-    let corpus = Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?;
-    let w = open(&a.dir, a.writer.options(), a.create.then_some(a.strategy))?;
+    let create = match a.create {
+        true => Some((
+            a.strategy,
+            crate::index::schema_of(&a.fields, a.schema.as_deref(), &[], true)?,
+        )),
+        false => None,
+    };
+    let w = open(&a.dir, a.writer.options(), create)?;
+    let corpus =
+        Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?.with_schema(Arc::new(w.schema().clone()));
     let read = corpus.progress();
     let pb = bar(Some(corpus.total_bytes()), true, "adding");
     let mut corpus = corpus;

@@ -252,3 +252,128 @@ fn a_closed_pipe_ends_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `tierdex index --fields` and `--schema`: any text fields, searched with
+/// prefixes and default fields; records with other fields are refused with
+/// their line, never indexed partly.
+#[test]
+fn any_text_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("products.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            r#"{"id":"p1","name":"red kettle","description":"boils water fast"}"#,
+            "\n",
+            r#"{"id":"p2","name":"blue teapot","description":"a kettle for tea, red inside"}"#,
+            "\n",
+            r#"{"id":"p3","name":"water filter"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let idx = tmp.path().join("idx");
+    let idx_s = idx.to_str().unwrap();
+    ok(&[
+        "index",
+        input.to_str().unwrap(),
+        "--out",
+        idx_s,
+        "--fields",
+        "name,description",
+    ]);
+    let ids = |out: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        let mut ids: Vec<String> = v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&ok(&["search", idx_s, "kettle", "--json"])), ["p1", "p2"]);
+    assert_eq!(ids(&ok(&["search", idx_s, "name:kettle", "--json"])), ["p1"]);
+    assert_eq!(ids(&ok(&["search", idx_s, "description:water", "--json"])), ["p1"]);
+    assert_eq!(
+        ids(&ok(&["search", idx_s, "water", "--json", "--default-fields", "name"])),
+        ["p3"]
+    );
+    // The first field heads a hit.
+    let out = ok(&["search", idx_s, "teapot", "--json", "--highlight"]);
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["hits"][0]["title"], "blue teapot");
+    let bad = tierdex(&["search", idx_s, "title:kettle"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("unknown field `title`") && err.contains("name, description"),
+        "{err}"
+    );
+    let inspect = ok(&["inspect", idx_s]);
+    assert!(
+        inspect.contains("field name") && inspect.contains("field description"),
+        "{inspect}"
+    );
+
+    // A record with a field the schema lacks names its line.
+    let other = tmp.path().join("other.jsonl");
+    std::fs::write(&other, "{\"id\":\"x\",\"name\":\"n\",\"price\":\"3\"}\n").unwrap();
+    let out = tierdex(&[
+        "index",
+        other.to_str().unwrap(),
+        "--out",
+        tmp.path().join("i2").to_str().unwrap(),
+        "--fields",
+        "name",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("other.jsonl:1") && err.contains("unknown field `price`"),
+        "{err}"
+    );
+    let add = tierdex(&["add", idx_s, other.to_str().unwrap()]);
+    assert!(!add.status.success());
+    assert!(String::from_utf8_lossy(&add.stderr).contains("unknown field `price`"));
+
+    // A schema file: default fields and per-field phrase filters.
+    let schema = tmp.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"fields": [{"name": "name", "type": "text"}, {"name": "description", "type": "text", "phrase_filters": true}], "default_fields": ["name"]}"#,
+    )
+    .unwrap();
+    let idx3 = tmp.path().join("idx3");
+    ok(&[
+        "index",
+        input.to_str().unwrap(),
+        "--out",
+        idx3.to_str().unwrap(),
+        "--schema",
+        schema.to_str().unwrap(),
+    ]);
+    assert_eq!(ids(&ok(&["search", idx3.to_str().unwrap(), "water", "--json"])), ["p3"]);
+    assert_eq!(
+        ids(&ok(&[
+            "search",
+            idx3.to_str().unwrap(),
+            "description:\"red inside\"",
+            "--json"
+        ])),
+        ["p2"]
+    );
+    let bad_schema = tmp.path().join("bad.json");
+    std::fs::write(&bad_schema, r#"{"fields": [{"name": "a", "type": "txt"}]}"#).unwrap();
+    let out = tierdex(&[
+        "index",
+        input.to_str().unwrap(),
+        "--out",
+        tmp.path().join("i4").to_str().unwrap(),
+        "--schema",
+        bad_schema.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown variant `txt`"));
+}

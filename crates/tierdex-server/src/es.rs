@@ -7,8 +7,9 @@
 //!   /{index}/_doc/{id}`, `DELETE /{index}/_doc/{id}`, `POST /_bulk` and
 //!   `/{index}/_bulk` (NDJSON `index`, `create` and `delete` actions),
 //!   `/{index}/_refresh`, and `?refresh=true|wait_for` on writes. Documents
-//!   have two text fields, `title` and `body`; other fields are refused
-//!   (tierdex has no dynamic mapping), never silently dropped.
+//!   hold the text fields of the index's schema (`title` and `body` by
+//!   default); other fields are refused (tierdex has no dynamic mapping),
+//!   never silently dropped.
 //!
 //! Answers have Elasticsearch's shape. Anything else is a 400 naming what is
 //! not supported, never a silently different request.
@@ -21,6 +22,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tierdex::query::ast::{Clause, Occur, Query};
+use tierdex::schema::Schema;
 use tierdex::search::Mode;
 use tierdex::Field;
 
@@ -40,14 +42,15 @@ pub struct UriParams {
     pub timeout: Option<String>,
 }
 
-fn field(name: &str) -> Result<Option<Field>, ApiError> {
+fn field(schema: &Schema, name: &str) -> Result<Option<Field>, ApiError> {
     match name {
-        "title" => Ok(Some(Field::Title)),
-        "body" => Ok(Some(Field::Body)),
         "_all" | "*" => Ok(None),
-        other => Err(ApiError::bad_request(format!(
-            "unknown field `{other}` (fields: title, body)"
-        ))),
+        other => schema.field(other).map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unknown field `{other}` (fields: {})",
+                schema.names().join(", ")
+            ))
+        }),
     }
 }
 
@@ -55,13 +58,13 @@ fn field(name: &str) -> Result<Option<Field>, ApiError> {
 type Leaf<'a> = (Option<Field>, String, Option<&'a Map<String, Value>>);
 
 /// `{"field": "text"}` or `{"field": {"query": "text", ...}}`.
-fn field_and_text<'a>(kind: &str, v: &'a Value) -> Result<Leaf<'a>, ApiError> {
+fn field_and_text<'a>(schema: &Schema, kind: &str, v: &'a Value) -> Result<Leaf<'a>, ApiError> {
     let obj = v
         .as_object()
         .filter(|o| o.len() == 1)
         .ok_or_else(|| ApiError::bad_request(format!("[{kind}] takes one field: {{\"body\": \"text\"}}")))?;
     let (name, inner) = obj.iter().next().expect("one entry");
-    let f = field(name)?;
+    let f = field(schema, name)?;
     match inner {
         Value::String(s) => Ok((f, s.clone(), None)),
         Value::Object(o) => {
@@ -77,7 +80,7 @@ fn field_and_text<'a>(kind: &str, v: &'a Value) -> Result<Leaf<'a>, ApiError> {
     }
 }
 
-fn clauses(kind: &str, v: &Value, occur: Occur, out: &mut Vec<Clause>) -> Result<(), ApiError> {
+fn clauses(schema: &Schema, kind: &str, v: &Value, occur: Occur, out: &mut Vec<Clause>) -> Result<(), ApiError> {
     let items: Vec<&Value> = match v {
         Value::Array(a) => a.iter().collect(),
         Value::Object(_) => vec![v],
@@ -90,14 +93,14 @@ fn clauses(kind: &str, v: &Value, occur: Occur, out: &mut Vec<Clause>) -> Result
     for q in items {
         out.push(Clause {
             occur,
-            query: translate(q)?,
+            query: translate(schema, q)?,
         });
     }
     Ok(())
 }
 
-/// Translates an Elasticsearch query object into a tierdex query.
-pub fn translate(v: &Value) -> Result<Query, ApiError> {
+/// Translates an Elasticsearch query object into a query over `schema`'s fields.
+pub fn translate(schema: &Schema, v: &Value) -> Result<Query, ApiError> {
     let obj = v
         .as_object()
         .filter(|o| o.len() == 1)
@@ -110,17 +113,17 @@ pub fn translate(v: &Value) -> Result<Query, ApiError> {
                 .and_then(Value::as_str)
                 .ok_or_else(|| ApiError::bad_request(format!("[{kind}] needs a string `query`")))?;
             if let Some(f) = body.get("default_field").and_then(Value::as_str) {
-                field(f)?;
+                field(schema, f)?;
                 if f != "*" && f != "_all" {
                     return Err(ApiError::bad_request(
-                        "[query_string] default_field is not supported: prefix terms with title: or body:",
+                        "[query_string] default_field is not supported: prefix terms with their field (`name:term`)",
                     ));
                 }
             }
-            tierdex::query::parse(text).map_err(|e| ApiError::from_engine(text, e.into()))
+            tierdex::query::parser::parse_with(text, schema).map_err(|e| ApiError::from_engine(text, e.into()))
         }
         "match" => {
-            let (f, text, opts) = field_and_text(kind, body)?;
+            let (f, text, opts) = field_and_text(schema, kind, body)?;
             let operator = opts
                 .and_then(|o| o.get("operator"))
                 .and_then(Value::as_str)
@@ -144,14 +147,14 @@ pub fn translate(v: &Value) -> Result<Query, ApiError> {
             ))
         }
         "match_phrase" => {
-            let (f, text, _) = field_and_text(kind, body)?;
+            let (f, text, _) = field_and_text(schema, kind, body)?;
             Ok(Query::Boolean(vec![Clause {
                 occur: Occur::Should,
                 query: Query::Phrase { field: f, text },
             }]))
         }
         "term" => {
-            let (f, text, _) = field_and_text(kind, body)?;
+            let (f, text, _) = field_and_text(schema, kind, body)?;
             Ok(Query::Boolean(vec![Clause {
                 occur: Occur::Should,
                 query: Query::Term { field: f, text },
@@ -164,9 +167,9 @@ pub fn translate(v: &Value) -> Result<Query, ApiError> {
             let mut out = Vec::new();
             for (k, v) in o {
                 match k.as_str() {
-                    "must" => clauses(k, v, Occur::Must, &mut out)?,
-                    "should" => clauses(k, v, Occur::Should, &mut out)?,
-                    "must_not" => clauses(k, v, Occur::MustNot, &mut out)?,
+                    "must" => clauses(schema, k, v, Occur::Must, &mut out)?,
+                    "should" => clauses(schema, k, v, Occur::Should, &mut out)?,
+                    "must_not" => clauses(schema, k, v, Occur::MustNot, &mut out)?,
                     "minimum_should_match" if v == &json!(1) || v == &json!("1") => {}
                     other => {
                         return Err(ApiError::bad_request(format!(
@@ -214,11 +217,11 @@ fn parse_timeout(s: &str) -> Result<std::time::Duration, ApiError> {
 }
 
 /// The query of a request: the body's `query`, or `?q=`.
-fn request_query(body: &Value, uri: &UriParams) -> Result<(Query, String), ApiError> {
+fn request_query(schema: &Schema, body: &Value, uri: &UriParams) -> Result<(Query, String), ApiError> {
     match (body.get("query"), &uri.q) {
-        (Some(q), _) => Ok((translate(q)?, q.to_string())),
+        (Some(q), _) => Ok((translate(schema, q)?, q.to_string())),
         (None, Some(q)) => Ok((
-            tierdex::query::parse(q).map_err(|e| ApiError::from_engine(q, e.into()))?,
+            tierdex::query::parser::parse_with(q, schema).map_err(|e| ApiError::from_engine(q, e.into()))?,
             q.clone(),
         )),
         (None, None) => Err(ApiError::bad_request(
@@ -280,7 +283,7 @@ pub async fn search(
     if body.get("from").and_then(Value::as_u64).unwrap_or(0) != 0 {
         return Err(ApiError::bad_request("[from] other than 0 is not supported"));
     }
-    let (query, text) = request_query(&body, &uri)?;
+    let (query, text) = request_query(state.searcher().schema(), &body, &uri)?;
     let size = match body.get("size") {
         Some(v) => v
             .as_u64()
@@ -322,13 +325,13 @@ pub async fn search(
         .map(|h| {
             let mut hit = json!({ "_index": name, "_id": h.id, "_score": h.score });
             if let Some(d) = &h.source {
-                hit["_source"] = json!({ "title": d.title, "body": d.body });
+                hit["_source"] = Value::Object(d.fields.clone());
             }
             if let Some(hl) = &h.highlight {
                 let mut m = Map::new();
-                for (f, s) in [("title", &hl.title), ("body", &hl.body)] {
+                for (f, s) in &hl.fields {
                     if !s.marks.is_empty() {
-                        m.insert(f.into(), json!([s.render("<em>", "</em>")]));
+                        m.insert(f.clone(), json!([s.render("<em>", "</em>")]));
                     }
                 }
                 hit["highlight"] = Value::Object(m);
@@ -359,7 +362,7 @@ pub async fn count(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let (uri, body) = prelude(&state, &index, uri, &body)?;
-    let (query, text) = request_query(&body, &uri)?;
+    let (query, text) = request_query(state.searcher().schema(), &body, &uri)?;
     let answer = state
         .search(SearchJob {
             text,
@@ -383,32 +386,28 @@ fn write_params(p: WriteQuery) -> Result<WriteParams, ApiError> {
     p.map(|UrlQuery(p)| p).map_err(|e| ApiError::bad_request(e.body_text()))
 }
 
-/// A document from an Elasticsearch `_source`: `title` and `body` strings.
-fn source_doc(id: String, v: &Value) -> Result<Document, ApiError> {
+/// A document from an Elasticsearch `_source`: strings of the schema's
+/// text fields.
+fn source_doc(schema: &Schema, id: String, v: &Value) -> Result<Document, ApiError> {
     let obj = v
         .as_object()
         .ok_or_else(|| ApiError::bad_request("the document must be a JSON object"))?;
-    let mut d = Document {
-        id,
-        ..Document::default()
-    };
+    let mut d = Document::new(id);
     for (k, x) in obj {
         let text = match x {
             Value::String(t) => t.clone(),
-            Value::Null => String::new(),
+            Value::Null => continue,
             _ => {
                 return Err(mapper_error(format!("field [{k}] must be a string")));
             }
         };
-        match k.as_str() {
-            "title" => d.title = text,
-            "body" => d.body = text,
-            _ => {
-                return Err(mapper_error(format!(
-                    "field [{k}] is not in the mapping: tierdex indexes [title] and [body]"
-                )))
-            }
+        if schema.field(k).is_none() {
+            return Err(mapper_error(format!(
+                "field [{k}] is not in the mapping: tierdex indexes [{}]",
+                schema.names().join("], [")
+            )));
         }
+        d.fields.insert(k.clone(), Value::String(text));
     }
     Ok(d)
 }
@@ -470,7 +469,7 @@ async fn put_doc(
     check_index(state, index)?;
     let v: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?;
-    let doc = source_doc(id.clone(), &v)?;
+    let doc = source_doc(state.searcher().schema(), id.clone(), &v)?;
     let a = state.write(vec![Op::Add(doc)], p.wants_refresh()).await?;
     let (status, result) = if a.replaced > 0 {
         (StatusCode::OK, "updated")
@@ -572,6 +571,8 @@ fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Res
     let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("bulk body is not UTF-8"))?;
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let mut items = Vec::new();
+    let searcher = state.searcher();
+    let schema = searcher.schema().clone();
     while let Some((n, line)) = lines.next() {
         let at = |m: String| ApiError::bad_request(format!("bulk line {}: {m}", n + 1));
         let v: Value = serde_json::from_str(line).map_err(|e| at(format!("not JSON: {e}")))?;
@@ -608,7 +609,7 @@ fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Res
         let op = target.and_then(|_| {
             let v: Value = serde_json::from_str(source)
                 .map_err(|e| ApiError::bad_request(format!("document is not JSON: {e}")))?;
-            source_doc(id.clone(), &v).map(Op::Add)
+            source_doc(&schema, id.clone(), &v).map(Op::Add)
         });
         items.push(BulkItem { action, id, op });
     }

@@ -559,7 +559,7 @@ impl WriteParams {
     }
 }
 
-/// Documents of a `POST /docs` body: a JSON array of `{"id","title","body"}`
+/// Documents of a `POST /docs` body: a JSON array of `{"id", field: text...}`
 /// objects, or one such object per line.
 pub fn parse_docs(body: &[u8]) -> Result<Vec<tierdex::Document>, ApiError> {
     let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
@@ -674,7 +674,10 @@ fn search_job(state: &AppState, p: &SearchParams) -> Result<SearchJob, ApiError>
     if k > MAX_K {
         return Err(ApiError::bad_request(format!("k = {k} is above the limit of {MAX_K}")));
     }
-    let query = tierdex::query::parse(&p.q).map_err(|e| ApiError::from_engine(&p.q, e.into()))?;
+    let query = state
+        .searcher()
+        .parse(&p.q)
+        .map_err(|e| ApiError::from_engine(&p.q, e))?;
     Ok(SearchJob {
         text: p.q.clone(),
         query,

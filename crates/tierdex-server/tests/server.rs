@@ -13,13 +13,15 @@ use tierdex_server::{state, ServerConfig};
 fn docs() -> Vec<Document> {
     let words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "honeydew"];
     (0..300)
-        .map(|i: usize| Document {
-            id: format!("doc-{i}"),
-            title: format!("{} {}", words[i % 8], words[(i / 8) % 8]),
-            body: (0..20)
-                .map(|j| words[(i * 7 + j * j) % 8])
-                .collect::<Vec<_>>()
-                .join(" "),
+        .map(|i: usize| {
+            Document::title_body(
+                format!("doc-{i}"),
+                format!("{} {}", words[i % 8], words[(i / 8) % 8]),
+                (0..20)
+                    .map(|j| words[(i * 7 + j * j) % 8])
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
         })
         .collect()
 }

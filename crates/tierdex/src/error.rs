@@ -176,12 +176,14 @@ pub enum QueryError {
         message: String,
     },
     /// A `field:` prefix naming a field that does not exist.
-    #[error("unknown field `{field}` at position {position} (known fields: title, body)")]
+    #[error("unknown field `{field}` at position {position} (known fields: {})", known.join(", "))]
     UnknownField {
         /// The unknown field name.
         field: String,
         /// Byte offset of the field name.
         position: usize,
+        /// The fields the index has.
+        known: Vec<String>,
     },
 }
 
@@ -197,8 +199,8 @@ impl QueryError {
     pub fn message(&self) -> String {
         match self {
             QueryError::Syntax { message, .. } => message.clone(),
-            QueryError::UnknownField { field, .. } => {
-                format!("unknown field `{field}` (known fields: title, body)")
+            QueryError::UnknownField { field, known, .. } => {
+                format!("unknown field `{field}` (known fields: {})", known.join(", "))
             }
         }
     }

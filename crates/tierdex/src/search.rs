@@ -14,7 +14,7 @@ use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
 use crate::query::planner::{build_scorer, prefetch_zones, Build, Plan, Planner, ScoringContext};
 use crate::query::scorer::Scorer;
-use crate::schema::{DocId, Document, Field, TERMINATED};
+use crate::schema::{DocId, Document, Field, Schema, TERMINATED};
 
 /// What a search returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -66,13 +66,54 @@ pub struct SearchResults {
     pub count: Option<u64>,
 }
 
-/// Highlighted excerpts of one hit.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Highlighted excerpts of one hit: per stored field, in schema order, a
+/// window of its text around the matches (the whole text when it is short).
+/// Serialised as an object from field name to snippet.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Highlight {
-    /// The whole title with matches marked.
-    pub title: Snippet,
-    /// A window of the body around the matches.
-    pub body: Snippet,
+    /// Field name and snippet, in schema order.
+    pub fields: Vec<(String, Snippet)>,
+}
+
+impl Highlight {
+    /// The snippet of field `name` (an empty one if the hit has none).
+    pub fn get(&self, name: &str) -> &Snippet {
+        static EMPTY: Snippet = Snippet {
+            text: String::new(),
+            marks: Vec::new(),
+        };
+        self.fields.iter().find(|(n, _)| n == name).map_or(&EMPTY, |(_, s)| s)
+    }
+
+    /// The `title` snippet (default schema).
+    pub fn title(&self) -> &Snippet {
+        self.get("title")
+    }
+
+    /// The `body` snippet (default schema).
+    pub fn body(&self) -> &Snippet {
+        self.get("body")
+    }
+}
+
+impl Serialize for Highlight {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.fields.len()))?;
+        for (name, snippet) in &self.fields {
+            m.serialize_entry(name, snippet)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Highlight {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Highlight, D::Error> {
+        let map = std::collections::BTreeMap::<String, Snippet>::deserialize(d)?;
+        Ok(Highlight {
+            fields: map.into_iter().collect(),
+        })
+    }
 }
 
 /// An open index, ready to answer queries from any number of threads.
@@ -81,6 +122,8 @@ pub struct Searcher {
     scoring: ScoringContext,
     snapshot: u64,
     phrase_filters: FilterUse,
+    /// The fields unqualified query terms search.
+    default_fields: Vec<Field>,
 }
 
 /// Source of [`Searcher::snapshot`] numbers: increasing over the process.
@@ -104,11 +147,36 @@ impl Searcher {
         let scoring = ScoringContext::new(&index);
         let snapshot = SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Searcher {
+            default_fields: index.schema().default_fields().to_vec(),
             index,
             scoring,
             snapshot,
             phrase_filters: FilterUse::Auto,
         }
+    }
+
+    /// The index's schema.
+    pub fn schema(&self) -> &Schema {
+        self.index.schema()
+    }
+
+    /// Makes unqualified query terms search the fields named `names`
+    /// instead of the schema's default fields.
+    pub fn set_default_fields<S: AsRef<str>>(&mut self, names: &[S]) -> Result<()> {
+        self.default_fields = self.index.schema().resolve(names)?;
+        // Results computed before answered another question.
+        self.snapshot = SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The fields unqualified query terms search.
+    pub fn default_fields(&self) -> &[Field] {
+        &self.default_fields
+    }
+
+    /// Parses `query` against the index's fields.
+    pub fn parse(&self, query: &str) -> Result<ast::Query> {
+        Ok(crate::query::parser::parse_with(query, self.index.schema())?)
     }
 
     /// Sets when phrase queries test their Bloom filters (indexes built
@@ -131,13 +199,13 @@ impl Searcher {
 
     /// Parses and runs `query`.
     pub fn search(&self, query: &str, mode: Mode, k: usize) -> Result<SearchResults> {
-        let q = crate::query::parse(query)?;
+        let q = self.parse(query)?;
         self.search_parsed(&q, mode, k)
     }
 
     /// Plans a parsed query against this index.
     pub fn plan(&self, query: &ast::Query) -> Result<Plan> {
-        Planner::new(&self.index).plan(query)
+        Planner::with_default_fields(&self.index, &self.default_fields).plan(query)
     }
 
     /// Runs an already parsed query.
@@ -256,15 +324,17 @@ impl Searcher {
         })
     }
 
-    /// Highlighted title and a body snippet of about `max_bytes` for `doc`,
-    /// marking the positive terms of `plan` from their stored offsets.
+    /// A snippet of about `max_bytes` of every stored field of `doc` (the
+    /// whole text of fields shorter than that), marking the positive terms
+    /// of `plan` from their stored offsets.
     pub fn highlight(&self, plan: &Plan, doc: DocId, max_bytes: usize) -> Result<Highlight> {
         let (si, local) = self.locate(doc)?;
         let seg = &self.index.segments()[si];
         let stored = seg.document(local)?;
         let mut terms = Vec::new();
         plan.positive_terms(&mut terms);
-        let mut marks: [Vec<(u32, u32)>; Field::COUNT] = Default::default();
+        let schema = self.index.schema();
+        let mut marks: Vec<Vec<(u32, u32)>> = vec![Vec::new(); schema.len()];
         let mut offsets = Vec::new();
         for t in terms {
             let Some(info) = seg.term_info(&t.key)? else {
@@ -273,15 +343,26 @@ impl Searcher {
             let mut c = seg.cursor(&info)?;
             if c.seek(local) == local {
                 c.offsets(&mut offsets);
-                marks[t.field.id() as usize].extend_from_slice(&offsets);
+                if let Some(m) = marks.get_mut(t.field.index()) {
+                    m.extend_from_slice(&offsets);
+                }
             }
             if let Some(e) = c.take_error() {
                 return Err(e);
             }
         }
         Ok(Highlight {
-            title: make_snippet(&stored.title, &marks[0], usize::MAX),
-            body: make_snippet(&stored.body, &marks[1], max_bytes),
+            fields: schema
+                .fields()
+                .filter(|&f| schema.stored(f))
+                .map(|f| {
+                    let name = schema.name(f);
+                    (
+                        name.to_string(),
+                        make_snippet(stored.text(name), &marks[f.index()], max_bytes),
+                    )
+                })
+                .collect(),
         })
     }
 

@@ -10,10 +10,12 @@ use tierdex::{Document, Error};
 
 fn docs(n: usize) -> Vec<Document> {
     (0..n)
-        .map(|i| Document {
-            id: format!("d{i}"),
-            title: format!("title number {i}"),
-            body: format!("body text {} with words {} and more words", i % 7, i % 3).repeat(1 + i % 5),
+        .map(|i| {
+            Document::title_body(
+                format!("d{i}"),
+                format!("title number {i}"),
+                format!("body text {} with words {} and more words", i % 7, i % 3).repeat(1 + i % 5),
+            )
         })
         .collect()
 }

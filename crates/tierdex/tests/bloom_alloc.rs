@@ -86,7 +86,7 @@ fn filter_tests_allocate_nothing() {
             layout,
             codec: Codec::Compressed,
             bloom: Some(params),
-            dict_doc_freq: true,
+            ..Format::default()
         };
         let mut w = PostingsWriter::create(dir.path(), "s", format).unwrap();
         w.add(b"\x01term", &t, &norms).unwrap();

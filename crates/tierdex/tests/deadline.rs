@@ -11,11 +11,11 @@ use tierdex::{Document, Error};
 fn a_passed_deadline_stops_every_mode_and_a_far_one_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let docs = (0..5000).map(|i| {
-        Ok(Document {
-            id: i.to_string(),
-            title: format!("doc {}", i % 13),
-            body: format!("common words w{} w{} common", i % 97, i % 31),
-        })
+        Ok(Document::title_body(
+            i.to_string(),
+            format!("doc {}", i % 13),
+            format!("common words w{} w{} common", i % 97, i % 31),
+        ))
     });
     build_index(
         docs,

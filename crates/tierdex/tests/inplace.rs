@@ -13,25 +13,25 @@ use tierdex::update::{IndexWriter, Strategy, WriterOptions};
 use tierdex::Document;
 
 fn doc(i: usize) -> Document {
-    Document {
-        id: format!("d{i}"),
-        title: format!("title {i}"),
-        // "common" in every document, with positions: its chunks are large.
-        body: format!(
+    // "common" in every document, with positions: its chunks are large.
+    Document::title_body(
+        format!("d{i}"),
+        format!("title {i}"),
+        format!(
             "common words about {} and common things {}",
             i % 17,
             "pad ".repeat(i % 5)
         ),
-    }
+    )
 }
 
 /// [`doc`] with "long" 20 to 26 times: a term over
 /// [`tierdex::layout::chain::PACK_MAX`] bytes after a few flushes, that
 /// lives in whole blocks.
 fn long_doc(i: usize) -> Document {
-    let mut d = doc(i);
-    d.body.push_str(&" long".repeat(20 + i % 7));
-    d
+    let d = doc(i);
+    let body = format!("{}{}", d.body(), " long".repeat(20 + i % 7));
+    d.with_text("body", body)
 }
 
 fn writer(dir: &Path, strategy: Strategy) -> IndexWriter {
@@ -87,7 +87,7 @@ fn chains_grow_in_pieces_and_contiguous_terms_move_into_reused_space() {
         drop(w);
         assert_eq!(count(&dir, "common"), n as u64, "{strategy}");
         assert_eq!(count(&dir, "\"common words\""), n as u64, "{strategy}");
-        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::Body, "long");
+        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::BODY, "long");
         let pieces = pieces.len();
         assert_eq!(chunks, 40, "{strategy}: one chunk per flush");
         match strategy {
@@ -151,18 +151,18 @@ fn short_terms_are_packed_into_runs_that_merge_geometrically() {
         let (_, cm) = chain_meta(&dir);
         // A document's own title number: one posting, packed, repacked by
         // every merge since, in one piece.
-        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::Title, "5");
+        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::TITLE, "5");
         assert_eq!((pieces.len(), chunks), (1, 1), "{strategy}: {pieces:?}");
         assert!(pieces[0].is_packed());
         // A short word of every flush: one chunk per flush, at most a piece per run.
-        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::Body, "3");
+        let (pieces, chunks) = term_pieces(&dir, tierdex::Field::BODY, "3");
         assert_eq!(chunks, 30, "{strategy}");
         assert!(
             pieces.iter().all(|p| p.is_packed()) && pieces.len() <= cm.runs.len(),
             "{pieces:?}"
         );
         // A long term lives in blocks.
-        let (pieces, _) = term_pieces(&dir, tierdex::Field::Body, "long");
+        let (pieces, _) = term_pieces(&dir, tierdex::Field::BODY, "long");
         assert!(pieces.iter().all(|p| !p.is_packed()), "{strategy}: {pieces:?}");
         // Reopened, the runs' space is still in use: new flushes do not
         // overwrite it, and every answer stays right.

@@ -13,16 +13,16 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&str] = &[
     // common: document numbers, bit sets, error kinds
     "common", "error", // text analysis and integer codecs
-    "analysis", "codec", // where bytes come from
+    "analysis", "codec",   // where bytes come from
     "storage", // fields and documents, and the readers that produce documents
     "schema", "corpus", // postings: phrase filters, term dictionary, layout and cursors
-    "bloom", "termdict", "layout", // stored documents and ids
-    "store", // an index: manifest, segments, deletes
-    "index", // building segments
+    "bloom", "termdict", "layout",   // stored documents and ids
+    "store",    // an index: manifest, segments, deletes
+    "index",    // building segments
     "indexing", // queries: parse, plan, weights, scorers, collectors
-    "query", // the reading facade
-    "search", // result cache
-    "cache", // writing while searching
+    "query",    // the reading facade
+    "search",   // result cache
+    "cache",    // writing while searching
     "update",
 ];
 

@@ -69,10 +69,10 @@ fn answer(s: &Searcher, query: &str, mode: Mode) -> Expected {
         .map(|h| {
             let doc = s.doc(h.doc).unwrap();
             ExpectedHit {
+                title: doc.title().to_string(),
                 id: doc.id,
                 score: h.score,
-                title: doc.title,
-                snippet: Some(s.highlight(&plan, h.doc, 200).unwrap().body.render("<b>", "</b>")),
+                snippet: Some(s.highlight(&plan, h.doc, 200).unwrap().body().render("<b>", "</b>")),
             }
         })
         .collect();

@@ -129,11 +129,7 @@ fn updates_answer_like_a_rebuild_under_every_strategy() {
                 next_id += 1;
                 format!("n{next_id}")
             });
-            Document {
-                id,
-                title: src.title.clone(),
-                body: src.body.clone(),
-            }
+            Document { id, ..src.clone() }
         };
         // Start empty or from a built index.
         let mut writer = if rng.chance(0.5) {
@@ -238,13 +234,7 @@ fn a_second_writer_is_refused() {
 fn bad_documents_are_refused_before_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let w = empty(dir.path(), Strategy::Logarithmic, WriterOptions::default());
-    let e = w
-        .add(vec![Document {
-            id: String::new(),
-            title: "t".into(),
-            body: "b".into(),
-        }])
-        .unwrap_err();
+    let e = w.add(vec![Document::title_body(String::new(), "t", "b")]).unwrap_err();
     assert!(e.to_string().contains("empty id"), "{e}");
     assert_eq!(w.stats().last_seq, 0);
 }
@@ -262,11 +252,7 @@ fn background_maintenance_refreshes_and_flushes() {
     ));
     let m = w.maintain(std::time::Duration::from_millis(10));
     let docs: Vec<Document> = (0..35)
-        .map(|i| Document {
-            id: format!("m{i}"),
-            title: format!("title {i}"),
-            body: format!("body words w{}", i % 4),
-        })
+        .map(|i| Document::title_body(format!("m{i}"), format!("title {i}"), format!("body words w{}", i % 4)))
         .collect();
     for d in &docs {
         w.add(vec![d.clone()]).unwrap();
@@ -295,10 +281,12 @@ fn background_maintenance_refreshes_and_flushes() {
 fn a_long_log_replays_within_the_buffer_budget() {
     let dir = tempfile::tempdir().unwrap();
     let docs: Vec<Document> = (0..50)
-        .map(|i| Document {
-            id: format!("r{i}"),
-            title: format!("t{}", i % 3),
-            body: format!("replayed w{} words", i % 6),
+        .map(|i| {
+            Document::title_body(
+                format!("r{i}"),
+                format!("t{}", i % 3),
+                format!("replayed w{} words", i % 6),
+            )
         })
         .collect();
     {
@@ -369,11 +357,11 @@ fn writes_during_background_flushes_are_kept() {
                 live.remove(&id);
             } else {
                 let token = format!("v{i}");
-                w.add(vec![Document {
-                    id: id.clone(),
-                    title: format!("{token} title"),
-                    body: format!("body of {id} words {}", rng.range(0, 50)),
-                }])
+                w.add(vec![Document::title_body(
+                    id.clone(),
+                    format!("{token} title"),
+                    format!("body of {id} words {}", rng.range(0, 50)),
+                )])
                 .unwrap();
                 live.insert(id, token.clone());
                 written.push(token);

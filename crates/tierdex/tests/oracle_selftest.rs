@@ -16,11 +16,7 @@ use tierdex::search::{Hit, Mode, SearchResults};
 use tierdex::{Document, Field};
 
 fn doc(title: &str, body: &str) -> Document {
-    Document {
-        id: String::new(),
-        title: title.into(),
-        body: body.into(),
-    }
+    Document::title_body(String::new(), title, body)
 }
 
 fn analyzer() -> Analyzer {
@@ -134,16 +130,16 @@ fn fruit() -> Vec<Document> {
 #[test]
 fn bm25_term_scores_by_hand() {
     let index = OracleIndex::new(&fruit(), &analyzer());
-    assert_eq!(index.doc_count(Field::Title), 2);
-    assert_eq!(index.doc_count(Field::Body), 3);
-    assert_eq!(index.df(Field::Body, "apple"), 2);
-    assert_close(index.avgdl(Field::Body), (8.0f64 / 3.0) as f32 as f64);
+    assert_eq!(index.doc_count(Field::TITLE), 2);
+    assert_eq!(index.doc_count(Field::BODY), 3);
+    assert_eq!(index.df(Field::BODY, "apple"), 2);
+    assert_close(index.avgdl(Field::BODY), (8.0f64 / 3.0) as f32 as f64);
 
     // body:apple, idf = ln(1 + (3 - 2 + 0.5) / (2 + 0.5)) = ln 1.6.
     // doc 0: f = 2, dl = 3: ln1.6 * 2 / (2 + 1.2 (0.25 + 0.75 * 3 / (8/3))) = 0.283776
     // doc 2: f = 1, dl = 1: ln1.6 / (1 + 1.2 (0.25 + 0.75 / (8/3)))         = 0.287025
     // The short field wins although its frequency is lower.
-    let r = index.search(&field_term(Field::Body, "apple"), Mode::TopKAndCount, 10);
+    let r = index.search(&field_term(Field::BODY, "apple"), Mode::TopKAndCount, 10);
     assert_eq!(r.count, Some(2));
     assert_eq!(r.hits.len(), 2);
     assert_eq!(r.hits[0].0, 2);
@@ -153,7 +149,7 @@ fn bm25_term_scores_by_hand() {
 
     // title:apple, idf = ln(1 + (2 - 1 + 0.5) / 1.5) = ln 2; doc 0: f = 1,
     // dl = 2: ln2 / (1 + 1.2 (0.25 + 0.75 * 2 / 1.5)) = ln2 / 2.5 = 0.277259
-    let r = index.search(&field_term(Field::Title, "apple"), Mode::TopK, 10);
+    let r = index.search(&field_term(Field::TITLE, "apple"), Mode::TopK, 10);
     assert_eq!(r.count, None);
     assert_eq!(r.hits.len(), 1);
     assert_close(r.hits[0].1, 0.277_258_872_223_978_1);
@@ -179,7 +175,7 @@ fn bm25_uses_quantised_lengths() {
     let long = format!("q{}", " z".repeat(99));
     let docs = vec![doc("", &long), doc("", "q z")];
     let index = OracleIndex::new(&docs, &analyzer());
-    assert_eq!(index.field_len(Field::Body, 0), 100);
+    assert_eq!(index.field_len(Field::BODY, 0), 100);
     // idf = ln(1 + 0.5 / 2.5) = ln 1.2; avgdl = 102 / 2 = 51;
     // ln1.2 / (1 + 1.2 (0.25 + 0.75 * 96 / 51)) = 0.0608933 (0.0594907 with dl = 100).
     let s = index.score_of(&term("q"), 0).unwrap();
@@ -192,7 +188,7 @@ fn phrase_scores_by_hand() {
     // body "apple apple cherry": one start position (1); idf = ln1.6 + ln1.6
     // (cherry is in 2 of 3 bodies too); dl = 3:
     // 2 ln1.6 / (1 + 1.2 (0.25 + 0.75 * 3 / (8/3))) = 0.406490
-    let q = phrase(Some(Field::Body), "apple cherry");
+    let q = phrase(Some(Field::BODY), "apple cherry");
     let r = index.search(&q, Mode::TopKAndCount, 10);
     assert_eq!(r.count, Some(1));
     assert_eq!(r.hits[0].0, 0);
@@ -209,10 +205,10 @@ fn phrase_scores_by_hand() {
     let docs = vec![doc("apple banana", "apple banana"), doc("apple banana", "")];
     let index3 = OracleIndex::new(&docs, &analyzer());
     let both = index3.score_of(&phrase(None, "apple banana"), 0).unwrap();
-    let title = index3.score_of(&phrase(Some(Field::Title), "apple banana"), 0).unwrap();
-    let body = index3.score_of(&phrase(Some(Field::Body), "apple banana"), 0).unwrap();
+    let title = index3.score_of(&phrase(Some(Field::TITLE), "apple banana"), 0).unwrap();
+    let body = index3.score_of(&phrase(Some(Field::BODY), "apple banana"), 0).unwrap();
     assert_close(both, title + body);
-    assert_eq!(docs_of(&index3, &phrase(Some(Field::Body), "apple banana")), [0]);
+    assert_eq!(docs_of(&index3, &phrase(Some(Field::BODY), "apple banana")), [0]);
 }
 
 fn r_topk(r: &OracleResult) -> OracleResult {
@@ -301,7 +297,7 @@ fn boolean_semantics() {
         sorted(Query::Boolean(vec![
             should(term("p")),
             should(term("r")),
-            must_not(field_term(Field::Title, "q")),
+            must_not(field_term(Field::TITLE, "q")),
         ])),
         [0, 1, 3, 6]
     );
@@ -318,7 +314,7 @@ fn boolean_semantics() {
     let q = Query::Boolean(vec![
         must(term("p")),
         must(Query::Boolean(vec![should(term("q")), should(term("r"))])),
-        must_not(Query::Boolean(vec![should(field_term(Field::Title, "r"))])),
+        must_not(Query::Boolean(vec![should(field_term(Field::TITLE, "r"))])),
     ]);
     assert_eq!(sorted(q), [0, 4]);
     // A nested only-MUST_NOT group matches nothing, so requiring it does too.
@@ -342,8 +338,8 @@ fn boolean_semantics() {
 fn fields_are_scored_separately_and_summed() {
     let index = OracleIndex::new(&pqr(), &analyzer());
     for d in 0..7 {
-        let t = index.score_of(&field_term(Field::Title, "q"), d);
-        let b = index.score_of(&field_term(Field::Body, "q"), d);
+        let t = index.score_of(&field_term(Field::TITLE, "q"), d);
+        let b = index.score_of(&field_term(Field::BODY, "q"), d);
         let both = index.score_of(&term("q"), d);
         match (t, b) {
             (None, None) => assert_eq!(both, None),
@@ -351,9 +347,9 @@ fn fields_are_scored_separately_and_summed() {
         }
     }
     // title docCount 2 (docs 4, 6), body docCount 6 (doc 5 is empty).
-    assert_eq!(index.doc_count(Field::Title), 2);
-    assert_eq!(index.doc_count(Field::Body), 6);
-    assert_eq!(docs_of(&index, &field_term(Field::Title, "q")), [4]);
+    assert_eq!(index.doc_count(Field::TITLE), 2);
+    assert_eq!(index.doc_count(Field::BODY), 6);
+    assert_eq!(docs_of(&index, &field_term(Field::TITLE, "q")), [4]);
 }
 
 #[test]
@@ -366,7 +362,7 @@ fn multi_token_term_is_a_disjunction() {
         index.search(&or, Mode::TopKAndCount, 100)
     );
     let title = Query::Term {
-        field: Some(Field::Title),
+        field: Some(Field::TITLE),
         text: "q r".into(),
     };
     assert_eq!(docs_of(&index, &title), [6, 4]);
@@ -407,8 +403,8 @@ fn empty_corpus_and_empty_fields() {
     assert!(r.hits.is_empty());
     let docs = vec![doc("", ""), doc("   ", "\n")];
     let index = OracleIndex::new(&docs, &analyzer());
-    assert_eq!(index.doc_count(Field::Title), 0);
-    assert_eq!(index.doc_count(Field::Body), 0);
+    assert_eq!(index.doc_count(Field::TITLE), 0);
+    assert_eq!(index.doc_count(Field::BODY), 0);
     assert_eq!(index.search(&term("a"), Mode::Count, 10).count, Some(0));
 }
 
@@ -438,7 +434,7 @@ fn stop_words_drop_clauses_and_leave_phrase_gaps() {
     ];
     let index = OracleIndex::new(&docs, &analyzer);
     // Removed stop words do not count in the length.
-    assert_eq!(index.field_len(Field::Body, 0), 2);
+    assert_eq!(index.field_len(Field::BODY, 0), 2);
     // The gap is kept: "x the y" matches x _ y, "x y" does not.
     assert_eq!(docs_of(&index, &phrase(None, "x the y")), [0, 3]);
     assert_eq!(docs_of(&index, &phrase(None, "x y")), [1]);

@@ -217,7 +217,7 @@ fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Ta
         tally.cases += 1;
         tally.nonempty += u64::from(oracle.search(&query, Mode::Count, 0).total() > 0);
         if strings {
-            if let Some(text) = gen::to_query_string(&query) {
+            if let Some(text) = gen::to_query_string(&query, &corpus.lexicon.fields) {
                 check_string(&searcher, &oracle, &query, &text, mode, k, &context);
                 tally.string_cases += 1;
             }
@@ -237,7 +237,7 @@ fn check_string(
     k: usize,
     context: &str,
 ) {
-    let parsed = tierdex::query::parse(text);
+    let parsed = searcher.parse(text);
     let context = format!("query string {text:?} parsed as {parsed:?}\n{context}");
     let expected: OracleResult = oracle.search(query, mode, k);
     let got = engine_call(|| searcher.search(text, mode, k)).unwrap_or_else(|e| panic!("{e}\n{context}"));
@@ -276,17 +276,100 @@ fn random_queries_match_oracle() {
     );
 }
 
+/// Corpora of 1 to 6 text fields with random names, searched with field
+/// prefixes and by default fields (the schema's, or a searcher's own list),
+/// on every tier: the engine must answer as the oracle over those fields.
+#[test]
+fn random_multi_field_queries_match_oracle() {
+    let base = env_u64("TIERDEX_ORACLE_SEED").unwrap_or(DEFAULT_SEED) ^ 0xf1e1d5;
+    let corpora = match env_u64("TIERDEX_ORACLE_FIELDS_CORPUS") {
+        Some(c) => c..c + 1,
+        None => 0..env_u64("TIERDEX_ORACLE_FIELDS_CORPORA").unwrap_or(48),
+    };
+    let only_query = env_u64("TIERDEX_ORACLE_QUERY");
+    let (mut cases, mut nonempty, mut strings) = (0u64, 0u64, 0u64);
+    for corpus_no in corpora.clone() {
+        let seed = gen::mix(base, corpus_no);
+        let (corpus, mut default_fields) = gen::corpus_fields(seed, corpus_no);
+        let names = corpus.lexicon.fields.clone();
+        let mut opts = gen::index_options(seed);
+        opts.schema = gen::schema_of(seed, &names, &default_fields);
+        let where_ = format!(
+            "multi-field corpus {corpus_no} (seed {seed:#x}): {}; options {opts:?}\n\
+             reproduce: TIERDEX_ORACLE_SEED={:#x} TIERDEX_ORACLE_FIELDS_CORPUS={corpus_no} \
+             cargo test -p tierdex --test query_vs_oracle -- random_multi_field",
+            corpus.description,
+            base ^ 0xf1e1d5
+        );
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let docs = corpus.docs.iter().cloned().map(Ok::<Document, CorpusError>);
+        let stats = build_index(docs, dir.path(), &opts).unwrap_or_else(|e| panic!("{where_}\nbuild_index: {e}"));
+        assert_eq!(stats.docs, corpus.docs.len() as u64, "{where_}");
+        let open = tierdex::index::OpenOptions {
+            tier: tier_for(corpus_no),
+            ..Default::default()
+        };
+        let mut searcher = Searcher::open_with(dir.path(), open).unwrap_or_else(|e| panic!("{where_}\nopen: {e}"));
+        assert_eq!(
+            searcher.schema().names(),
+            names.iter().map(String::as_str).collect::<Vec<_>>()
+        );
+        // One corpus in three: the searcher's own default fields.
+        if corpus_no % 3 == 2 {
+            let mut rng = gen::Rng::new(gen::mix(seed, 0xdef));
+            default_fields = vec![corpus.lexicon.pick_field(&mut rng)];
+            if names.len() > 1 && rng.chance(0.5) {
+                let other = corpus.lexicon.pick_field(&mut rng);
+                if other != default_fields[0] {
+                    default_fields.push(other);
+                }
+            }
+            let chosen: Vec<&str> = default_fields.iter().map(|f| names[f.index()].as_str()).collect();
+            searcher.set_default_fields(&chosen).expect("known fields");
+        }
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let oracle = OracleIndex::with_fields(&corpus.docs, &Analyzer::new(opts.analyzer), &name_refs, &default_fields);
+        let where_ = format!("{where_}\nsearched by default: {default_fields:?}");
+        let queries = match only_query {
+            Some(q) => q..q + 1,
+            None => 0..QUERIES_PER_CORPUS,
+        };
+        for query_no in queries {
+            let QueryCase { query, mode, k } = gen::query_case(gen::mix(seed, query_no), &corpus.lexicon);
+            let context =
+                format!("query {query_no}: {query:?}\nmode {mode:?}, k {k}\n{where_} TIERDEX_ORACLE_QUERY={query_no}");
+            if let Err(msg) = check(&searcher, &oracle, &query, mode, k, &context) {
+                let small = shrink(&query, SHRINK_BUDGET, |q| {
+                    check(&searcher, &oracle, q, mode, k, "").is_err()
+                });
+                panic!("{msg}\n\nshrunk to: {small:?}\n\nthe oracle's semantics:\n{SEMANTICS}");
+            }
+            cases += 1;
+            nonempty += u64::from(oracle.search(&query, Mode::Count, 0).total() > 0);
+            if let Some(text) = gen::to_query_string(&query, &names) {
+                check_string(&searcher, &oracle, &query, &text, mode, k, &context);
+                strings += 1;
+            }
+        }
+    }
+    eprintln!(
+        "multi-field oracle: {cases} query cases ({nonempty} with matches, {strings} also as query strings) \
+         over {} corpora",
+        corpora.end - corpora.start
+    );
+    assert!(
+        nonempty * 4 > cases,
+        "too few queries match anything: the test would prove little"
+    );
+}
+
 /// The engine must number documents in input order whatever the segment
 /// size and thread count: one distinctive term per document.
 #[test]
 fn documents_are_numbered_in_input_order() {
     for (segment_docs, threads, merge) in [(7, 2, false), (50, 1, true), (1000, 2, false)] {
         let docs: Vec<Document> = (0..300)
-            .map(|i| Document {
-                id: format!("d{i}"),
-                title: format!("t{}", i % 3),
-                body: format!("only{i} common"),
-            })
+            .map(|i| Document::title_body(format!("d{i}"), format!("t{}", i % 3), format!("only{i} common")))
             .collect();
         let opts = tierdex::indexing::IndexOptions {
             segment_docs,

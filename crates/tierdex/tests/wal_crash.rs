@@ -18,11 +18,11 @@ const CHILD_DIR: &str = "TIERDEX_WAL_CRASH_CHILD_DIR";
 fn batch(thread: u64, i: u64) -> Vec<Op> {
     let id = format!("t{thread}-{i}");
     vec![
-        Op::Add(Document {
-            id: id.clone(),
-            title: format!("title of {id}"),
-            body: "some words ".repeat((i % 50) as usize),
-        }),
+        Op::Add(Document::title_body(
+            id.clone(),
+            format!("title of {id}"),
+            "some words ".repeat((i % 50) as usize),
+        )),
         Op::Delete(format!("old-{id}")),
     ]
 }

@@ -39,16 +39,16 @@ fn options(round: u64) -> WriterOptions {
 }
 
 fn doc(id: &str, i: u64) -> Document {
-    Document {
-        id: id.to_string(),
-        title: format!("title {id} w{}", i % 13),
-        body: format!(
+    Document::title_body(
+        id.to_string(),
+        format!("title {id} w{}", i % 13),
+        format!(
             "w{} w{} {}",
             i % 7,
             i % 11,
             "filler words here ".repeat((i % 9) as usize)
         ),
-    }
+    )
 }
 
 /// The child: updates until killed. Does nothing in a normal test run.

@@ -21,6 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::common::FieldSet;
 use crate::error::{Error, Result};
 
 /// Filter sizing, per index (recorded in the manifest).
@@ -145,12 +146,14 @@ pub fn seed(term_key: &[u8]) -> u64 {
 }
 
 /// Whether a term (its dictionary key: field id byte, then the term) has
-/// filters and is inserted into its neighbours' filters: body terms that are
-/// not stop words. Indexing and queries both decide by this, so a query
-/// never tests a filter for a term that indexing left out.
-pub fn filtered_term(term_key: &[u8]) -> bool {
+/// filters and is inserted into its neighbours' filters: terms of the
+/// `fields` with phrase filters that are not stop words. Indexing and
+/// queries both decide by this, so a query never tests a filter for a term
+/// that indexing left out.
+#[inline]
+pub fn filtered_term(fields: &FieldSet, term_key: &[u8]) -> bool {
     match term_key.split_first() {
-        Some((&field, term)) if field == crate::schema::Field::Body.id() => {
+        Some((&field, term)) if fields.contains(field) => {
             std::str::from_utf8(term).is_ok_and(|t| !crate::analysis::is_stop_word(t))
         }
         _ => false,

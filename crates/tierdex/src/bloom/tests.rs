@@ -104,12 +104,13 @@ fn a_probe_is_its_seed() {
 
 #[test]
 fn only_body_terms_that_are_not_stop_words_are_filtered() {
-    let body = crate::schema::Field::Body.id();
-    let title = crate::schema::Field::Title.id();
-    assert!(filtered_term(&[&[body][..], b"york"].concat()));
-    assert!(!filtered_term(&[&[body][..], b"the"].concat()));
-    assert!(!filtered_term(&[&[title][..], b"york"].concat()));
-    assert!(!filtered_term(b""));
+    let body = crate::schema::Field::BODY.id();
+    let title = crate::schema::Field::TITLE.id();
+    let fields = crate::common::FieldSet::of([body]);
+    assert!(filtered_term(&fields, &[&[body][..], b"york"].concat()));
+    assert!(!filtered_term(&fields, &[&[body][..], b"the"].concat()));
+    assert!(!filtered_term(&fields, &[&[title][..], b"york"].concat()));
+    assert!(!filtered_term(&fields, b""));
 }
 
 #[test]

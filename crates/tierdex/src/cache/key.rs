@@ -12,7 +12,49 @@ use std::hash::{Hash, Hasher};
 
 use crate::analysis::Analyzer;
 use crate::query::ast::{self, Occur};
+use crate::schema::{Analysis, Field};
 use crate::search::Mode;
+
+/// How a key analyses query text: the index's analysis and the fields an
+/// unqualified clause searches.
+#[derive(Clone, Copy)]
+pub struct KeyContext<'a> {
+    /// Each field's analyzer.
+    pub analysis: &'a Analysis,
+    /// The fields of unqualified clauses.
+    pub default_fields: &'a [Field],
+}
+
+impl<'a> KeyContext<'a> {
+    /// The context of `searcher`'s queries.
+    pub fn of(searcher: &'a crate::search::Searcher) -> KeyContext<'a> {
+        KeyContext {
+            analysis: searcher.index().analysis(),
+            default_fields: searcher.default_fields(),
+        }
+    }
+
+    /// The analyzers a clause's text goes through: its field's, or each
+    /// distinct one of the default fields (in field order).
+    fn analyzers(&self, field: Option<Field>) -> Vec<&'a Analyzer> {
+        match field {
+            Some(f) => vec![self.analysis.analyzer(f)],
+            None => {
+                let mut out: Vec<&Analyzer> = Vec::new();
+                for &f in self.default_fields {
+                    let a = self.analysis.analyzer(f);
+                    if !out.iter().any(|b| b.config() == a.config()) {
+                        out.push(a);
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Separates the tokens of default fields analysed differently in a key.
+const GROUP_SEPARATOR: &str = "\u{0}";
 
 /// The meaning of a parsed query.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,13 +143,13 @@ pub struct Canonical {
 }
 
 impl Canonical {
-    /// Canonicalises `query` with the index's analyzer.
-    pub fn new(analyzer: &Analyzer, query: &ast::Query) -> Canonical {
-        let key = node(analyzer, query);
+    /// Canonicalises `query` with the index's analysis.
+    pub fn new(ctx: KeyContext<'_>, query: &ast::Query) -> Canonical {
+        let key = node(ctx, query);
         let mut words = Vec::new();
         if let Some(QueryKey::Bool(clauses)) = &key {
             if clauses.len() >= 2 && clauses.iter().all(|(o, _)| *o == occur_rank(Occur::Should)) {
-                collect_words(analyzer, query, &mut words);
+                collect_words(ctx, query, &mut words);
                 words.sort_by(|a, b| a.0.cmp(&b.0));
                 words.dedup_by(|a, b| a.0 == b.0);
             }
@@ -118,7 +160,7 @@ impl Canonical {
 
 /// The word clauses that the top-level disjunction's key was built from
 /// (descending into the groups the key flattened).
-fn collect_words(analyzer: &Analyzer, q: &ast::Query, out: &mut Vec<(QueryKey, ast::Query)>) {
+fn collect_words(ctx: KeyContext<'_>, q: &ast::Query, out: &mut Vec<(QueryKey, ast::Query)>) {
     let ast::Query::Boolean(clauses) = q else {
         return;
     };
@@ -126,11 +168,11 @@ fn collect_words(analyzer: &Analyzer, q: &ast::Query, out: &mut Vec<(QueryKey, a
         if c.occur != Occur::Should {
             continue;
         }
-        match node(analyzer, &c.query) {
+        match node(ctx, &c.query) {
             Some(k @ QueryKey::Term { .. }) => out.push((k, c.query.clone())),
             // Only a group the key flattened into the disjunction.
             Some(QueryKey::Bool(inner)) if inner.iter().all(|(o, _)| *o == occur_rank(Occur::Should)) => {
-                collect_words(analyzer, &c.query, out)
+                collect_words(ctx, &c.query, out)
             }
             _ => {}
         }
@@ -146,22 +188,37 @@ fn occur_rank(o: Occur) -> u8 {
 }
 
 /// `None`: the clause analyses to nothing and is dropped (as by the planner).
-fn node(analyzer: &Analyzer, q: &ast::Query) -> Option<QueryKey> {
+fn node(ctx: KeyContext<'_>, q: &ast::Query) -> Option<QueryKey> {
     match q {
         ast::Query::Term { field, text } => {
             let mut tokens = Vec::new();
-            analyzer.analyze(text, |t| tokens.push(t.term.to_string()));
-            (!tokens.is_empty()).then(|| QueryKey::Term {
+            for (i, analyzer) in ctx.analyzers(*field).into_iter().enumerate() {
+                if i > 0 {
+                    tokens.push(GROUP_SEPARATOR.to_string());
+                }
+                analyzer.analyze(text, |t| tokens.push(t.term.to_string()));
+            }
+            (tokens.iter().any(|t| t != GROUP_SEPARATOR)).then(|| QueryKey::Term {
                 field: field.map(|f| f.id()),
                 tokens,
             })
         }
         ast::Query::Phrase { field, text } => {
             let mut tokens: Vec<(String, u32)> = Vec::new();
-            analyzer.analyze(text, |t| tokens.push((t.term.to_string(), t.position)));
-            let first = tokens.first()?.1;
-            for t in &mut tokens {
-                t.1 -= first;
+            for (i, analyzer) in ctx.analyzers(*field).into_iter().enumerate() {
+                if i > 0 {
+                    tokens.push((GROUP_SEPARATOR.to_string(), 0));
+                }
+                let at = tokens.len();
+                analyzer.analyze(text, |t| tokens.push((t.term.to_string(), t.position)));
+                if let Some(first) = tokens.get(at).map(|t| t.1) {
+                    for t in &mut tokens[at..] {
+                        t.1 -= first;
+                    }
+                }
+            }
+            if tokens.iter().all(|t| t.0 == GROUP_SEPARATOR) {
+                return None;
             }
             Some(QueryKey::Phrase {
                 field: field.map(|f| f.id()),
@@ -171,7 +228,7 @@ fn node(analyzer: &Analyzer, q: &ast::Query) -> Option<QueryKey> {
         ast::Query::Boolean(clauses) => {
             let mut out: Vec<(u8, QueryKey)> = Vec::with_capacity(clauses.len());
             for c in clauses {
-                let Some(k) = node(analyzer, &c.query) else {
+                let Some(k) = node(ctx, &c.query) else {
                     continue;
                 };
                 let occur = occur_rank(c.occur);
@@ -202,12 +259,25 @@ mod tests {
     use crate::analysis::AnalyzerConfig;
     use crate::query::parse;
 
+    fn analysis() -> Analysis {
+        Analysis::new(
+            crate::schema::Schema::default(),
+            AnalyzerConfig {
+                stemming: true,
+                stop_words: true,
+            },
+        )
+    }
+
+    fn ctx(a: &Analysis) -> KeyContext<'_> {
+        KeyContext {
+            analysis: a,
+            default_fields: a.schema().default_fields(),
+        }
+    }
+
     fn key(q: &str) -> Option<QueryKey> {
-        let a = Analyzer::new(AnalyzerConfig {
-            stemming: true,
-            stop_words: true,
-        });
-        Canonical::new(&a, &parse(q).unwrap()).key
+        Canonical::new(ctx(&analysis()), &parse(q).unwrap()).key
     }
 
     #[test]
@@ -235,21 +305,19 @@ mod tests {
 
     #[test]
     fn disjunctions_expose_their_words() {
-        let a = Analyzer::new(AnalyzerConfig {
-            stemming: true,
-            stop_words: true,
-        });
-        let c = Canonical::new(&a, &parse("pie (Apple banana) \"big apple\"").unwrap());
+        let a = analysis();
+        let a = ctx(&a);
+        let c = Canonical::new(a, &parse("pie (Apple banana) \"big apple\"").unwrap());
         let words: Vec<_> = c.words.iter().map(|(k, _)| k.clone()).collect();
         assert_eq!(
             words,
             vec![key("apple").unwrap(), key("banana").unwrap(), key("pie").unwrap()]
         );
-        assert!(Canonical::new(&a, &parse("+pie +apple").unwrap()).words.is_empty());
+        assert!(Canonical::new(a, &parse("+pie +apple").unwrap()).words.is_empty());
         // Words of a group that is not itself a disjunction are not the query's words.
-        let c = Canonical::new(&a, &parse("pie (+apple banana)").unwrap());
+        let c = Canonical::new(a, &parse("pie (+apple banana)").unwrap());
         let words: Vec<_> = c.words.iter().map(|(k, _)| k.clone()).collect();
         assert_eq!(words, vec![key("pie").unwrap()]);
-        assert!(Canonical::new(&a, &parse("pie").unwrap()).words.is_empty());
+        assert!(Canonical::new(a, &parse("pie").unwrap()).words.is_empty());
     }
 }

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-pub use key::{CacheKey, Canonical, QueryKey};
+pub use key::{CacheKey, Canonical, KeyContext, QueryKey};
 pub use policy::{AnyPolicy, Policy, PolicyKind};
 
 use crate::error::{Error, Result};
@@ -333,7 +333,7 @@ impl ResultCache {
         k: usize,
         deadline: Option<std::time::Instant>,
     ) -> Result<(SearchResults, Outcome)> {
-        let canon = Canonical::new(searcher.index().analyzer(), query);
+        let canon = Canonical::new(KeyContext::of(searcher), query);
         self.get_or_eval(searcher.snapshot(), thread, &canon, query, mode, k, |q| {
             searcher.search_until(q, mode, k, deadline)
         })

@@ -2,8 +2,9 @@
 //! evaluation are tested in `tests/result_cache.rs`).
 
 use super::*;
-use crate::analysis::{Analyzer, AnalyzerConfig};
+use crate::analysis::AnalyzerConfig;
 use crate::query::parse;
+use crate::schema::{Analysis, Schema};
 
 /// Fake results: `n` hits whose docs encode the query's debug form length.
 fn fake(q: &ast::Query, n: usize) -> SearchResults {
@@ -21,7 +22,7 @@ fn fake(q: &ast::Query, n: usize) -> SearchResults {
 
 struct Run {
     cache: ResultCache,
-    analyzer: Analyzer,
+    analysis: Analysis,
     evaluations: usize,
 }
 
@@ -29,17 +30,26 @@ impl Run {
     fn new(config: CacheConfig) -> Run {
         Run {
             cache: ResultCache::new(config).unwrap(),
-            analyzer: Analyzer::new(AnalyzerConfig {
-                stemming: true,
-                stop_words: true,
-            }),
+            analysis: Analysis::new(
+                Schema::default(),
+                AnalyzerConfig {
+                    stemming: true,
+                    stop_words: true,
+                },
+            ),
             evaluations: 0,
         }
     }
 
     fn ask(&mut self, snapshot: u64, text: &str, hits: usize) -> Outcome {
         let q = parse(text).unwrap();
-        let canon = Canonical::new(&self.analyzer, &q);
+        let canon = Canonical::new(
+            KeyContext {
+                analysis: &self.analysis,
+                default_fields: self.analysis.schema().default_fields(),
+            },
+            &q,
+        );
         let evaluations = &mut self.evaluations;
         let (r, outcome) = self
             .cache

@@ -66,3 +66,38 @@ impl BitSet {
         }
     }
 }
+
+/// A set of field ids (0..=255): the fields that have some property, such
+/// as phrase filters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct FieldSet([u64; 4]);
+
+impl FieldSet {
+    /// The empty set.
+    pub const EMPTY: FieldSet = FieldSet([0; 4]);
+
+    /// The set of `ids`.
+    pub fn of(ids: impl IntoIterator<Item = u8>) -> FieldSet {
+        let mut s = FieldSet::EMPTY;
+        for id in ids {
+            s.insert(id);
+        }
+        s
+    }
+
+    /// Adds field id `id`.
+    pub fn insert(&mut self, id: u8) {
+        self.0[id as usize / 64] |= 1 << (id % 64);
+    }
+
+    /// True if field id `id` is in the set.
+    #[inline]
+    pub fn contains(&self, id: u8) -> bool {
+        self.0[id as usize / 64] & (1 << (id % 64)) != 0
+    }
+
+    /// True when no field is in the set.
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+}

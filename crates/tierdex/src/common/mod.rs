@@ -2,7 +2,7 @@
 
 mod bitset;
 
-pub use bitset::BitSet;
+pub use bitset::{BitSet, FieldSet};
 
 /// A document number inside one segment (or, in results, inside the whole
 /// index: segment base + local number).

@@ -19,12 +19,11 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::Analyzer;
 use crate::common::BitSet;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::SegmentReader;
-use crate::schema::{Document, Field};
+use crate::schema::{Analysis, Document, Field};
 use crate::storage::{FileInfo, FileWriter, Storage};
 
 /// What the manifest records about a segment's tombstones.
@@ -55,7 +54,7 @@ impl DeletesMeta {
 pub struct Deletes {
     bits: BitSet,
     docs: Vec<u32>,
-    fields: [FieldStats; Field::COUNT],
+    fields: Vec<FieldStats>,
     terms: FxHashMap<Box<[u8]>, (u64, u64)>,
 }
 
@@ -72,14 +71,14 @@ impl Deletes {
 
     /// These tombstones plus `docs` of `seg` (documents already deleted or
     /// out of range are ignored), reading and analysing each new one.
-    pub fn with(&self, seg: &SegmentReader, analyzer: &Analyzer, docs: &[u32]) -> Result<Deletes> {
+    pub fn with(&self, seg: &SegmentReader, analysis: &Analysis, docs: &[u32]) -> Result<Deletes> {
         let mut out = self.clone();
         for &d in docs {
             if d >= seg.max_doc() || out.bits.contains(d) {
                 continue;
             }
             let doc = seg.document(d)?;
-            out.subtract(analyzer, &doc);
+            out.subtract(analysis, &doc);
             out.bits.insert(d);
             out.docs.push(d);
         }
@@ -87,12 +86,16 @@ impl Deletes {
         Ok(out)
     }
 
-    fn subtract(&mut self, analyzer: &Analyzer, doc: &Document) {
+    fn subtract(&mut self, analysis: &Analysis, doc: &Document) {
         let mut counts: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
-        for field in Field::ALL {
+        let schema = analysis.schema();
+        if self.fields.len() < schema.len() {
+            self.fields.resize(schema.len(), FieldStats::default());
+        }
+        for field in schema.fields() {
             counts.clear();
             let mut len = 0u64;
-            analyzer.analyze(field.text(doc), |t| {
+            analysis.analyzer(field).analyze(doc.text(schema.name(field)), |t| {
                 let mut key = Vec::with_capacity(t.term.len() + 1);
                 key.push(field.id());
                 key.extend_from_slice(t.term.as_bytes());
@@ -100,7 +103,7 @@ impl Deletes {
                 len += 1;
             });
             if len > 0 {
-                let f = &mut self.fields[field.id() as usize];
+                let f = &mut self.fields[field.index()];
                 f.doc_count += 1;
                 f.sum_total_term_freq += len;
             }
@@ -151,7 +154,7 @@ impl Deletes {
 
     /// What the deleted documents contributed to `field`'s statistics.
     pub fn field(&self, field: Field) -> FieldStats {
-        self.fields[field.id() as usize]
+        self.fields.get(field.index()).copied().unwrap_or_default()
     }
 
     /// Document frequency and total term frequency the deleted documents
@@ -177,7 +180,7 @@ impl Deletes {
         dir: &Path,
         meta: &SegmentMeta,
         seg: &SegmentReader,
-        analyzer: &Analyzer,
+        analysis: &Analysis,
         storage: &Storage,
     ) -> Result<Option<Deletes>> {
         let Some(dm) = &meta.deletes else {
@@ -204,6 +207,6 @@ impl Deletes {
             }
             docs.push(d);
         }
-        Deletes::none(meta.max_doc).with(seg, analyzer, &docs).map(Some)
+        Deletes::none(meta.max_doc).with(seg, analysis, &docs).map(Some)
     }
 }

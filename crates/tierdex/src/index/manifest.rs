@@ -15,7 +15,7 @@ use crate::index::deletes::DeletesMeta;
 use crate::index::strategy::Strategy;
 pub use crate::layout::chain::PackedRun;
 use crate::layout::{Codec, Format, Layout};
-use crate::schema::Field;
+use crate::schema::{Field, Schema};
 use crate::storage::FileInfo;
 
 /// File name of the manifest inside an index directory.
@@ -47,8 +47,9 @@ pub struct SegmentMeta {
     pub name: String,
     /// Number of documents.
     pub max_doc: u32,
-    /// Statistics per field, in [`Field`] id order.
-    pub fields: [FieldStats; Field::COUNT],
+    /// Statistics per field, in [`Field`] id order (the schema's fields
+    /// when the segment was written; later fields have none).
+    pub fields: Vec<FieldStats>,
     /// Number of distinct terms (all fields).
     pub num_terms: u64,
     /// The segment's files by extension, with their sizes and checksums.
@@ -139,6 +140,11 @@ impl SegmentMeta {
     pub fn live_docs(&self) -> u32 {
         self.max_doc - self.deletes.map_or(0, |d| d.count)
     }
+
+    /// Statistics of `field` (none for a field the segment predates).
+    pub fn field_stats(&self, field: Field) -> FieldStats {
+        self.fields.get(field.index()).copied().unwrap_or_default()
+    }
 }
 
 /// The index manifest.
@@ -148,6 +154,10 @@ pub struct Manifest {
     pub format: u32,
     /// Analyzer options (queries are analysed the same way).
     pub analyzer: AnalyzerConfig,
+    /// The fields (absent: the default schema, `title` and `body`, which
+    /// every index built before schemas existed has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Schema>,
     /// Posting codec.
     pub codec: Codec,
     /// Posting layout.
@@ -176,10 +186,16 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// An empty manifest for a new index.
+    /// An empty manifest for a new index of the default schema.
     pub fn new(analyzer: AnalyzerConfig, format: Format) -> Manifest {
+        Manifest::with_schema(Schema::default(), analyzer, format)
+    }
+
+    /// An empty manifest for a new index of `schema`.
+    pub fn with_schema(schema: Schema, analyzer: AnalyzerConfig, format: Format) -> Manifest {
         Manifest {
             format: FORMAT_VERSION,
+            schema: (!schema.is_title_body()).then_some(schema),
             analyzer,
             codec: format.codec,
             layout: format.layout,
@@ -248,14 +264,21 @@ impl Manifest {
         Ok(())
     }
 
+    /// The index's schema.
+    pub fn schema(&self) -> Schema {
+        self.schema.clone().unwrap_or_default()
+    }
+
     /// How the index's postings are encoded.
     pub fn postings_format(&self) -> Format {
         Format {
             layout: self.layout,
             codec: self.codec,
             bloom: self.bloom,
+            filter_fields: Default::default(),
             dict_doc_freq: self.dict_doc_freq,
         }
+        .with_schema(&self.schema())
     }
 
     /// Total documents, deleted ones included.

@@ -15,7 +15,7 @@ pub use strategy::Strategy;
 
 use crate::analysis::Analyzer;
 use crate::error::Result;
-use crate::schema::{DocId, Field};
+use crate::schema::{Analysis, DocId, Field, Schema};
 use crate::storage::{Storage, TierOptions};
 
 /// A term with its global statistics.
@@ -59,8 +59,8 @@ pub struct Index {
     deletes: Vec<Option<Arc<Deletes>>>,
     bases: Vec<DocId>,
     storage: Storage,
-    analyzer: Analyzer,
-    stats: [FieldStats; Field::COUNT],
+    analysis: Arc<Analysis>,
+    stats: Vec<FieldStats>,
     max_doc: u64,
     live_docs: u64,
 }
@@ -70,14 +70,14 @@ impl Index {
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Index> {
         let manifest = Manifest::load(dir)?;
         let storage = Storage::new(options.tier)?;
-        let analyzer = Analyzer::new(manifest.analyzer);
+        let analysis = Analysis::new(manifest.schema(), manifest.analyzer);
         let mut views = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
             let seg = SegmentReader::open(dir, meta, manifest.postings_format(), &storage)?;
             if options.verify {
                 seg.verify_all()?;
             }
-            let deletes = Deletes::load(dir, meta, &seg, &analyzer, &storage)?.map(Arc::new);
+            let deletes = Deletes::load(dir, meta, &seg, &analysis, &storage)?.map(Arc::new);
             views.push(SegmentView {
                 reader: Arc::new(seg),
                 deletes,
@@ -90,15 +90,16 @@ impl Index {
     /// manifest gives the options, `views` the segments in document order).
     pub fn assemble(dir: &Path, manifest: Manifest, storage: Storage, views: Vec<SegmentView>) -> Result<Index> {
         let mut bases = Vec::with_capacity(views.len());
-        let mut stats = [FieldStats::default(); Field::COUNT];
+        let analysis = Arc::new(Analysis::new(manifest.schema(), manifest.analyzer));
+        let mut stats = vec![FieldStats::default(); analysis.schema().len()];
         let (mut base, mut live) = (0u64, 0u64);
         let (mut segments, mut deletes) = (Vec::with_capacity(views.len()), Vec::with_capacity(views.len()));
         for v in views {
             let meta = v.reader.meta();
             let del = v.deletes.as_deref();
-            for f in Field::ALL {
-                let s = &mut stats[f.id() as usize];
-                s.add(&meta.fields[f.id() as usize]);
+            for f in analysis.schema().fields() {
+                let s = &mut stats[f.index()];
+                s.add(&meta.field_stats(f));
                 if let Some(d) = del {
                     let gone = d.field(f);
                     s.doc_count -= gone.doc_count;
@@ -119,7 +120,7 @@ impl Index {
         }
         Ok(Index {
             dir: dir.to_path_buf(),
-            analyzer: Analyzer::new(manifest.analyzer),
+            analysis,
             manifest,
             segments,
             deletes,
@@ -169,14 +170,24 @@ impl Index {
         &self.bases
     }
 
-    /// The analyzer the index was built with.
-    pub fn analyzer(&self) -> &Analyzer {
-        &self.analyzer
+    /// The index's schema.
+    pub fn schema(&self) -> &Schema {
+        self.analysis.schema()
+    }
+
+    /// The schema with each field's analyzer.
+    pub fn analysis(&self) -> &Arc<Analysis> {
+        &self.analysis
+    }
+
+    /// The analyzer of `field`.
+    pub fn analyzer(&self, field: Field) -> &Analyzer {
+        self.analysis.analyzer(field)
     }
 
     /// Global statistics of `field`.
     pub fn field_stats(&self, field: Field) -> FieldStats {
-        self.stats[field.id() as usize]
+        self.stats.get(field.index()).copied().unwrap_or_default()
     }
 
     /// Documents numbered in the index, deleted ones included (global

@@ -100,7 +100,9 @@ impl ChainPostings {
 pub struct SegmentReader {
     meta: SegmentMeta,
     postings: Postings,
+    /// Field-major norms: `n_fields` runs of one byte per document.
     norms: Box<[u8]>,
+    n_fields: usize,
     parts: Vec<Arc<DocPart>>,
 }
 
@@ -126,13 +128,13 @@ fn open_file(dir: &Path, meta: &SegmentMeta, storage: &Storage, e: &str) -> Resu
 /// Opens the norms, store and ids of `meta` (a segment or a chain's part).
 fn open_docs(dir: &Path, meta: &SegmentMeta, storage: &Storage, base: u32) -> Result<(Box<[u8]>, DocPart)> {
     let norms_file = open_file(dir, meta, storage, ext::NORMS)?;
-    if norms_file.len() != meta.max_doc as usize * Field::COUNT {
+    if norms_file.len() != meta.max_doc as usize * meta.fields.len() {
         return Err(Error::corrupt(
             norms_file.path(),
             "norms size does not match the document count",
         ));
     }
-    // Two bytes per document, read on every scored hit: kept in memory.
+    // A byte per document and field, read on every scored hit: kept in memory.
     let mut buf = Vec::new();
     let norms: Box<[u8]> = norms_file.read(0..norms_file.len(), &mut buf)?.into();
     open_file(dir, meta, storage, ext::STORE)?;
@@ -164,14 +166,19 @@ fn open_docs(dir: &Path, meta: &SegmentMeta, storage: &Storage, base: u32) -> Re
     ))
 }
 
-/// Field-major norms of consecutive parts, from each part's own.
-fn concat_norms(parts: &[(&[u8], u32)]) -> Box<[u8]> {
+/// Field-major norms of `n_fields` fields over consecutive parts, from each
+/// part's own (`(norms, documents)`; a part with fewer fields has zero norms
+/// for the others).
+fn concat_norms(parts: &[(&[u8], u32)], n_fields: usize) -> Box<[u8]> {
     let total: usize = parts.iter().map(|p| p.1 as usize).sum();
-    let mut out = Vec::with_capacity(total * Field::COUNT);
-    for f in 0..Field::COUNT {
+    let mut out = Vec::with_capacity(total * n_fields);
+    for f in 0..n_fields {
         for &(norms, n) in parts {
             let n = n as usize;
-            out.extend_from_slice(&norms[f * n..(f + 1) * n]);
+            match norms.get(f * n..(f + 1) * n) {
+                Some(run) => out.extend_from_slice(run),
+                None => out.resize(out.len() + n, 0),
+            }
         }
     }
     out.into_boxed_slice()
@@ -190,6 +197,7 @@ impl SegmentReader {
             meta: meta.clone(),
             postings: Postings::Files(Box::new(postings)),
             norms,
+            n_fields: meta.fields.len(),
             parts: vec![Arc::new(part)],
         })
     }
@@ -219,8 +227,8 @@ impl SegmentReader {
             match reuse {
                 Some(p) => {
                     let prev = previous.expect("reused from a previous reader");
-                    let mut own = Vec::with_capacity(p.max_doc as usize * Field::COUNT);
-                    for f in Field::ALL {
+                    let mut own = Vec::with_capacity(p.max_doc as usize * pm.fields.len());
+                    for f in (0..pm.fields.len()).map(|i| Field::from_id(i as u8)) {
                         let all = prev.norms(f);
                         own.extend_from_slice(&all[p.base as usize..(p.base + p.max_doc) as usize]);
                     }
@@ -244,6 +252,7 @@ impl SegmentReader {
             ));
         }
         let pairs: Vec<(&[u8], u32)> = norms.iter().zip(&cm.parts).map(|(n, p)| (&**n, p.max_doc)).collect();
+        let n_fields = cm.parts.iter().map(|p| p.fields.len()).max().unwrap_or(0);
         let mapped = match storage.options().tier {
             Tier::Ram | Tier::Mmap => {
                 let handle = chain.file.try_clone().map_err(|e| Error::io(&chain.path, e))?;
@@ -261,7 +270,8 @@ impl SegmentReader {
                 bloom: format.bloom_shape()?,
                 mapped,
             }),
-            norms: concat_norms(&pairs),
+            norms: concat_norms(&pairs, n_fields),
+            n_fields,
             parts,
         })
     }
@@ -427,8 +437,11 @@ impl SegmentReader {
 
     /// Norm bytes of `field`, one per document.
     pub fn norms(&self, field: Field) -> &[u8] {
+        if field.index() >= self.n_fields {
+            return &[];
+        }
         let n = self.meta.max_doc as usize;
-        let start = field.id() as usize * n;
+        let start = field.index() * n;
         &self.norms[start..start + n]
     }
 

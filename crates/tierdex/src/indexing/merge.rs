@@ -9,7 +9,7 @@ use fst::{IntoStreamer, Streamer};
 
 use crate::layout::Layout;
 
-use crate::bloom::{self, Direction};
+use crate::bloom::Direction;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
@@ -91,21 +91,22 @@ pub fn merge_live(
     }
     let path = |e: &str| dir.join(format!("{name}.{e}"));
 
-    // Norms and statistics: concatenation and sums.
-    let mut norms: Vec<Vec<u8>> = (0..Field::COUNT)
-        .map(|_| Vec::with_capacity(max_doc as usize))
-        .collect();
-    let mut stats = [FieldStats::default(); Field::COUNT];
+    // Norms and statistics: concatenation and sums, over every field any
+    // source has.
+    let n_fields = metas.iter().map(|m| m.fields.len()).max().unwrap_or(0);
+    let mut norms: Vec<Vec<u8>> = (0..n_fields).map(|_| Vec::with_capacity(max_doc as usize)).collect();
+    let mut stats = vec![FieldStats::default(); n_fields];
     for ((r, del), map) in sources.iter().zip(&maps) {
-        for f in Field::ALL {
-            let n = &mut norms[f.id() as usize];
-            for (&norm, &to) in r.norms(f).iter().zip(map) {
+        for f in (0..n_fields).map(|i| Field::from_id(i as u8)) {
+            let n = &mut norms[f.index()];
+            let own = r.norms(f);
+            for (i, &to) in map.iter().enumerate() {
                 if to != TERMINATED {
-                    n.push(norm);
+                    n.push(own.get(i).copied().unwrap_or(0));
                 }
             }
-            let s = &mut stats[f.id() as usize];
-            s.add(&r.meta().fields[f.id() as usize]);
+            let s = &mut stats[f.index()];
+            s.add(&r.meta().field_stats(f));
             if let Some(d) = del {
                 s.doc_count -= d.field(f).doc_count;
                 s.sum_total_term_freq -= d.field(f).sum_total_term_freq;
@@ -117,7 +118,7 @@ pub fn merge_live(
     let mut postings = PostingsWriter::create(dir, name, format)?;
     let mut tp = TermPostings::default();
     let (mut pos, mut off) = (Vec::new(), Vec::new());
-    let mut terms = TermsInOrder::new(&files, format.layout);
+    let mut terms = TermsInOrder::new(&files, format.layout, n_fields);
     let mut done = 0u64;
     let mut key = Vec::new();
     let mut hits = Vec::new();
@@ -125,7 +126,7 @@ pub fn merge_live(
         let key = key.as_slice();
         hits.sort_by_key(|h| h.index);
         tp.clear();
-        let filter_bytes = shape.filter(|_| bloom::filtered_term(key)).map(|s| s.bytes as usize);
+        let filter_bytes = shape.filter(|_| format.filtered_term(key)).map(|s| s.bytes as usize);
         for h in hits.iter().copied() {
             let r = &readers[h.index];
             let info = files[h.index].resolve(files[h.index].terms().term_ref(h.value))?;
@@ -229,13 +230,14 @@ struct TermsInOrder<'a> {
 type Term = (Vec<u8>, Vec<fst::map::IndexedValue>);
 
 impl<'a> TermsInOrder<'a> {
-    fn new(readers: &'a [&'a PostingsFiles], layout: Layout) -> Self {
-        let mut streams = Vec::with_capacity(Field::COUNT + 1);
+    fn new(readers: &'a [&'a PostingsFiles], layout: Layout, n_fields: usize) -> Self {
+        let n_fields = n_fields.min(Field::MAX) as u8;
+        let mut streams = Vec::with_capacity(n_fields as usize + 1);
         // One stream per field id, and one for keys beyond the known fields
         // (none in a sound index; merged all the same).
-        let bounds: Vec<(u8, Option<u8>)> = (0..Field::COUNT as u8)
+        let bounds: Vec<(u8, Option<u8>)> = (0..n_fields)
             .map(|f| (f, Some(f + 1)))
-            .chain(std::iter::once((Field::COUNT as u8, None)))
+            .chain(std::iter::once((n_fields, None)))
             .collect();
         for (lo, hi) in bounds {
             let mut op = fst::map::OpBuilder::new();

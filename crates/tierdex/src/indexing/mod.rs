@@ -21,14 +21,14 @@ use std::time::Instant;
 use crossbeam_channel::bounded;
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analyzer, AnalyzerConfig};
+use crate::analysis::AnalyzerConfig;
 use crate::bloom::BloomParams;
 use crate::corpus::CorpusError;
 use crate::error::{Error, Result};
 use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::segment::ext;
 use crate::layout::{Codec, Format, Layout};
-use crate::schema::Document;
+use crate::schema::{Analysis, Document, Schema};
 use crate::store::{train_dictionary, StoreOptions};
 pub use segment_writer::SegmentWriter;
 
@@ -36,7 +36,10 @@ pub use segment_writer::SegmentWriter;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct IndexOptions {
-    /// Analyzer options (stored in the manifest; queries use the same).
+    /// The fields (the default schema, `title` and `body`, otherwise).
+    pub schema: Schema,
+    /// Analyzer options (stored in the manifest; queries use the same);
+    /// a field's own analyzer in the schema wins.
     pub analyzer: AnalyzerConfig,
     /// Maximum documents per segment written by the builder.
     pub segment_docs: usize,
@@ -52,7 +55,8 @@ pub struct IndexOptions {
     pub layout: Layout,
     /// How postings integers are stored.
     pub codec: Codec,
-    /// Phrase Bloom filters of the body field (`None`: off).
+    /// Phrase Bloom filters of the schema's fields that ask for them
+    /// (`None`: off).
     pub bloom: Option<BloomParams>,
     /// How later updates are merged (remembered by the index).
     pub strategy: crate::index::Strategy,
@@ -65,14 +69,17 @@ impl IndexOptions {
             layout: self.layout,
             codec: self.codec,
             bloom: self.bloom,
+            filter_fields: Default::default(),
             dict_doc_freq: true,
         }
+        .with_schema(&self.schema)
     }
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
         IndexOptions {
+            schema: Schema::default(),
             analyzer: AnalyzerConfig::default(),
             segment_docs: 1_000_000,
             segment_bytes: 32 << 20,
@@ -92,7 +99,7 @@ impl Default for IndexOptions {
 pub struct BuildStats {
     /// Documents indexed.
     pub docs: u64,
-    /// Bytes of title and body text indexed.
+    /// Bytes of ids and field values indexed.
     pub text_bytes: u64,
     /// Segments in the finished index.
     pub segments: usize,
@@ -167,7 +174,7 @@ where
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let analyzer = Analyzer::new(opts.analyzer);
+    let analysis = Arc::new(Analysis::new(opts.schema.clone(), opts.analyzer));
     let started = Instant::now();
     let results: Mutex<Vec<(u64, SegmentMeta)>> = Mutex::new(Vec::new());
     let worker_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -181,14 +188,14 @@ where
         // them from the input in order, so numbering follows the input.
         let (tx, rx) = bounded::<Chunk>(1);
         for _ in 0..threads {
-            let (rx, analyzer, results, worker_error, failed) =
-                (rx.clone(), &analyzer, &results, &worker_error, &failed);
+            let (rx, analysis, results, worker_error, failed) =
+                (rx.clone(), &analysis, &results, &worker_error, &failed);
             scope.spawn(move || {
                 for (seg, docs, dict) in rx.iter() {
                     if failed.load(Ordering::Relaxed) {
                         continue;
                     }
-                    match build_segment(dir, seg, &docs, analyzer, dict.as_deref(), opts) {
+                    match build_segment(dir, seg, &docs, analysis, dict.as_deref(), opts) {
                         Ok(meta) => results.lock().unwrap().push((seg, meta)),
                         Err(e) => {
                             failed.store(true, Ordering::Relaxed);
@@ -213,7 +220,11 @@ where
                     break;
                 }
             };
-            let bytes = doc.title.len() + doc.body.len() + doc.id.len();
+            if let Err(e) = opts.schema.check(&doc) {
+                read_error = Some(e);
+                break;
+            }
+            let bytes = doc.text_bytes();
             chunk_bytes += bytes;
             total_docs += 1;
             total_bytes += bytes as u64;
@@ -284,7 +295,7 @@ where
     }
     let merge_secs = merge_started.elapsed().as_secs_f64();
 
-    let mut manifest = Manifest::new(opts.analyzer, opts.format());
+    let mut manifest = Manifest::with_schema(opts.schema.clone(), opts.analyzer, opts.format());
     manifest.strategy = opts.strategy;
     manifest.segments = metas;
     manifest.next_segment = next_segment;
@@ -317,11 +328,11 @@ fn build_segment(
     dir: &Path,
     seg: u64,
     docs: &[Document],
-    analyzer: &Analyzer,
+    analysis: &Arc<Analysis>,
     dictionary: Option<&[u8]>,
     opts: &IndexOptions,
 ) -> Result<SegmentMeta> {
-    let mut w = SegmentWriter::new(dir, &segment_name(seg), analyzer.clone(), dictionary, opts.format())?;
+    let mut w = SegmentWriter::new(dir, &segment_name(seg), Arc::clone(analysis), dictionary, opts.format())?;
     for d in docs {
         w.add(d)?;
     }

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::analysis::Analyzer;
 use crate::bloom::{self, FilterShape, Probe};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -14,7 +14,7 @@ use crate::indexing::term_table::TermTable;
 use crate::layout::norms;
 use crate::layout::writer::TermPostings;
 use crate::layout::{Format, PostingsWriter};
-use crate::schema::{DocId, Document, Field};
+use crate::schema::{Analysis, DocId, Document, Field};
 use crate::storage::FileWriter;
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
@@ -62,13 +62,14 @@ struct Occurrence {
 
 /// Builds one segment in memory.
 pub struct SegmentWriter {
-    analyzer: Analyzer,
+    analysis: Arc<Analysis>,
     dir: PathBuf,
     name: String,
     terms: TermTable,
     bufs: Vec<TermBuf>,
-    norms: [Vec<u8>; Field::COUNT],
-    stats: [FieldStats; Field::COUNT],
+    /// Per field, one norm byte per document.
+    norms: Vec<Vec<u8>>,
+    stats: Vec<FieldStats>,
     store: StoreWriter,
     ids: IdsWriter,
     max_doc: u32,
@@ -87,7 +88,13 @@ impl SegmentWriter {
     /// Starts segment `name` in `dir` (the store file is written as documents
     /// come). The document store uses `dictionary` when given (shared by the
     /// segments of one build), else trains its own.
-    pub fn new(dir: &Path, name: &str, analyzer: Analyzer, dictionary: Option<&[u8]>, format: Format) -> Result<Self> {
+    pub fn new(
+        dir: &Path,
+        name: &str,
+        analysis: Arc<Analysis>,
+        dictionary: Option<&[u8]>,
+        format: Format,
+    ) -> Result<Self> {
         let (data, index) = (
             dir.join(format!("{name}.{}", ext::STORE)),
             dir.join(format!("{name}.{}", ext::STORE_INDEX)),
@@ -96,12 +103,12 @@ impl SegmentWriter {
             Some(d) => StoreWriter::create_with_dictionary(&data, &index, StoreOptions::default(), Some(d))?,
             None => StoreWriter::create(&data, &index, StoreOptions::default())?,
         };
-        Self::with_store(dir, name, analyzer, store, format)
+        Self::with_store(dir, name, analysis, store, format)
     }
 
     /// Starts segment `name` whose document store trains no dictionary
     /// (short-lived segments, where training would cost more than it saves).
-    pub fn untrained(dir: &Path, name: &str, analyzer: Analyzer, format: Format) -> Result<Self> {
+    pub fn untrained(dir: &Path, name: &str, analysis: Arc<Analysis>, format: Format) -> Result<Self> {
         let (data, index) = (
             dir.join(format!("{name}.{}", ext::STORE)),
             dir.join(format!("{name}.{}", ext::STORE_INDEX)),
@@ -111,21 +118,21 @@ impl SegmentWriter {
             ..StoreOptions::default()
         };
         let store = StoreWriter::create(&data, &index, options)?;
-        Self::with_store(dir, name, analyzer, store, format)
+        Self::with_store(dir, name, analysis, store, format)
     }
 
-    fn with_store(dir: &Path, name: &str, analyzer: Analyzer, store: StoreWriter, format: Format) -> Result<Self> {
+    fn with_store(dir: &Path, name: &str, analysis: Arc<Analysis>, store: StoreWriter, format: Format) -> Result<Self> {
         Ok(SegmentWriter {
             bloom: format.bloom_shape()?,
             format,
             probe_seeds: Vec::new(),
-            analyzer,
+            norms: vec![Vec::new(); analysis.schema().len()],
+            stats: vec![FieldStats::default(); analysis.schema().len()],
+            analysis,
             dir: dir.to_path_buf(),
             name: name.to_string(),
             terms: TermTable::new(),
             bufs: Vec::new(),
-            norms: Default::default(),
-            stats: Default::default(),
             store,
             ids: IdsWriter::new(),
             max_doc: 0,
@@ -145,14 +152,18 @@ impl SegmentWriter {
         self.postings_bytes + self.terms.memory_bytes()
     }
 
-    /// Inverts and stores one document.
+    /// Inverts and stores one document (which must fit the schema: see
+    /// [`crate::schema::Schema::check`]).
     pub fn add(&mut self, doc: &Document) -> Result<()> {
         if self.max_doc == u32::MAX - 1 {
             return Err(Error::InvalidArgument("too many documents in one segment".into()));
         }
+        let analysis = Arc::clone(&self.analysis);
+        let schema = analysis.schema();
+        schema.check(doc)?;
         let doc_id = self.max_doc;
-        for field in Field::ALL {
-            self.invert_field(doc_id, field, field.text(doc))?;
+        for field in schema.fields() {
+            self.invert_field(doc_id, field, doc.text(schema.name(field)))?;
         }
         self.store.add(doc)?;
         self.ids.push(&doc.id);
@@ -164,29 +175,28 @@ impl SegmentWriter {
         if text.len() >= u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
                 "document {doc_id}: {} field larger than 4 GiB",
-                field.name()
+                self.analysis.schema().name(field)
             )));
         }
         self.scratch.clear();
         let SegmentWriter {
-            analyzer,
+            analysis,
+            format,
             terms,
             bufs,
             scratch,
             key,
             probe_seeds,
-            bloom,
             ..
         } = self;
-        let bloom = *bloom;
-        analyzer.analyze(text, |tok| {
+        analysis.analyzer(field).analyze(text, |tok| {
             key.clear();
             key.push(field.id());
             key.extend_from_slice(tok.term.as_bytes());
             let term = terms.intern(key);
             if term as usize == bufs.len() {
                 bufs.push(TermBuf::default());
-                let filtered = bloom.is_some() && bloom::filtered_term(key);
+                let filtered = format.filtered_term(key);
                 probe_seeds.push(filtered.then(|| bloom::seed(key)));
             }
             let (mut prev, position) = (NO_TERM, tok.position);
@@ -206,9 +216,9 @@ impl SegmentWriter {
             });
         });
         let len = self.scratch.len() as u64;
-        self.norms[field.id() as usize].push(norms::encode(len.min(u32::MAX as u64) as u32));
+        self.norms[field.index()].push(norms::encode(len.min(u32::MAX as u64) as u32));
         if len > 0 {
-            let s = &mut self.stats[field.id() as usize];
+            let s = &mut self.stats[field.index()];
             s.doc_count += 1;
             s.sum_total_term_freq += len;
         }

@@ -44,6 +44,8 @@ pub use writer::{TermPostings, TermWriter};
 use serde::{Deserialize, Serialize};
 
 use crate::bloom::{BloomParams, FilterShape};
+use crate::common::FieldSet;
+use crate::schema::{Field, Schema};
 
 /// How an index's postings are encoded: the index-time choices, recorded in
 /// the manifest and shared by all of its segments.
@@ -53,8 +55,10 @@ pub struct Format {
     pub layout: Layout,
     /// How postings integers are stored.
     pub codec: Codec,
-    /// Phrase Bloom filters of the body field's terms (`None`: none).
+    /// Phrase Bloom filters (`None`: none).
     pub bloom: Option<BloomParams>,
+    /// The fields whose terms have phrase filters (when `bloom` is set).
+    pub filter_fields: FieldSet,
     /// Grouped: each term's document frequency is kept in its dictionary
     /// value too, so query planning and single-term counts read nothing.
     pub dict_doc_freq: bool,
@@ -67,6 +71,7 @@ impl Default for Format {
             layout: Layout::default(),
             codec: Codec::default(),
             bloom: Some(BloomParams::default()),
+            filter_fields: FieldSet::of([Field::BODY.id()]),
             dict_doc_freq: true,
         }
     }
@@ -79,8 +84,21 @@ impl Format {
             layout,
             codec,
             bloom: None,
+            filter_fields: FieldSet::of([Field::BODY.id()]),
             dict_doc_freq: true,
         }
+    }
+
+    /// The format with the phrase filters `schema` asks for.
+    pub fn with_schema(mut self, schema: &Schema) -> Format {
+        self.filter_fields = FieldSet::of(schema.fields().filter(|&f| schema.phrase_filters(f)).map(Field::id));
+        self
+    }
+
+    /// Whether the term with dictionary key `key` has phrase filters.
+    #[inline]
+    pub fn filtered_term(&self, key: &[u8]) -> bool {
+        self.bloom.is_some() && crate::bloom::filtered_term(&self.filter_fields, key)
     }
 
     /// The filter shape, checked (`None` without filters).

@@ -77,7 +77,7 @@ fn write_terms(
         layout,
         codec,
         bloom: Some(BloomParams::default()),
-        dict_doc_freq: true,
+        ..Format::default()
     };
     let mut w = PostingsWriter::create(dir.path(), "s", format).unwrap();
     for (i, t) in terms.iter().enumerate() {

@@ -17,14 +17,15 @@
 //!   empty group (which matches nothing). Groups nest at most
 //!   [`MAX_DEPTH`] levels deep.
 //! * `field:x` where `x` is a term, phrase or group restricts `x` to the
-//!   field `title` or `body`. For a group the field applies to every term
+//!   field named (a field of the index's schema; `title` and `body` in the
+//!   default schema, which [`parse`] uses). For a group the field applies to every term
 //!   and phrase inside it that has no field of its own (explicit inner fields
 //!   win). Only the first unescaped `:` of a word can start a field: in
 //!   `title:a:b` the term is `a:b`. Field names are case-sensitive. A word
 //!   with a non-empty name before its first `:` and a term, phrase or group
-//!   right after it (no whitespace) is a field prefix: a name other than
-//!   `title`/`body` is [`QueryError::UnknownField`]. `title:` or `body:` with
-//!   nothing right after it is a syntax error; any other word ending in `:`
+//!   right after it (no whitespace) is a field prefix: a name the schema
+//!   does not have is [`QueryError::UnknownField`]. A field name followed by
+//!   `:` with nothing right after it is a syntax error; any other word ending in `:`
 //!   (`foo:`) or starting with `:` is an ordinary term.
 //! * `AND`, `OR`, `NOT` (upper case, as whole words) are Lucene's boolean
 //!   keywords with its classic semantics (default operator OR): `a AND b`
@@ -44,17 +45,27 @@
 //! byte offset of the offending character, and parsing never panics.
 
 use super::ast::{Clause, Occur, Query};
-use crate::schema::Field;
+use crate::schema::{Field, Schema};
 
 /// Deepest nesting of parenthesised groups that [`parse`] accepts.
 pub const MAX_DEPTH: usize = 64;
 
 pub use crate::error::QueryError;
 
-/// Parses `text` into a [`Query`] (always a [`Query::Boolean`]; see the
-/// module documentation for the syntax).
+/// Parses `text` into a [`Query`] over the default schema's fields (`title`
+/// and `body`; always a [`Query::Boolean`]; see the module documentation
+/// for the syntax).
 pub fn parse(text: &str) -> Result<Query, QueryError> {
-    let mut parser = Parser { src: text, pos: 0 };
+    parse_with(text, &Schema::default())
+}
+
+/// Parses `text` into a [`Query`] over the fields of `schema`.
+pub fn parse_with(text: &str, schema: &Schema) -> Result<Query, QueryError> {
+    let mut parser = Parser {
+        src: text,
+        pos: 0,
+        schema,
+    };
     let clauses = parser.clauses(0, None, None)?;
     Ok(Query::Boolean(clauses))
 }
@@ -79,15 +90,20 @@ pub fn render_error(query: &str, err: &QueryError) -> String {
 /// Fields are printed on each term and phrase (`(title:a title:b)`, never
 /// `title:(a b)`); special characters are escaped with `\`.
 pub fn to_query_string(query: &Query) -> String {
+    to_query_string_with(query, &Schema::default())
+}
+
+/// [`to_query_string`] for a query over the fields of `schema`.
+pub fn to_query_string_with(query: &Query, schema: &Schema) -> String {
     let mut out = String::new();
     match query {
-        Query::Boolean(clauses) => print_clauses(clauses, &mut out),
-        other => print_query(other, &mut out),
+        Query::Boolean(clauses) => print_clauses(clauses, schema, &mut out),
+        other => print_query(other, schema, &mut out),
     }
     out
 }
 
-fn print_clauses(clauses: &[Clause], out: &mut String) {
+fn print_clauses(clauses: &[Clause], schema: &Schema, out: &mut String) {
     for (i, clause) in clauses.iter().enumerate() {
         if i > 0 {
             out.push(' ');
@@ -97,14 +113,14 @@ fn print_clauses(clauses: &[Clause], out: &mut String) {
             Occur::Must => out.push('+'),
             Occur::MustNot => out.push('-'),
         }
-        print_query(&clause.query, out);
+        print_query(&clause.query, schema, out);
     }
 }
 
-fn print_query(query: &Query, out: &mut String) {
+fn print_query(query: &Query, schema: &Schema, out: &mut String) {
     match query {
         Query::Term { field, text } => {
-            print_field(*field, out);
+            print_field(*field, schema, out);
             let keyword = matches!(text.as_str(), "AND" | "OR" | "NOT");
             for (i, c) in text.chars().enumerate() {
                 let special = c.is_whitespace()
@@ -117,7 +133,7 @@ fn print_query(query: &Query, out: &mut String) {
             }
         }
         Query::Phrase { field, text } => {
-            print_field(*field, out);
+            print_field(*field, schema, out);
             out.push('"');
             for c in text.chars() {
                 if matches!(c, '"' | '\\') {
@@ -129,15 +145,15 @@ fn print_query(query: &Query, out: &mut String) {
         }
         Query::Boolean(clauses) => {
             out.push('(');
-            print_clauses(clauses, out);
+            print_clauses(clauses, schema, out);
             out.push(')');
         }
     }
 }
 
-fn print_field(field: Option<Field>, out: &mut String) {
+fn print_field(field: Option<Field>, schema: &Schema, out: &mut String) {
     if let Some(field) = field {
-        out.push_str(field.name());
+        out.push_str(schema.name(field));
         out.push(':');
     }
 }
@@ -184,6 +200,7 @@ fn syntax(position: usize, message: impl Into<String>) -> QueryError {
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
+    schema: &'a Schema,
 }
 
 impl Parser<'_> {
@@ -325,7 +342,7 @@ impl Parser<'_> {
             if c == ':' && !name_checked && !text.is_empty() {
                 name_checked = true;
                 let next = self.peek();
-                let known = Field::from_name(&text);
+                let known = self.schema.field(&text);
                 match next {
                     Some('"') | Some('(') => {}
                     Some(n) if !ends_word(n) => {}
@@ -348,6 +365,7 @@ impl Parser<'_> {
                     return Err(QueryError::UnknownField {
                         field: text,
                         position: start,
+                        known: self.schema.names().into_iter().map(String::from).collect(),
                     });
                 };
                 return match next {
@@ -533,20 +551,20 @@ mod tests {
 
     #[test]
     fn fields() {
-        assert_eq!(ok("title:a"), [should(fterm(Field::Title, "a"))]);
-        assert_eq!(ok(r#"+body:"a b""#), [must(phrase(Some(Field::Body), "a b"))]);
-        assert_eq!(ok("title:a:b"), [should(fterm(Field::Title, "a:b"))]);
-        assert_eq!(ok("title:-a"), [should(fterm(Field::Title, "-a"))]);
-        assert_eq!(ok("title:AND"), [should(fterm(Field::Title, "AND"))]);
+        assert_eq!(ok("title:a"), [should(fterm(Field::TITLE, "a"))]);
+        assert_eq!(ok(r#"+body:"a b""#), [must(phrase(Some(Field::BODY), "a b"))]);
+        assert_eq!(ok("title:a:b"), [should(fterm(Field::TITLE, "a:b"))]);
+        assert_eq!(ok("title:-a"), [should(fterm(Field::TITLE, "-a"))]);
+        assert_eq!(ok("title:AND"), [should(fterm(Field::TITLE, "AND"))]);
         assert_eq!(
             ok(r#"title:(a "b c" body:d (e body:(f)))"#),
             [should(Query::Boolean(vec![
-                should(fterm(Field::Title, "a")),
-                should(phrase(Some(Field::Title), "b c")),
-                should(fterm(Field::Body, "d")),
+                should(fterm(Field::TITLE, "a")),
+                should(phrase(Some(Field::TITLE), "b c")),
+                should(fterm(Field::BODY, "d")),
                 should(Query::Boolean(vec![
-                    should(fterm(Field::Title, "e")),
-                    should(Query::Boolean(vec![should(fterm(Field::Body, "f"))])),
+                    should(fterm(Field::TITLE, "e")),
+                    should(Query::Boolean(vec![should(fterm(Field::BODY, "f"))])),
                 ])),
             ]))]
         );
@@ -569,21 +587,24 @@ mod tests {
             parse("a Title:x"),
             Err(QueryError::UnknownField {
                 field: "Title".into(),
-                position: 2
+                position: 2,
+                known: vec!["title".into(), "body".into()]
             })
         );
         assert_eq!(
             parse("(x +foo:\"a\")"),
             Err(QueryError::UnknownField {
                 field: "foo".into(),
-                position: 4
+                position: 4,
+                known: vec!["title".into(), "body".into()]
             })
         );
         assert_eq!(
             parse("http://x"),
             Err(QueryError::UnknownField {
                 field: "http".into(),
-                position: 0
+                position: 0,
+                known: vec!["title".into(), "body".into()]
             })
         );
         assert!(matches!(parse("a:b"), Err(QueryError::UnknownField { .. })));
@@ -664,8 +685,8 @@ mod tests {
                 should(term("g h"))
             ]
         );
-        assert_eq!(ok(r"title:a\ b\:c"), [should(fterm(Field::Title, "a b:c"))]);
-        assert_eq!(ok(r"ti\tle:x"), [should(fterm(Field::Title, "x"))]);
+        assert_eq!(ok(r"title:a\ b\:c"), [should(fterm(Field::TITLE, "a b:c"))]);
+        assert_eq!(ok(r"ti\tle:x"), [should(fterm(Field::TITLE, "x"))]);
         assert_eq!(ok("\\é"), [should(term("é"))]);
     }
 
@@ -741,8 +762,8 @@ mod tests {
     #[test]
     fn printing() {
         let q = Query::Boolean(vec![
-            must(fterm(Field::Title, "a b")),
-            must_not(phrase(Some(Field::Body), r#"say "hi" \"#)),
+            must(fterm(Field::TITLE, "a b")),
+            must_not(phrase(Some(Field::BODY), r#"say "hi" \"#)),
             should(Query::Boolean(vec![
                 should(term("-x")),
                 should(term("AND")),
@@ -773,8 +794,8 @@ mod tests {
     fn field() -> impl Strategy<Value = Option<Field>> {
         prop_oneof![
             2 => Just(None),
-            1 => Just(Some(Field::Title)),
-            1 => Just(Some(Field::Body)),
+            1 => Just(Some(Field::TITLE)),
+            1 => Just(Some(Field::BODY)),
         ]
     }
 

@@ -9,6 +9,7 @@
 
 use crate::analysis::Analyzer;
 use crate::bloom::{self, FilterShape, FilterUse, Probe, TermCost};
+use crate::common::FieldSet;
 use crate::error::Result;
 use crate::index::{Index, SegmentReader};
 use crate::layout::TermCursor;
@@ -105,16 +106,23 @@ impl Plan {
 /// Builds plans against an open index.
 pub struct Planner<'i> {
     index: &'i Index,
-    analyzer: &'i Analyzer,
+    /// The fields an unqualified clause searches.
+    default_fields: &'i [Field],
     key: Vec<u8>,
 }
 
 impl<'i> Planner<'i> {
-    /// A planner for `index`.
+    /// A planner for `index`, unqualified clauses searching the schema's
+    /// default fields.
     pub fn new(index: &'i Index) -> Self {
+        Self::with_default_fields(index, index.schema().default_fields())
+    }
+
+    /// A planner for `index`, unqualified clauses searching `fields`.
+    pub fn with_default_fields(index: &'i Index, fields: &'i [Field]) -> Self {
         Planner {
             index,
-            analyzer: index.analyzer(),
+            default_fields: fields,
             key: Vec::new(),
         }
     }
@@ -124,64 +132,83 @@ impl<'i> Planner<'i> {
         Ok(self.node(query)?.unwrap_or(Plan::Nothing))
     }
 
+    /// The fields a clause searches, grouped by analyzer (in field order):
+    /// fields analysed alike see the same tokens.
+    fn groups(&self, field: Option<Field>) -> Vec<(&'i Analyzer, Vec<Field>)> {
+        let fields = match field {
+            Some(f) => vec![f],
+            None => self.default_fields.to_vec(),
+        };
+        let mut groups: Vec<(&'i Analyzer, Vec<Field>)> = Vec::new();
+        for f in fields {
+            let a = self.index.analyzer(f);
+            match groups.iter_mut().find(|(g, _)| g.config() == a.config()) {
+                Some((_, members)) => members.push(f),
+                None => groups.push((a, vec![f])),
+            }
+        }
+        groups
+    }
+
     /// `None`: the clause analysed to nothing and is dropped.
     fn node(&mut self, q: &ast::Query) -> Result<Option<Plan>> {
         match q {
             ast::Query::Term { field, text } => {
-                let tokens = self.tokens(text);
-                if tokens.is_empty() {
-                    return Ok(None);
-                }
                 let mut should = Vec::new();
-                for (term, _) in &tokens {
-                    for f in fields(*field) {
-                        should.push(self.term(f, term)?);
-                    }
+                let mut any = false;
+                for (analyzer, fields) in self.groups(*field) {
+                    any |= self.term_clauses(analyzer, &fields, text, &mut should)?;
                 }
-                Ok(Some(simplify(BoolPlan {
-                    should,
-                    ..Default::default()
-                })))
+                Ok(any.then(|| {
+                    simplify(BoolPlan {
+                        should,
+                        ..Default::default()
+                    })
+                }))
             }
             ast::Query::Phrase { field, text } => {
-                let tokens = self.tokens(text);
-                match tokens.len() {
-                    0 => Ok(None),
-                    1 => self.node(&ast::Query::Term {
-                        field: *field,
-                        text: tokens[0].0.clone(),
-                    }),
-                    _ => {
-                        let first = tokens[0].1;
-                        let mut should = Vec::new();
-                        for f in fields(*field) {
-                            let mut terms = Vec::with_capacity(tokens.len());
-                            let mut absent = false;
-                            for (t, _) in &tokens {
-                                match self.term(f, t)? {
-                                    Plan::Term(tp) => terms.push(tp),
-                                    _ => absent = true,
+                let mut should = Vec::new();
+                let mut any = false;
+                for (analyzer, fields) in self.groups(*field) {
+                    let tokens = tokens(analyzer, text);
+                    match tokens.len() {
+                        0 => {}
+                        // One token: the term query of that token.
+                        1 => any |= self.term_clauses(analyzer, &fields, &tokens[0].0, &mut should)?,
+                        _ => {
+                            any = true;
+                            let first = tokens[0].1;
+                            for &f in &fields {
+                                let mut terms = Vec::with_capacity(tokens.len());
+                                let mut absent = false;
+                                for (t, _) in &tokens {
+                                    match self.term(f, t)? {
+                                        Plan::Term(tp) => terms.push(tp),
+                                        _ => absent = true,
+                                    }
                                 }
+                                if absent {
+                                    should.push(Plan::Nothing);
+                                    continue;
+                                }
+                                let idf = terms.iter().map(|t| t.idf).sum();
+                                let rel = tokens.iter().map(|(_, p)| p - first).collect();
+                                should.push(Plan::Phrase(PhrasePlan {
+                                    field: f,
+                                    terms,
+                                    rel,
+                                    idf,
+                                }));
                             }
-                            if absent {
-                                should.push(Plan::Nothing);
-                                continue;
-                            }
-                            let idf = terms.iter().map(|t| t.idf).sum();
-                            let rel = tokens.iter().map(|(_, p)| p - first).collect();
-                            should.push(Plan::Phrase(PhrasePlan {
-                                field: f,
-                                terms,
-                                rel,
-                                idf,
-                            }));
                         }
-                        Ok(Some(simplify(BoolPlan {
-                            should,
-                            ..Default::default()
-                        })))
                     }
                 }
+                Ok(any.then(|| {
+                    simplify(BoolPlan {
+                        should,
+                        ..Default::default()
+                    })
+                }))
             }
             ast::Query::Boolean(clauses) => {
                 let mut b = BoolPlan::default();
@@ -202,11 +229,23 @@ impl<'i> Planner<'i> {
         }
     }
 
-    fn tokens(&self, text: &str) -> Vec<(String, u32)> {
-        let mut out = Vec::new();
-        self.analyzer
-            .analyze(text, |t| out.push((t.term.to_string(), t.position)));
-        out
+    /// Adds to `should` a term clause per token of `text` and field of
+    /// `fields` (analysed alike by `analyzer`); false when `text` analyses
+    /// to nothing.
+    fn term_clauses(
+        &mut self,
+        analyzer: &Analyzer,
+        fields: &[Field],
+        text: &str,
+        should: &mut Vec<Plan>,
+    ) -> Result<bool> {
+        let tokens = tokens(analyzer, text);
+        for (term, _) in &tokens {
+            for &f in fields {
+                should.push(self.term(f, term)?);
+            }
+        }
+        Ok(!tokens.is_empty())
     }
 
     fn term(&mut self, field: Field, term: &str) -> Result<Plan> {
@@ -226,11 +265,11 @@ impl<'i> Planner<'i> {
     }
 }
 
-fn fields(field: Option<Field>) -> Vec<Field> {
-    match field {
-        Some(f) => vec![f],
-        None => Field::ALL.to_vec(),
-    }
+/// The terms of `text` and their positions.
+fn tokens(analyzer: &Analyzer, text: &str) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    analyzer.analyze(text, |t| out.push((t.term.to_string(), t.position)));
+    out
 }
 
 /// Normalises a boolean plan (see the module doc).
@@ -309,24 +348,28 @@ pub fn canonical_cmp(a: &Plan, b: &Plan) -> std::cmp::Ordering {
     }
 }
 
-/// Per-index scoring context: one norm cache per field.
+/// Per-index scoring context: one norm cache per field, and the fields
+/// whose terms have phrase filters.
 pub struct ScoringContext {
     caches: Vec<NormCache>,
+    filter_fields: FieldSet,
 }
 
 impl ScoringContext {
     /// The context of `index` (global field statistics).
     pub fn new(index: &Index) -> Self {
         ScoringContext {
-            caches: Field::ALL
-                .iter()
-                .map(|&f| NormCache::new(&index.field_stats(f)))
+            caches: index
+                .schema()
+                .fields()
+                .map(|f| NormCache::new(&index.field_stats(f)))
                 .collect(),
+            filter_fields: index.manifest().postings_format().filter_fields,
         }
     }
 
     fn bm25(&self, field: Field, weight: f32) -> Bm25<'_> {
-        Bm25::new(weight, &self.caches[field.id() as usize])
+        Bm25::new(weight, &self.caches[field.index()])
     }
 }
 
@@ -435,7 +478,9 @@ fn phrase_scorer<'a>(p: &PhrasePlan, b: Build<'a>) -> Result<Option<PhraseScorer
         });
     }
     let filters = match (b.seg.bloom(), b.filters) {
-        (Some(shape), FilterUse::Auto | FilterUse::Always) => phrase_filters(p, &costs, shape, b.filters),
+        (Some(shape), FilterUse::Auto | FilterUse::Always) => {
+            phrase_filters(p, &costs, shape, b.filters, &b.ctx.filter_fields)
+        }
         _ => Vec::new(),
     };
     Ok(Some(PhraseScorer::new(
@@ -451,7 +496,13 @@ fn phrase_scorer<'a>(p: &PhrasePlan, b: Build<'a>) -> Result<Option<PhraseScorer
 /// positions that both take part in filters, the cheaper filter when the
 /// cost model finds one worth reading (see [`bloom::choose`]), or always
 /// the cheaper one with [`FilterUse::Always`].
-fn phrase_filters(p: &PhrasePlan, costs: &[TermCost], shape: FilterShape, using: FilterUse) -> Vec<PhraseFilter> {
+fn phrase_filters(
+    p: &PhrasePlan,
+    costs: &[TermCost],
+    shape: FilterShape,
+    using: FilterUse,
+    fields: &FieldSet,
+) -> Vec<PhraseFilter> {
     let candidates = costs.iter().map(|c| c.doc_freq as u64).min().unwrap_or(0);
     // The scorer's lead: the first of the rarest terms.
     let lead = costs.iter().position(|c| c.doc_freq as u64 == candidates);
@@ -460,7 +511,10 @@ fn phrase_filters(p: &PhrasePlan, costs: &[TermCost], shape: FilterShape, using:
     let mut filters = Vec::new();
     for (l, left) in p.terms.iter().enumerate() {
         for (r, right) in p.terms.iter().enumerate() {
-            if p.rel[r] != p.rel[l] + 1 || !bloom::filtered_term(&left.key) || !bloom::filtered_term(&right.key) {
+            if p.rel[r] != p.rel[l] + 1
+                || !bloom::filtered_term(fields, &left.key)
+                || !bloom::filtered_term(fields, &right.key)
+            {
                 continue;
             }
             let lead_side = match lead {

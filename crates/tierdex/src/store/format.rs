@@ -13,14 +13,21 @@
 //!   entries: per document, offset u64 | length u32 (12 bytes, little endian)
 //!   trailer (32 bytes) = magic "TDXSTIDX" | version u32 | num_docs u32 | data_len u64 | data_checksum u64
 //!
-//! serialised document (the input of one zstd frame):
-//!   format byte (1) | varint id_len | id | varint title_len | title | varint body_len | body
+//! serialised document (the input of one zstd frame), one of:
+//!   format 1: byte 1 | varint id_len | id | varint title_len | title | varint body_len | body
+//!   format 2: byte 2 | varint id_len | id | the fields as one JSON object (UTF-8)
 //! ```
+//!
+//! Format 1 holds a document of exactly a `title` and a `body` string (the
+//! default schema, and every document stored before schemas existed);
+//! format 2 any other set of fields.
 //!
 //! All integers are little endian; varints are LEB128. A record's
 //! uncompressed length is the content size in its zstd frame header; readers
 //! check it for plausibility before allocating and zstd checks the output
 //! against it (and against the content checksum).
+
+use serde_json::Value;
 
 use crate::schema::Document;
 
@@ -38,8 +45,10 @@ pub(super) const INDEX_TRAILER_LEN: usize = 32;
 pub(super) const INDEX_ENTRY_LEN: usize = 12;
 /// Data header flag: a zstd dictionary follows the header.
 pub(super) const FLAG_DICTIONARY: u32 = 1;
-/// First byte of a serialised document in the current format.
+/// First byte of a serialised title-and-body document.
 pub(super) const DOC_FORMAT_V1: u8 = 1;
+/// First byte of a serialised document with any fields.
+pub(super) const DOC_FORMAT_V2: u8 = 2;
 
 /// Largest serialised document the store accepts (id, title and body plus a
 /// few bytes of framing). Bigger documents are refused by the writer, and a
@@ -200,52 +209,83 @@ fn get_len(b: &[u8], pos: &mut usize) -> Result<usize, String> {
     Err("overlong length varint".into())
 }
 
-/// Serialised size of `doc`, without writing it.
+/// The title and body of a document of exactly those two text fields.
+fn title_body(doc: &Document) -> Option<[&str; 2]> {
+    match (doc.fields.len(), doc.fields.get("title"), doc.fields.get("body")) {
+        (2, Some(Value::String(t)), Some(Value::String(b))) => Some([t, b]),
+        _ => None,
+    }
+}
+
+/// Serialised size of `doc`.
+#[cfg(test)]
 pub(super) fn serialised_len(doc: &Document) -> usize {
+    let mut out = Vec::new();
+    serialise(doc, &mut out);
+    out.len()
+}
+
+/// Serialises `doc` into `out` (cleared first).
+pub(super) fn serialise(doc: &Document, out: &mut Vec<u8>) {
+    out.clear();
     let field = |s: &str| varint_len(s.len() as u64) + s.len();
-    1 + field(&doc.id) + field(&doc.title) + field(&doc.body)
+    match title_body(doc) {
+        Some([title, body]) => {
+            out.reserve(1 + field(&doc.id) + field(title) + field(body));
+            out.push(DOC_FORMAT_V1);
+            for s in [doc.id.as_str(), title, body] {
+                put_varint(out, s.len() as u64);
+                out.extend_from_slice(s.as_bytes());
+            }
+        }
+        None => {
+            out.push(DOC_FORMAT_V2);
+            put_varint(out, doc.id.len() as u64);
+            out.extend_from_slice(doc.id.as_bytes());
+            serde_json::to_writer(&mut *out, &doc.fields).expect("JSON values serialise");
+        }
+    }
 }
 
 fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// Serialises `doc` into `out` (cleared first).
-pub(super) fn serialise(doc: &Document, out: &mut Vec<u8>) {
-    out.clear();
-    out.reserve(serialised_len(doc));
-    out.push(DOC_FORMAT_V1);
-    for s in [&doc.id, &doc.title, &doc.body] {
-        put_varint(out, s.len() as u64);
-        out.extend_from_slice(s.as_bytes());
-    }
+/// A length-prefixed UTF-8 string of `raw` at `*pos` (named `name` in errors).
+fn get_str<'a>(raw: &'a [u8], pos: &mut usize, name: &str) -> Result<&'a str, String> {
+    let len = get_len(raw, pos)?;
+    let end = pos.checked_add(len).filter(|&end| end <= raw.len()).ok_or_else(|| {
+        format!(
+            "{name} length {len} runs past the end of the {}-byte document",
+            raw.len()
+        )
+    })?;
+    let s = std::str::from_utf8(&raw[*pos..end]).map_err(|e| format!("{name} is not valid UTF-8: {e}"))?;
+    *pos = end;
+    Ok(s)
 }
 
-/// Splits a serialised document into its id, title and body, checking the
-/// format byte, the lengths and UTF-8. The error is the reason it is corrupt.
-pub(super) fn parse(raw: &[u8]) -> Result<[&str; 3], String> {
-    match raw.first() {
-        Some(&DOC_FORMAT_V1) => {}
+/// Decodes a serialised document, checking the format byte, the lengths
+/// and UTF-8. The error is the reason it is corrupt.
+pub(super) fn parse(raw: &[u8]) -> Result<Document, String> {
+    let format = match raw.first() {
+        Some(&f @ (DOC_FORMAT_V1 | DOC_FORMAT_V2)) => f,
         Some(&other) => return Err(format!("unknown document format {other}")),
         None => return Err("empty document record".into()),
-    }
+    };
     let mut pos = 1;
-    let mut fields = [""; 3];
-    for (name, slot) in ["id", "title", "body"].into_iter().zip(fields.iter_mut()) {
-        let len = get_len(raw, &mut pos)?;
-        let end = pos.checked_add(len).filter(|&end| end <= raw.len()).ok_or_else(|| {
-            format!(
-                "{name} length {len} runs past the end of the {}-byte document",
-                raw.len()
-            )
-        })?;
-        *slot = std::str::from_utf8(&raw[pos..end]).map_err(|e| format!("{name} is not valid UTF-8: {e}"))?;
-        pos = end;
+    let id = get_str(raw, &mut pos, "id")?;
+    let mut doc = Document::new(id);
+    if format == DOC_FORMAT_V1 {
+        let title = get_str(raw, &mut pos, "title")?;
+        let body = get_str(raw, &mut pos, "body")?;
+        if pos != raw.len() {
+            return Err(format!("{} trailing bytes after the document body", raw.len() - pos));
+        }
+        return Ok(doc.with_text("title", title).with_text("body", body));
     }
-    if pos != raw.len() {
-        return Err(format!("{} trailing bytes after the document body", raw.len() - pos));
-    }
-    Ok(fields)
+    doc.fields = serde_json::from_slice(&raw[pos..]).map_err(|e| format!("damaged fields: {e}"))?;
+    Ok(doc)
 }
 
 /// Uncompressed length recorded in a record's zstd frame header, checked
@@ -273,15 +313,20 @@ mod tests {
 
     #[test]
     fn serialise_parse_roundtrip() {
-        let doc = Document {
-            id: "42".into(),
-            title: "Ünïcödé 標題".into(),
-            body: "x".repeat(300),
-        };
+        let doc = Document::title_body("42", "Ünïcödé 標題", "x".repeat(300));
         let mut out = Vec::new();
         serialise(&doc, &mut out);
-        assert_eq!(out.len(), serialised_len(&doc));
-        assert_eq!(parse(&out).unwrap(), ["42", "Ünïcödé 標題", &doc.body[..]]);
+        assert_eq!(out[0], DOC_FORMAT_V1);
+        assert_eq!(parse(&out).unwrap(), doc);
+        let mut other = Document::new("7").with_text("name", "n").with_text("title", "t");
+        other.fields.insert("n".into(), 5.into());
+        serialise(&other, &mut out);
+        assert_eq!(out[0], DOC_FORMAT_V2);
+        assert_eq!(parse(&out).unwrap(), other);
+        for doc in [Document::new("e"), Document::new("t").with_text("title", "only")] {
+            serialise(&doc, &mut out);
+            assert_eq!(parse(&out).unwrap(), doc);
+        }
     }
 
     #[test]
@@ -298,11 +343,7 @@ mod tests {
 
     #[test]
     fn parse_rejects_damage() {
-        let doc = Document {
-            id: "1".into(),
-            title: "t".into(),
-            body: "body".into(),
-        };
+        let doc = Document::title_body("1", "t", "body");
         let mut out = Vec::new();
         serialise(&doc, &mut out);
         assert!(parse(&[]).is_err());

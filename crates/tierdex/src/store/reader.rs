@@ -269,12 +269,7 @@ impl StoreReader {
     fn decode(&self, scratch: &mut Scratch, record: &[u8], doc: DocId) -> Result<Document> {
         zstd_codec::decompress(&mut scratch.dctx, self.ddict(), record, &mut scratch.buf)
             .map_err(|e| self.record_corrupt(doc, e))?;
-        let [id, title, body] = format::parse(&scratch.buf).map_err(|e| self.record_corrupt(doc, e))?;
-        Ok(Document {
-            id: id.to_owned(),
-            title: title.to_owned(),
-            body: body.to_owned(),
-        })
+        format::parse(&scratch.buf).map_err(|e| self.record_corrupt(doc, e))
     }
 
     fn take_scratch(&self) -> Result<Scratch> {

@@ -143,11 +143,11 @@ fn text(rng: &mut Rng, words: usize) -> String {
 
 fn doc(rng: &mut Rng, n: usize, body_words: usize) -> Document {
     let title_words = 1 + rng.below(6) as usize;
-    Document {
-        id: (1_000_000 + n).to_string(),
-        title: text(rng, title_words),
-        body: text(rng, body_words),
-    }
+    Document::title_body(
+        (1_000_000 + n).to_string(),
+        text(rng, title_words),
+        text(rng, body_words),
+    )
 }
 
 /// A mixed corpus: many short documents, some long ones, and edge cases.
@@ -166,11 +166,7 @@ fn corpus(n: usize, seed: u64) -> Vec<Document> {
     docs.insert(n / 3, Document::default());
     docs.insert(
         n / 2,
-        Document {
-            id: "ünï/€".into(),
-            title: "日本語のタイトル 🚀".into(),
-            body: "Ωμέγα — ½ ∑ ∞ \u{0} \u{10FFFF} end".into(),
-        },
+        Document::title_body("ünï/€", "日本語のタイトル 🚀", "Ωμέγα — ½ ∑ ∞ \u{0} \u{10FFFF} end"),
     );
     docs
 }
@@ -185,16 +181,8 @@ fn huge_docs() -> Vec<Document> {
     }
     let noisy: String = (0..(1 << 20)).map(|_| char::from(b'!' + rng.below(94) as u8)).collect();
     vec![
-        Document {
-            id: "huge-text".into(),
-            title: "huge".into(),
-            body: compressible,
-        },
-        Document {
-            id: "huge-noise".into(),
-            title: String::new(),
-            body: noisy,
-        },
+        Document::title_body("huge-text", "huge", compressible),
+        Document::title_body("huge-noise", String::new(), noisy),
     ]
 }
 
@@ -393,11 +381,7 @@ fn records_that_fit_a_page_never_straddle_one() {
     let noisy =
         |rng: &mut Rng, n: usize| -> String { (0..n).map(|_| char::from(b'a' + rng.below(26) as u8)).collect() };
     let docs: Vec<Document> = (0..400)
-        .map(|i| Document {
-            id: i.to_string(),
-            title: String::new(),
-            body: noisy(&mut rng, 500 + (i * 37) % 7_000),
-        })
+        .map(|i| Document::title_body(i.to_string(), String::new(), noisy(&mut rng, 500 + (i * 37) % 7_000)))
         .collect();
     let (p, files) = write(
         &docs,
@@ -609,11 +593,7 @@ fn bad_options_and_oversized_documents() {
         ));
     }
     let mut w = StoreWriter::create(&p.data, &p.index, StoreOptions::default()).unwrap();
-    let huge = Document {
-        id: "big".into(),
-        title: String::new(),
-        body: " ".repeat(MAX_DOCUMENT_BYTES),
-    };
+    let huge = Document::title_body("big", String::new(), " ".repeat(MAX_DOCUMENT_BYTES));
     assert!(matches!(w.add(&huge), Err(Error::InvalidArgument(_))));
     assert_eq!(w.num_docs(), 0);
     w.add(&Document::default()).unwrap();
@@ -889,7 +869,7 @@ fn arb_doc() -> impl Strategy<Value = Document> {
         2 => "\\PC{0,200}",
         1 => "[a-zA-Z0-9 .,\n]{0,6000}",
     ];
-    (field.clone(), field.clone(), field).prop_map(|(id, title, body)| Document { id, title, body })
+    (field.clone(), field.clone(), field).prop_map(|(id, title, body)| Document::title_body(id, title, body))
 }
 
 proptest! {

@@ -155,14 +155,14 @@ impl StoreWriter {
     /// Adds a document; returns its number.
     pub fn add(&mut self, doc: &Document) -> Result<DocId> {
         self.check_room()?;
-        let len = format::serialised_len(doc);
+        format::serialise(doc, &mut self.serial);
+        let len = self.serial.len();
         if len > MAX_DOCUMENT_BYTES {
             return Err(Error::InvalidArgument(format!(
                 "document {:?} is {len} bytes serialised, more than the store's limit of {MAX_DOCUMENT_BYTES}",
                 doc.id
             )));
         }
-        format::serialise(doc, &mut self.serial);
         self.add_serialised()
     }
 

@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::analysis::{Analyzer, AnalyzerConfig};
+use crate::analysis::AnalyzerConfig;
 use crate::error::{Error, Result};
 use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::segment::{ext, open_chain};
@@ -38,7 +38,7 @@ use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentV
 use crate::indexing::merge::merge_live;
 use crate::indexing::{segment_name, SegmentWriter};
 use crate::layout::Format;
-use crate::schema::{DocId, Document};
+use crate::schema::{Analysis, DocId, Document, Schema};
 use crate::search::Searcher;
 use crate::storage::{Storage, Tier, TierOptions};
 use crate::store::StoreOptions;
@@ -236,13 +236,13 @@ impl Part {
         (self.reader.max_doc() - self.deletes.as_ref().map_or(0, |d| d.count())) as u64
     }
 
-    fn materialise(&mut self, analyzer: &Analyzer) -> Result<()> {
+    fn materialise(&mut self, analysis: &Analysis) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let base = match &self.deletes {
-            Some(d) => d.with(&self.reader, analyzer, &self.pending)?,
-            None => Deletes::none(self.reader.max_doc()).with(&self.reader, analyzer, &self.pending)?,
+            Some(d) => d.with(&self.reader, analysis, &self.pending)?,
+            None => Deletes::none(self.reader.max_doc()).with(&self.reader, analysis, &self.pending)?,
         };
         self.deletes = Some(Arc::new(base));
         self.pending.clear();
@@ -260,7 +260,7 @@ impl Part {
 
 struct State {
     manifest: Manifest,
-    analyzer: Analyzer,
+    analysis: Arc<Analysis>,
     storage: Storage,
     memory: Storage,
     durable: Vec<Part>,
@@ -338,6 +338,8 @@ pub struct IndexWriter {
     published: Mutex<WriterStats>,
     /// The index's strategy (fixed at creation).
     strategy: Strategy,
+    /// The index's fields: added documents must fit them.
+    schema: Schema,
     /// The chain of an in-place index (created by its first flush).
     chain: Mutex<Option<ChainWriter>>,
     _lock: File,
@@ -397,14 +399,27 @@ fn remove_orphans(dir: &Path, manifest: &Manifest, at_open: bool) -> Result<()> 
 }
 
 fn text_bytes(d: &Document) -> usize {
-    d.id.len() + d.title.len() + d.body.len()
+    d.text_bytes()
 }
 
 impl IndexWriter {
-    /// Creates a new, empty index in `dir` (which must not hold one) and
-    /// opens a writer on it.
+    /// Creates a new, empty index of the default schema (`title` and
+    /// `body`) in `dir` (which must not hold one) and opens a writer on it.
     pub fn create(
         dir: &Path,
+        analyzer: AnalyzerConfig,
+        format: Format,
+        strategy: Strategy,
+        options: WriterOptions,
+    ) -> Result<IndexWriter> {
+        Self::create_with_schema(dir, Schema::default(), analyzer, format, strategy, options)
+    }
+
+    /// Creates a new, empty index of `schema` in `dir` (which must not hold
+    /// one) and opens a writer on it.
+    pub fn create_with_schema(
+        dir: &Path,
+        schema: Schema,
         analyzer: AnalyzerConfig,
         format: Format,
         strategy: Strategy,
@@ -431,7 +446,7 @@ impl IndexWriter {
                 dir.display()
             )));
         }
-        let mut m = Manifest::new(analyzer, format);
+        let mut m = Manifest::with_schema(schema, analyzer, format);
         m.strategy = strategy;
         m.store(dir)?;
         drop(lock);
@@ -449,7 +464,7 @@ impl IndexWriter {
         remove_orphans(dir, &manifest, true)?;
         let storage = Storage::new(options.tier)?;
         let memory = Storage::new(TierOptions::on(Tier::Ram))?;
-        let analyzer = Analyzer::new(manifest.analyzer);
+        let analysis = Arc::new(Analysis::new(manifest.schema(), manifest.analyzer));
         let mut durable = Vec::with_capacity(manifest.segments.len());
         let mut ids = HashMap::new();
         let mut id = String::new();
@@ -472,7 +487,7 @@ impl IndexWriter {
                 }
                 None => SegmentReader::open(dir, meta, manifest.postings_format(), &storage)?,
             };
-            let deletes = Deletes::load(dir, meta, &reader, &analyzer, &storage)?;
+            let deletes = Deletes::load(dir, meta, &reader, &analysis, &storage)?;
             for d in 0..reader.max_doc() {
                 if deletes.as_ref().is_some_and(|x| x.contains(d)) {
                     continue;
@@ -498,7 +513,7 @@ impl IndexWriter {
                 ..Default::default()
             },
             manifest,
-            analyzer,
+            analysis,
             storage,
             memory,
             durable,
@@ -517,7 +532,9 @@ impl IndexWriter {
         };
         let searcher = Arc::new(Searcher::from_index(snapshot(dir, &st)?));
         let strategy = st.manifest.strategy;
+        let schema = st.manifest.schema();
         let w = IndexWriter {
+            schema,
             buffer_dir: buffer_dir(dir),
             maintained: std::sync::atomic::AtomicBool::new(false),
             dir: dir.to_path_buf(),
@@ -579,6 +596,11 @@ impl IndexWriter {
         self.strategy
     }
 
+    /// The index's fields.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
     /// The latest published snapshot.
     pub fn searcher(&self) -> Arc<Searcher> {
         self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
@@ -593,7 +615,11 @@ impl IndexWriter {
                 if d.id.is_empty() {
                     return Err(Error::InvalidArgument("a document to add has an empty id".into()));
                 }
-                if d.title.len().max(d.body.len()) >= u32::MAX as usize {
+                self.schema.check(d)?;
+                if d.fields
+                    .values()
+                    .any(|v| v.as_str().is_some_and(|t| t.len() >= u32::MAX as usize))
+                {
                     return Err(Error::InvalidArgument(format!(
                         "document `{}` is larger than 4 GiB",
                         d.id
@@ -785,11 +811,11 @@ impl IndexWriter {
         let State {
             durable,
             refreshed_parts,
-            analyzer,
+            analysis,
             ..
         } = st;
         for p in durable.iter_mut().chain(refreshed_parts.iter_mut()) {
-            p.materialise(analyzer)?;
+            p.materialise(analysis)?;
         }
         st.stats.refresh_invert_secs += inverted;
         st.stats.refresh_delete_secs += started.elapsed().as_secs_f64() - inverted;
@@ -810,12 +836,12 @@ impl IndexWriter {
     fn merge_refresh_parts(&self, st: &mut State, at: usize) -> Result<Option<Part>> {
         let State {
             refreshed_parts,
-            analyzer,
+            analysis,
             ..
         } = st;
         let parts = &mut refreshed_parts[at..];
         for p in parts.iter_mut() {
-            p.materialise(analyzer)?;
+            p.materialise(analysis)?;
         }
         let mut slots = Vec::with_capacity(parts.iter().map(|p| p.live() as usize).sum());
         for p in parts.iter() {
@@ -870,7 +896,7 @@ impl IndexWriter {
         let number = st.next_refresh;
         st.next_refresh += 1;
         let name = format!("r{number:06}");
-        let mut w = SegmentWriter::untrained(&dir, &name, st.analyzer.clone(), st.manifest.postings_format())?;
+        let mut w = SegmentWriter::untrained(&dir, &name, Arc::clone(&st.analysis), st.manifest.postings_format())?;
         for &s in &slots {
             if let Some(d) = &st.buffer[s as usize] {
                 w.add(d)?;
@@ -928,7 +954,7 @@ impl IndexWriter {
     /// up to date, the buffer's documents taken, the merge chosen.
     fn plan_flush(&self, st: &mut State) -> Result<FlushPlan> {
         for p in &mut st.durable {
-            p.materialise(&st.analyzer)?;
+            p.materialise(&st.analysis)?;
         }
         st.durable.retain(|p| p.live() > 0 || p.reader.chain().is_some());
         let docs: Vec<(u32, Document)> = st
@@ -979,7 +1005,7 @@ impl IndexWriter {
                 .map(|p| (p.reader.clone(), p.deletes.clone()))
                 .collect(),
             manifest: st.manifest.clone(),
-            analyzer: st.analyzer.clone(),
+            analysis: Arc::clone(&st.analysis),
             storage: st.storage.clone(),
             dictionary: store_dictionary(st)?,
         })
@@ -995,7 +1021,7 @@ impl IndexWriter {
             &self.dir,
             &segment_name(plan.number),
             m,
-            &plan.analyzer,
+            &plan.analysis,
             plan.dictionary.clone(),
             plan.docs.iter().map(|(_, d)| d),
         )?;
@@ -1290,7 +1316,7 @@ impl IndexWriter {
         let mut report = FlushReport::default();
         let before: Vec<SegmentMeta> = st.manifest.segments.clone();
         for p in &mut st.durable {
-            p.materialise(&st.analyzer)?;
+            p.materialise(&st.analysis)?;
         }
         let mut fresh: Vec<u64> = Vec::new();
         // The buffer becomes a segment.
@@ -1300,7 +1326,7 @@ impl IndexWriter {
             let docs = st.buffer.iter().flatten();
             let t = Instant::now();
             let dict = store_dictionary(st)?;
-            let meta = write_segment(&dir, &segment_name(number), &st.manifest, &st.analyzer, dict, docs)?;
+            let meta = write_segment(&dir, &segment_name(number), &st.manifest, &st.analysis, dict, docs)?;
             report.docs_flushed = meta.max_doc as u64;
             report.bytes_written += meta.bytes();
             let reader = SegmentReader::open(&dir, &meta, st.manifest.postings_format(), &st.storage)?;
@@ -1390,7 +1416,7 @@ impl IndexWriter {
                 // Nothing buffered: the deletions of flushed documents still
                 // become durable tombstones.
                 for p in &mut st.durable {
-                    p.materialise(&st.analyzer)?;
+                    p.materialise(&st.analysis)?;
                 }
                 let before: Vec<SegmentMeta> = st.manifest.segments.clone();
                 let applied = st.last_seq;
@@ -1400,7 +1426,7 @@ impl IndexWriter {
             return Ok(report);
         }
         for p in &mut st.durable {
-            p.materialise(&st.analyzer)?;
+            p.materialise(&st.analysis)?;
         }
         // Plain segments (an index built in bulk before its first flush)
         // are compacted as under the merge strategies.
@@ -1465,7 +1491,7 @@ impl IndexWriter {
                 &self.dir,
                 &segment_name(part_number),
                 &st.manifest,
-                &st.analyzer,
+                &st.analysis,
                 store_dictionary(st)?,
                 docs.iter(),
             )?;
@@ -1606,7 +1632,7 @@ struct FlushPlan {
     /// committed before it (with no documents when the flush creates it).
     chain: Option<SegmentMeta>,
     manifest: Manifest,
-    analyzer: Analyzer,
+    analysis: Arc<Analysis>,
     storage: Storage,
     /// The store dictionary of the index's newest segment, if it has one.
     dictionary: Option<Arc<[u8]>>,
@@ -1658,6 +1684,9 @@ fn grow_chain(
         .max_doc
         .checked_add(part.max_doc)
         .ok_or_else(|| Error::InvalidArgument("an in-place index holds at most 2^32-1 documents".into()))?;
+    if meta.fields.len() < part.fields.len() {
+        meta.fields.resize(part.fields.len(), Default::default());
+    }
     for (f, pf) in meta.fields.iter_mut().zip(&part.fields) {
         f.add(pf);
     }
@@ -1676,14 +1705,14 @@ fn write_segment<'a>(
     dir: &Path,
     name: &str,
     manifest: &Manifest,
-    analyzer: &Analyzer,
+    analysis: &Arc<Analysis>,
     dictionary: Option<Arc<[u8]>>,
     docs: impl Iterator<Item = &'a Document>,
 ) -> Result<SegmentMeta> {
     let mut w = SegmentWriter::new(
         dir,
         name,
-        analyzer.clone(),
+        Arc::clone(analysis),
         dictionary.as_deref(),
         manifest.postings_format(),
     )?;

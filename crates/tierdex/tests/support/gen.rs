@@ -122,6 +122,8 @@ pub struct Lexicon {
     pub phrases: Vec<Vec<String>>,
     /// A term present in every document, if any.
     pub universal: Option<String>,
+    /// The corpus's field names, by field id.
+    pub fields: Vec<String>,
 }
 
 impl Lexicon {
@@ -140,6 +142,7 @@ impl Lexicon {
             cdf,
             phrases: Vec::new(),
             universal: None,
+            fields: vec!["title".into(), "body".into()],
         };
         for _ in 0..rng.range(2, 6) {
             let len = rng.range(2, 3);
@@ -154,6 +157,11 @@ impl Lexicon {
         let x = rng.unit() * self.cdf.last().unwrap();
         let i = self.cdf.partition_point(|&c| c <= x).min(self.vocab.len() - 1);
         &self.vocab[i]
+    }
+
+    /// A uniformly chosen field.
+    pub fn pick_field(&self, rng: &mut Rng) -> Field {
+        Field::from_id(rng.range(0, self.fields.len() - 1) as u8)
     }
 
     /// A uniformly chosen vocabulary word (reaches the rare ones).
@@ -228,11 +236,7 @@ pub fn corpus(seed: u64, case: u64) -> Corpus {
         if rng.chance(0.03) {
             title = " \t ".into();
         }
-        docs.push(Document {
-            id: format!("d{i}"),
-            title,
-            body,
-        });
+        docs.push(Document::title_body(format!("d{i}"), title, body));
     }
     let description = format!(
         "{shape} corpus: {n} docs, {vocab_size}-word vocabulary, {} huge docs, every-doc term: {universal}",
@@ -243,6 +247,107 @@ pub fn corpus(seed: u64, case: u64) -> Corpus {
         lexicon: lex,
         description,
     }
+}
+
+/// Field names a multi-field corpus picks from: plain words, and the
+/// punctuation a field name may hold.
+const FIELD_NAMES: &[&str] = &[
+    "name",
+    "description",
+    "notes",
+    "a",
+    "Title2",
+    "tags_text",
+    "user.name",
+    "x-1",
+    "über",
+    "summary",
+    "author@host",
+    "b_2.c",
+];
+
+/// A corpus of 1 to 6 text fields with random names (case `case`, seed
+/// `seed`), and the default fields its index searches: a random non-empty
+/// subset. Field texts vary in length by field (one short, like a title;
+/// one sometimes huge), and any field may be empty or absent.
+pub fn corpus_fields(seed: u64, case: u64) -> (Corpus, Vec<Field>) {
+    let mut rng = Rng::new(seed);
+    let n_fields = 1 + (case % 6) as usize;
+    let mut names: Vec<String> = Vec::new();
+    while names.len() < n_fields {
+        let name = rng.pick(FIELD_NAMES).to_string();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let vocab_size = rng.range(5, 40);
+    let mut lex = Lexicon::new(&mut rng, vocab_size);
+    lex.fields = names.clone();
+    let n = if rng.chance(0.2) {
+        rng.range(1, 20)
+    } else {
+        rng.range(20, 260)
+    };
+    let universal = rng.chance(0.3);
+    if universal {
+        lex.universal = Some(UNIVERSAL.to_string());
+    }
+    let max_len: Vec<usize> = (0..n_fields).map(|_| *rng.pick(&[6, 40, 200])).collect();
+    let mut docs = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut doc = Document::new(format!("d{i}"));
+        for (f, name) in names.iter().enumerate() {
+            if rng.chance(0.1) {
+                continue;
+            }
+            let len = if rng.chance(0.05) { 0 } else { rng.range(1, max_len[f]) };
+            let mut text = field_text(&mut rng, &lex, len);
+            if universal && f == 0 {
+                insert_word(&mut rng, &mut text, UNIVERSAL);
+            }
+            doc = doc.with_text(name.clone(), text);
+        }
+        docs.push(doc);
+    }
+    let mut default_fields: Vec<Field> = (0..n_fields as u8)
+        .map(Field::from_id)
+        .filter(|_| rng.chance(0.6))
+        .collect();
+    if default_fields.is_empty() {
+        default_fields.push(lex.pick_field(&mut rng));
+    }
+    let description = format!(
+        "{n_fields}-field corpus {names:?} (searched by default: {default_fields:?}): {n} docs, \
+         {vocab_size}-word vocabulary, every-doc term in the first field: {universal}"
+    );
+    let corpus = Corpus {
+        docs,
+        lexicon: lex,
+        description,
+    };
+    (corpus, default_fields)
+}
+
+/// The schema of a multi-field corpus: its fields, each with phrase filters
+/// or not, `default_fields` searched by default.
+pub fn schema_of(seed: u64, names: &[String], default_fields: &[Field]) -> tierdex::schema::Schema {
+    let mut rng = Rng::new(mix(seed, 0x5c4e));
+    let fields = names
+        .iter()
+        .map(|n| {
+            tierdex::schema::FieldEntry::text(
+                n.clone(),
+                tierdex::schema::TextOptions {
+                    phrase_filters: rng.chance(0.6),
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    let mut schema = tierdex::schema::Schema::new(fields).expect("valid schema");
+    let defaults: Vec<&str> = default_fields.iter().map(|f| names[f.index()].as_str()).collect();
+    schema.set_default_fields(&defaults).expect("known fields");
+    schema
 }
 
 /// Text of about `len` words.
@@ -429,7 +534,7 @@ pub fn query(rng: &mut Rng, lex: &Lexicon) -> Query {
         }
         5 => phrase(rng, lex, None),
         6 => {
-            let field = Some(*rng.pick(&Field::ALL));
+            let field = Some(lex.pick_field(rng));
             if rng.chance(0.5) {
                 term(rng, lex, field)
             } else {
@@ -483,7 +588,7 @@ fn nested(rng: &mut Rng, lex: &Lexicon, depth: usize) -> Query {
 /// A term (mostly) or phrase, mostly unqualified.
 fn leaf(rng: &mut Rng, lex: &Lexicon) -> Query {
     let field = if rng.chance(0.2) {
-        Some(*rng.pick(&Field::ALL))
+        Some(lex.pick_field(rng))
     } else {
         None
     };
@@ -569,27 +674,28 @@ fn shuffle<T>(rng: &mut Rng, items: &mut [T]) {
     }
 }
 
-/// The query-language form of `query` (DESIGN §2 syntax), or `None` when it
-/// has no faithful one here (texts with syntax characters, empty groups).
-pub fn to_query_string(query: &Query) -> Option<String> {
-    fn leaf_text(field: Option<Field>, body: String) -> String {
+/// The query-language form of `query` over fields named `fields` (DESIGN
+/// §2 syntax), or `None` when it has no faithful one here (texts with
+/// syntax characters, empty groups).
+pub fn to_query_string(query: &Query, fields: &[String]) -> Option<String> {
+    let leaf_text = |field: Option<Field>, body: String| -> String {
         match field {
-            Some(f) => format!("{}:{body}", f.name()),
+            Some(f) => format!("{}:{body}", fields[f.index()]),
             None => body,
         }
-    }
-    fn clause(c: &Clause) -> Option<String> {
+    };
+    let clause = |c: &Clause| -> Option<String> {
         let prefix = match c.occur {
             Occur::Should => "",
             Occur::Must => "+",
             Occur::MustNot => "-",
         };
         let inner = match &c.query {
-            Query::Boolean(_) => format!("({})", to_query_string(&c.query)?),
-            q => to_query_string(q)?,
+            Query::Boolean(_) => format!("({})", to_query_string(&c.query, fields)?),
+            q => to_query_string(q, fields)?,
         };
         Some(format!("{prefix}{inner}"))
-    }
+    };
     match query {
         Query::Term { field, text } => {
             let plain = !text.is_empty()

@@ -150,7 +150,10 @@ pub struct OracleIndex {
     analyzer: Analyzer,
     num_docs: usize,
     terms: HashMap<String, u32>,
-    fields: [FieldData; Field::COUNT],
+    /// Per field id.
+    fields: Vec<FieldData>,
+    /// The fields an unqualified clause searches.
+    default_fields: Vec<Field>,
 }
 
 /// The oracle's answer to one query.
@@ -219,16 +222,23 @@ enum Node {
 }
 
 impl OracleIndex {
-    /// Analyses every document of `docs` with `analyzer`. Document numbers
-    /// are indexes into `docs`.
+    /// Analyses every document of `docs` with `analyzer`, as documents of
+    /// the default fields `title` (id 0) and `body` (id 1), both searched
+    /// by unqualified clauses. Document numbers are indexes into `docs`.
     pub fn new(docs: &[Document], analyzer: &Analyzer) -> Self {
+        Self::with_fields(docs, analyzer, &["title", "body"], &[Field::TITLE, Field::BODY])
+    }
+
+    /// Analyses every document of `docs` with `analyzer`, field id `i`
+    /// being the text of `names[i]`; unqualified clauses search
+    /// `default_fields`.
+    pub fn with_fields(docs: &[Document], analyzer: &Analyzer, names: &[&str], default_fields: &[Field]) -> Self {
         let mut terms: HashMap<String, u32> = HashMap::new();
-        let mut fields: [FieldData; Field::COUNT] = Default::default();
-        for field in Field::ALL {
-            let data = &mut fields[field.id() as usize];
+        let mut fields: Vec<FieldData> = names.iter().map(|_| FieldData::default()).collect();
+        for (data, name) in fields.iter_mut().zip(names) {
             for doc in docs {
                 let mut toks = Vec::new();
-                analyzer.analyze(field.text(doc), |t| {
+                analyzer.analyze(doc.text(name), |t| {
                     let next = terms.len() as u32;
                     let term = *terms.entry(t.term.to_owned()).or_insert(next);
                     toks.push(Tok {
@@ -261,6 +271,7 @@ impl OracleIndex {
             num_docs: docs.len(),
             terms,
             fields,
+            default_fields: default_fields.to_vec(),
         }
     }
 
@@ -271,26 +282,25 @@ impl OracleIndex {
 
     /// Documents with at least one token in `field`.
     pub fn doc_count(&self, field: Field) -> u64 {
-        self.fields[field.id() as usize].doc_count
+        self.fields[field.index()].doc_count
     }
 
     /// Average field length as BM25 uses it.
     pub fn avgdl(&self, field: Field) -> f64 {
-        self.fields[field.id() as usize].avgdl
+        self.fields[field.index()].avgdl
     }
 
     /// Documents whose `field` contains the (already analysed) `term`.
     pub fn df(&self, field: Field, term: &str) -> u64 {
         self.terms
             .get(term)
-            .and_then(|t| self.fields[field.id() as usize].df.get(t))
-            .copied()
+            .and_then(|t| self.fields[field.index()].df.get(t).copied())
             .unwrap_or(0)
     }
 
     /// Number of tokens of `field` in document `doc`.
     pub fn field_len(&self, field: Field, doc: u32) -> u32 {
-        self.fields[field.id() as usize].docs[doc as usize].len() as u32
+        self.fields[field.index()].docs[doc as usize].len() as u32
     }
 
     /// Whether `query` analyses to nothing at all (see [`SEMANTICS`] 1).
@@ -323,23 +333,23 @@ impl OracleIndex {
         out
     }
 
-    fn fields_of(field: Option<Field>) -> Vec<Field> {
+    fn fields_of(&self, field: Option<Field>) -> Vec<Field> {
         match field {
             Some(f) => vec![f],
-            None => Field::ALL.to_vec(),
+            None => self.default_fields.clone(),
         }
     }
 
     /// A term or phrase leaf in `field`.
     fn leaf(&self, field: Field, tokens: &[(String, u32)]) -> Node {
-        let data = &self.fields[field.id() as usize];
+        let data = &self.fields[field.index()];
         let first = tokens[0].1;
         let terms: Vec<Option<u32>> = tokens.iter().map(|(t, _)| self.terms.get(t).copied()).collect();
         let offsets = tokens.iter().map(|&(_, p)| p - first).collect();
         let idf_sum = terms
             .iter()
             .map(|t| {
-                let df = t.and_then(|t| data.df.get(&t)).copied().unwrap_or(0);
+                let df = t.and_then(|t| data.df.get(&t).copied()).unwrap_or(0);
                 idf(df, data.doc_count)
             })
             .sum();
@@ -375,7 +385,7 @@ impl OracleIndex {
                 }
                 let mut leaves = Vec::new();
                 for tok in &tokens {
-                    for f in Self::fields_of(*field) {
+                    for f in self.fields_of(*field) {
                         leaves.push(self.leaf(f, std::slice::from_ref(tok)));
                     }
                 }
@@ -386,7 +396,8 @@ impl OracleIndex {
                 if tokens.is_empty() {
                     return None;
                 }
-                let leaves = Self::fields_of(*field)
+                let leaves = self
+                    .fields_of(*field)
                     .into_iter()
                     .map(|f| self.leaf(f, &tokens))
                     .collect();
@@ -422,7 +433,7 @@ impl OracleIndex {
                 offsets,
                 idf,
             } => {
-                let data = &self.fields[field.id() as usize];
+                let data = &self.fields[field.index()];
                 let toks = &data.docs[doc as usize];
                 let freq = phrase_freq(toks, terms, offsets);
                 (freq > 0).then(|| bm25(*idf, freq, toks.len() as u32, data.avgdl))

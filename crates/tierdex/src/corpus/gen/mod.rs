@@ -349,11 +349,7 @@ impl Generator {
         let n = self.body_len(&mut rng);
         let mut body = Vec::with_capacity(n as usize * 7 + 16);
         self.body(&mut rng, n, &topic[..n_topic], &mut body);
-        Document {
-            id: format!("g{i}"),
-            title: ascii_string(title),
-            body: ascii_string(body),
-        }
+        Document::title_body(format!("g{i}"), ascii_string(title), ascii_string(body))
     }
 
     /// Documents `0..docs` in order.
@@ -558,9 +554,9 @@ fn push_json_line(out: &mut Vec<u8>, doc: &Document) {
     out.extend_from_slice(b"{\"id\":");
     push_json_str(out, &doc.id);
     out.extend_from_slice(b",\"title\":");
-    push_json_str(out, &doc.title);
+    push_json_str(out, doc.title());
     out.extend_from_slice(b",\"body\":");
-    push_json_str(out, &doc.body);
+    push_json_str(out, doc.body());
     out.extend_from_slice(b"}\n");
 }
 

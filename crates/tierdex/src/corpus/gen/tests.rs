@@ -42,7 +42,10 @@ fn different_seeds_differ() {
     let b = Generator::new(small(20, 2));
     assert_ne!(a.vocabulary()[100..200], b.vocabulary()[100..200]);
     let (da, db): (Vec<_>, Vec<_>) = (a.docs().collect(), b.docs().collect());
-    assert!(da.iter().zip(&db).all(|(x, y)| x.body != y.body || x.body.is_empty()));
+    assert!(da
+        .iter()
+        .zip(&db)
+        .all(|(x, y)| x.body() != y.body() || x.body().is_empty()));
 }
 
 #[test]
@@ -86,37 +89,37 @@ fn text_looks_like_text() {
     let mut possessives = 0;
     let mut commas = 0;
     for d in g.docs() {
-        let words: Vec<&str> = d.title.split(' ').collect();
-        assert!((1..=8).contains(&words.len()), "title {:?}", d.title);
+        let words: Vec<&str> = d.title().split(' ').collect();
+        assert!((1..=8).contains(&words.len()), "title {:?}", d.title());
         assert!(
             words
                 .iter()
                 .all(|w| w.chars().next().is_some_and(|c| c.is_ascii_uppercase())),
             "title {:?}",
-            d.title
+            d.title()
         );
-        if d.body.is_empty() {
+        if d.body().is_empty() {
             continue;
         }
-        assert!(d.body.ends_with('.'), "{}", d.body);
+        assert!(d.body().ends_with('.'), "{}", d.body());
         assert!(
-            d.body.chars().next().unwrap().is_ascii_uppercase() || d.body.starts_with(|c: char| c.is_ascii_digit())
+            d.body().chars().next().unwrap().is_ascii_uppercase() || d.body().starts_with(|c: char| c.is_ascii_digit())
         );
         assert!(d
-            .body
+            .body()
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b" .,'".contains(&b)));
-        for sentence in d.body.split(". ") {
+        for sentence in d.body().split(". ") {
             let n = sentence.split(' ').count();
             assert!(n <= 40, "sentence of {n} words: {sentence}");
         }
         numbers += d
-            .body
+            .body()
             .split(' ')
             .filter(|t| t.starts_with(|c: char| c.is_ascii_digit()))
             .count();
-        possessives += d.body.matches("'s").count();
-        commas += d.body.matches(',').count();
+        possessives += d.body().matches("'s").count();
+        commas += d.body().matches(',').count();
     }
     assert!(
         numbers > 50 && possessives > 50 && commas > 1000,
@@ -130,7 +133,7 @@ fn zipf_rank_frequency_slope() {
     let mut counts: HashMap<String, u64> = HashMap::new();
     for i in 0..1500 {
         let d = g.doc(i);
-        for t in tokens(&d.body) {
+        for t in tokens(d.body()) {
             *counts.entry(t).or_default() += 1;
         }
     }
@@ -153,7 +156,7 @@ fn zipf_rank_frequency_slope() {
 #[test]
 fn body_length_median_and_tail() {
     let g = Generator::new(small(4000, 5));
-    let mut lens: Vec<usize> = g.docs().map(|d| tokens(&d.body).count()).collect();
+    let mut lens: Vec<usize> = g.docs().map(|d| tokens(d.body()).count()).collect();
     lens.sort_unstable();
     let median = lens[lens.len() / 2] as f64;
     let empty = lens.iter().filter(|&&l| l == 0).count();
@@ -170,7 +173,7 @@ fn body_length_median_and_tail() {
         empty_body_fraction: 0.5,
         ..small(1000, 5)
     });
-    let lens: Vec<usize> = g.docs().map(|d| tokens(&d.body).count()).collect();
+    let lens: Vec<usize> = g.docs().map(|d| tokens(d.body()).count()).collect();
     let empty = lens.iter().filter(|&&l| l == 0).count();
     assert!((400..600).contains(&empty), "{empty}");
     let mut nonempty: Vec<usize> = lens.into_iter().filter(|&l| l > 0).collect();
@@ -188,7 +191,7 @@ fn phrases_recur_across_documents() {
         .collect();
     let mut df: HashMap<(String, String), u32> = HashMap::new();
     for d in g.docs() {
-        let toks: Vec<String> = tokens(&d.body).collect();
+        let toks: Vec<String> = tokens(d.body()).collect();
         let mut seen = HashSet::new();
         for w in toks.windows(2) {
             if !function.contains(w[0].as_str()) && !function.contains(w[1].as_str()) {
@@ -213,7 +216,10 @@ fn phrases_recur_across_documents() {
     }
     // The most popular collocation appears in many documents verbatim.
     let top = g.collocations().next().unwrap().join(" ");
-    let with_top = g.docs().filter(|d| d.body.to_ascii_lowercase().contains(&top)).count();
+    let with_top = g
+        .docs()
+        .filter(|d| d.body().to_ascii_lowercase().contains(&top))
+        .count();
     assert!(with_top > 200, "{top:?} in {with_top} docs");
 }
 
@@ -248,23 +254,22 @@ fn tiny_and_odd_options_do_not_panic() {
         let g = Generator::new(opts);
         assert!(g.vocabulary().len() >= 16);
         for d in g.docs() {
-            assert!(!d.title.is_empty());
+            assert!(!d.title().is_empty());
         }
     }
 }
 
 #[test]
 fn json_escaping_round_trips() {
-    let d = Document {
-        id: "a\"b\\c".into(),
-        title: "tab\there\nnew \u{1} \u{1f} é ☃".into(),
-        body: "\r\u{7f}".into(),
-    };
+    let d = Document::title_body("a\"b\\c", "tab\there\nnew \u{1} \u{1f} é ☃", "\r\u{7f}");
     let mut buf = Vec::new();
     push_json_line(&mut buf, &d);
     assert_eq!(buf.last(), Some(&b'\n'));
     let line = std::str::from_utf8(&buf[..buf.len() - 1]).unwrap();
-    assert_eq!(crate::corpus::read::parse_record(line).unwrap(), d);
+    assert_eq!(
+        crate::corpus::read::parse_record(line, &crate::schema::Schema::default()).unwrap(),
+        d
+    );
 }
 
 fn read_back(path: &std::path::Path) -> Vec<Document> {
@@ -359,8 +364,8 @@ fn gen_speed() {
     let mut bytes = 0usize;
     for i in 0..n {
         let d = g.doc(i);
-        tokens += d.body.split(' ').count() + d.title.split(' ').count();
-        bytes += d.body.len() + d.title.len();
+        tokens += d.body().split(' ').count() + d.title().split(' ').count();
+        bytes += d.body().len() + d.title().len();
     }
     let secs = t.elapsed().as_secs_f64();
     eprintln!(
@@ -396,7 +401,7 @@ fn gen_sample() {
     let g = Generator::new(GenOptions::default());
     for i in 0..4 {
         let d = g.doc(i);
-        eprintln!("{} | {}\n{}\n", d.id, d.title, &d.body[..d.body.len().min(1200)]);
+        eprintln!("{} | {}\n{}\n", d.id, d.title(), &d.body()[..d.body().len().min(1200)]);
     }
     let top: Vec<String> = g.collocations().take(15).map(|c| c.join(" ")).collect();
     eprintln!("collocations: {top:?}");
@@ -405,7 +410,7 @@ fn gen_sample() {
     eprintln!("ranks 249990..: {:?}", &g.vocabulary()[249_990..]);
     let mut hist = [0u64; 21];
     for i in 0..2000 {
-        for t in tokens(&g.doc(i).body) {
+        for t in tokens(g.doc(i).body()) {
             let letters = t.bytes().filter(u8::is_ascii_lowercase).count();
             hist[letters.min(20)] += 1;
         }

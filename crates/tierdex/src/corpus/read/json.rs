@@ -11,23 +11,25 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::schema::Document;
+use serde_json::Value;
+
+use crate::schema::{Document, Schema};
 
 /// Parses one line (already known to be valid UTF-8, without its newline)
-/// into a document, or returns a message a person can act on.
-pub(crate) fn parse_record(line: &str) -> Result<Document, String> {
+/// into a document of `schema`, or returns a message a person can act on.
+pub(crate) fn parse_record(line: &str, schema: &Schema) -> Result<Document, String> {
     let field = Cell::new(None);
     let mut de = serde_json::Deserializer::from_str(line);
-    let result = RecordSeed { field: &field }
+    let result = RecordSeed { field: &field, schema }
         .deserialize(&mut de)
         .and_then(|doc| de.end().map(|()| doc));
-    result.map_err(|e| describe(&e, field.get(), line))
+    result.map_err(|e| describe(&e, field.take(), line))
 }
 
 /// Turns a serde_json error into a message without serde_json's
 /// `at line 1 column N` suffix (a record is always one line), naming the
 /// column and the field being read.
-fn describe(e: &serde_json::Error, field: Option<&'static str>, line: &str) -> String {
+fn describe(e: &serde_json::Error, field: Option<String>, line: &str) -> String {
     let mut msg = e.to_string();
     if let Some(pos) = msg.rfind(" at line ") {
         msg.truncate(pos);
@@ -46,18 +48,6 @@ fn describe(e: &serde_json::Error, field: Option<&'static str>, line: &str) -> S
         out.push_str(" (expected one JSON object per line; JSON arrays are not supported)");
     }
     out
-}
-
-/// The keys of a record we care about.
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "lowercase")]
-enum Key {
-    Id,
-    Url,
-    Title,
-    Body,
-    #[serde(other)]
-    Other,
 }
 
 /// An id given as a JSON string or integer, stringified.
@@ -91,7 +81,8 @@ impl<'de> Deserialize<'de> for IdValue {
 /// Deserializes a record, noting in `field` which field is being read so
 /// that an error can name it.
 struct RecordSeed<'a> {
-    field: &'a Cell<Option<&'static str>>,
+    field: &'a Cell<Option<String>>,
+    schema: &'a Schema,
 }
 
 impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
@@ -105,65 +96,77 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
     type Value = Document;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object with an `id` (or `url`), a `title` and a `body`")
+        write!(
+            f,
+            "a JSON object with an `id` (or `url`) and the fields {}",
+            self.schema.names().join(", ")
+        )
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
         let mut id: Option<String> = None;
         let mut url: Option<String> = None;
-        let mut title: Option<String> = None;
-        let mut body: Option<String> = None;
-        let mut seen = [false; 4];
-        while let Some(key) = map.next_key::<Key>()? {
-            let (name, slot) = match key {
-                Key::Id => ("id", 0),
-                Key::Url => ("url", 1),
-                Key::Title => ("title", 2),
-                Key::Body => ("body", 3),
-                Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                    continue;
-                }
+        let mut doc = Document::default();
+        // `url` names the document (the search-benchmark-game's form)
+        // unless the schema has a field of that name.
+        let url_is_id = self.schema.field("url").is_none();
+        while let Some(key) = map.next_key::<String>()? {
+            let duplicate = match key.as_str() {
+                "id" => id.is_some(),
+                "url" if url_is_id => url.is_some(),
+                _ => doc.fields.contains_key(&key),
             };
-            if seen[slot] {
-                return Err(de::Error::custom(format_args!("duplicate field `{name}`")));
+            if duplicate {
+                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
             }
-            seen[slot] = true;
-            self.field.set(Some(name));
-            match slot {
-                0 => id = Some(map.next_value::<IdValue>()?.0),
-                1 => url = Some(map.next_value::<IdValue>()?.0),
-                // `null` title or body: treated as empty.
-                2 => title = map.next_value::<Option<String>>()?,
-                _ => body = map.next_value::<Option<String>>()?,
+            self.field.set(Some(key.clone()));
+            match key.as_str() {
+                "id" => id = Some(map.next_value::<IdValue>()?.0),
+                "url" if url_is_id => url = Some(map.next_value::<IdValue>()?.0),
+                _ if self.schema.field(&key).is_some() => {
+                    // `null`: an absent value.
+                    if let Some(text) = map.next_value::<Option<String>>()? {
+                        doc.fields.insert(key, Value::String(text));
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    return Err(de::Error::custom(format_args!(
+                        "unknown field `{key}` (the index's fields: {})",
+                        self.schema.names().join(", ")
+                    )));
+                }
             }
             self.field.set(None);
         }
-        let id = match id.or(url) {
+        doc.id = match id.or(url) {
             Some(id) if id.is_empty() => {
                 return Err(de::Error::custom("empty `id` (or `url`)"));
             }
             Some(id) => id,
             None => return Err(de::Error::custom("missing `id` (or `url`) field")),
         };
-        Ok(Document {
-            id,
-            title: title.unwrap_or_default(),
-            body: body.unwrap_or_default(),
-        })
+        Ok(doc)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_record;
+    use crate::schema::Schema;
 
+    fn parse_record(line: &str) -> Result<crate::schema::Document, String> {
+        super::parse_record(line, &Schema::default())
+    }
+
+    /// A document with the non-empty ones of `title` and `body`.
     fn doc(id: &str, title: &str, body: &str) -> crate::schema::Document {
-        crate::schema::Document {
-            id: id.into(),
-            title: title.into(),
-            body: body.into(),
+        let mut d = crate::schema::Document::new(id);
+        for (name, text) in [("title", title), ("body", body)] {
+            if !text.is_empty() {
+                d = d.with_text(name, text);
+            }
         }
+        d
     }
 
     #[test]
@@ -178,10 +181,22 @@ mod tests {
         );
         assert_eq!(parse_record(r#"{"id":17}"#).unwrap(), doc("17", "", ""));
         assert_eq!(parse_record(r#"{"id":-3}"#).unwrap(), doc("-3", "", ""));
-        // id wins over url; extra fields ignored; null title is empty.
+        // id wins over url; a null title is absent.
         assert_eq!(
-            parse_record(r#"{"x":[1,{"a":2}],"url":"u","id":"i","title":null,"body":"\u00e9\n"}"#).unwrap(),
-            doc("i", "", "é\n")
+            parse_record(r#"{"url":"u","id":"i","title":null,"body":"\u00e9\n"}"#).unwrap(),
+            crate::schema::Document::new("i").with_text("body", "é\n")
+        );
+        // A field the schema does not have is an error, never dropped.
+        let m = parse_record(r#"{"x":[1,{"a":2}],"id":"i"}"#).unwrap_err();
+        assert!(m.contains("unknown field `x`") && m.contains("title, body"), "{m}");
+        // With a schema of other fields.
+        let s = Schema::text_fields(&["name", "url"], false).unwrap();
+        let d = super::parse_record(r#"{"id":"a","name":"N","url":"U"}"#, &s).unwrap();
+        assert_eq!(
+            d,
+            crate::schema::Document::new("a")
+                .with_text("name", "N")
+                .with_text("url", "U")
         );
     }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::CorpusError;
-use crate::schema::Document;
+use crate::schema::{Document, Schema};
 
 pub(crate) use json::parse_record;
 
@@ -55,6 +55,7 @@ pub struct Corpus {
     pending: VecDeque<Input>,
     current: Option<Source>,
     opts: ReadOptions,
+    schema: Arc<Schema>,
     line_buf: Vec<u8>,
     skipped: u64,
     progress: Arc<AtomicU64>,
@@ -232,12 +233,21 @@ impl Corpus {
             pending,
             current: None,
             opts,
+            schema: Arc::new(Schema::default()),
             line_buf: Vec::with_capacity(64 * 1024),
             skipped: 0,
             progress: Arc::new(AtomicU64::new(0)),
             total_bytes,
             done: false,
         })
+    }
+
+    /// Reads records as documents of `schema` (the default schema,
+    /// `title` and `body`, otherwise): a key the schema does not have, or a
+    /// value of the wrong type, makes the record bad.
+    pub fn with_schema(mut self, schema: Arc<Schema>) -> Corpus {
+        self.schema = schema;
+        self
     }
 
     /// Number of bad records skipped so far (only with
@@ -321,7 +331,7 @@ impl Corpus {
     }
 
     /// Reads the next record of the current source.
-    fn step(source: &mut Source, buf: &mut Vec<u8>, progress: &AtomicU64) -> Step {
+    fn step(source: &mut Source, buf: &mut Vec<u8>, progress: &AtomicU64, schema: &Schema) -> Step {
         match source {
             Source::Lines {
                 path,
@@ -387,7 +397,7 @@ impl Corpus {
                         })
                     }
                 };
-                return match parse_record(text) {
+                return match parse_record(text, schema) {
                     Ok(doc) => Step::Doc(doc),
                     Err(message) => Step::Bad(CorpusError::BadRecord {
                         path: path.clone(),
@@ -434,7 +444,13 @@ impl Corpus {
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                Step::Doc(Document { id, title, body })
+                let mut doc = Document::new(id);
+                for (name, text) in [("title", title), ("body", body)] {
+                    if !text.is_empty() {
+                        doc = doc.with_text(name, text);
+                    }
+                }
+                Step::Doc(doc)
             }
         }
     }
@@ -478,7 +494,7 @@ impl Iterator for Corpus {
                     },
                 },
             };
-            match Self::step(source, &mut self.line_buf, &self.progress) {
+            match Self::step(source, &mut self.line_buf, &self.progress, &self.schema) {
                 Step::Doc(doc) => return Some(Ok(doc)),
                 Step::End => self.current = None,
                 Step::Bad(e) if self.opts.skip_bad => self.note_skipped(&e),

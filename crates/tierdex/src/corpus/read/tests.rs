@@ -6,12 +6,16 @@ use super::{Corpus, ReadOptions};
 use crate::corpus::CorpusError;
 use crate::schema::Document;
 
+/// A document with the non-empty ones of `title` and `body` (a record
+/// without a field, or with a null one, has no value for it).
 fn doc(id: &str, title: &str, body: &str) -> Document {
-    Document {
-        id: id.into(),
-        title: title.into(),
-        body: body.into(),
+    let mut d = Document::new(id);
+    for (name, text) in [("title", title), ("body", body)] {
+        if !text.is_empty() {
+            d = d.with_text(name, text);
+        }
     }
+    d
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
@@ -60,7 +64,7 @@ const SAMPLE: &str = concat!(
     "   \t \n",
     r#"{"url":"http://example.org/b","title":"Beta","body":"second"}"#,
     "\r\n",
-    r#"{"id":42,"body":"only body","extra":{"nested":[1,2,3]}}"#,
+    r#"{"id":42,"body":"only body","title":null}"#,
     "\n",
     r#"{"id":"d","title":"only title"}"#,
     "\n",
@@ -88,6 +92,29 @@ fn json_lines_forms_fields_and_blank_lines() {
 }
 
 #[test]
+fn fields_outside_the_schema_are_bad_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "{\"id\":\"a\",\"body\":\"x\",\"extra\":{\"nested\":[1,2,3]}}\n{\"id\":\"b\",\"name\":\"n\"}\n";
+    let p = write(dir.path(), "docs.jsonl", text.as_bytes());
+    let (docs, err, _) = read_all(std::slice::from_ref(&p), ReadOptions::default());
+    assert!(docs.is_empty());
+    match err {
+        Some(CorpusError::BadRecord { line: 1, message, .. }) => {
+            assert!(message.contains("unknown field `extra`"), "{message}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // With a schema that has the field, it is read.
+    let schema = crate::schema::Schema::text_fields(&["name"], false).unwrap();
+    let mut corpus = Corpus::open(&[p], ReadOptions { skip_bad: true })
+        .unwrap()
+        .with_schema(std::sync::Arc::new(schema));
+    let docs: Vec<Document> = corpus.by_ref().map(|d| d.unwrap()).collect();
+    assert_eq!(docs, vec![Document::new("b").with_text("name", "n")]);
+    assert_eq!(corpus.skipped(), 1);
+}
+
+#[test]
 fn bom_and_long_lines() {
     let dir = tempfile::tempdir().unwrap();
     let long = "word ".repeat(60_000); // 300 KB
@@ -100,9 +127,9 @@ fn bom_and_long_lines() {
     assert!(err.is_none(), "{err:?}");
     assert_eq!(docs.len(), 3);
     assert_eq!(docs[0].id, "x");
-    assert_eq!(docs[0].body, long);
+    assert_eq!(docs[0].body(), long);
     assert_eq!(docs[1], doc("y", "", "short"));
-    assert_eq!(docs[2].body.len(), long.len());
+    assert_eq!(docs[2].body().len(), long.len());
 }
 
 #[test]
@@ -510,7 +537,7 @@ fn read_speed() {
     for d in corpus {
         let d = d.unwrap();
         docs += 1;
-        bytes += (d.id.len() + d.title.len() + d.body.len()) as u64;
+        bytes += (d.id.len() + d.title().len() + d.body().len()) as u64;
     }
     let secs = t.elapsed().as_secs_f64();
     eprintln!(

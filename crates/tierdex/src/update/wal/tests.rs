@@ -4,11 +4,7 @@
 use super::*;
 
 fn doc(i: u64) -> Document {
-    Document {
-        id: format!("d{i}"),
-        title: format!("title {i}"),
-        body: "body ".repeat(i as usize % 7),
-    }
+    Document::title_body(format!("d{i}"), format!("title {i}"), "body ".repeat(i as usize % 7))
 }
 
 fn batch(i: u64) -> Vec<Op> {
