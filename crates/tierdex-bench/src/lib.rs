@@ -26,4 +26,4 @@ pub mod maintenance;
 pub mod quality;
 pub mod report;
 pub mod stats;
-pub mod workload;
+pub use tierdex_workload as workload;

@@ -14,7 +14,7 @@ use tierdex::Document;
 
 use crate::human_bytes;
 use crate::progress::bar;
-use tierdex_bench::workload;
+use tierdex_workload as workload;
 
 /// Options of `tierdex demo`.
 #[derive(clap::Args)]
