@@ -65,11 +65,14 @@ pub fn prepare(searcher: &Searcher, pool: Vec<BenchQuery>) -> (Vec<Prepared>, us
     let mut dropped = 0;
     let mut out = Vec::with_capacity(pool.len());
     for q in pool {
-        let (Some((mode, k)), Ok(ast)) = (protocol_mode(&q.mode), tierdex::query::parse(&q.text)) else {
+        let (Some((mode, k)), Ok(ast)) = (protocol_mode(&q.mode), searcher.parse(&q.text)) else {
             dropped += 1;
             continue;
         };
-        let canon = Canonical::new(tierdex::cache::KeyContext::of(searcher), &ast);
+        let Ok(canon) = Canonical::new(searcher, &ast) else {
+            dropped += 1;
+            continue;
+        };
         out.push(Prepared {
             query: q,
             ast,

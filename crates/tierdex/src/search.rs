@@ -9,11 +9,12 @@ use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
 pub use crate::query::collector::Hit;
-use crate::query::collector::{self, Deadline, TopK};
+use crate::query::collector::{Deadline, TopK};
 use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
-use crate::query::planner::{build_scorer, prefetch_zones, Build, Plan, Planner, ScoringContext};
-use crate::query::scorer::Scorer;
+use crate::query::planner::{prefetch_zones, Planner};
+pub use crate::query::weight::Plan;
+use crate::query::weight::{Build, ScoringContext, SegmentJob};
 use crate::schema::{DocId, Document, Field, Schema, TERMINATED};
 
 /// What a search returns.
@@ -245,13 +246,14 @@ impl Searcher {
         let stopped = || Error::TimedOut(started.elapsed().as_millis() as u64);
         let k = if mode == Mode::Count { 0 } else { k };
         let want_count = mode != Mode::TopK;
-        // A single term's count is its document frequency; plans of terms and
-        // boolean operators are counted with bitsets, leaving the top-k free
-        // to skip what cannot compete.
-        let (known_count, bitset_count) = match plan {
-            Plan::Term(t) if want_count => (Some(self.index.doc_freq(&t.key)?), false),
-            _ => (None, want_count && count::prefer_bitsets(plan)),
+        // A count the index knows (a single term's document frequency), or
+        // one taken with bitsets, leaves the top-k free to skip what cannot
+        // compete.
+        let known_count = match want_count {
+            true => plan.known_count(&self.index)?,
+            false => None,
         };
+        let bitset_count = want_count && known_count.is_none() && count::prefer_bitsets(&**plan);
         let mut top = TopK::new(k);
         let mut total = 0u64;
         for (i, (seg, &base)) in self.index.segments().iter().zip(self.index.bases()).enumerate() {
@@ -260,7 +262,7 @@ impl Searcher {
             }
             let deleted = self.index.deletes(i).map(|d| d.bits());
             if bitset_count {
-                let mut m = count::matches(plan, seg)?;
+                let mut m = plan.matches(seg)?;
                 if let Some(d) = deleted {
                     m.subtract(d);
                 }
@@ -273,25 +275,17 @@ impl Searcher {
             build.filters = self.phrase_filters;
             let tier = self.index.storage().options();
             if tier.prefetches() {
-                build.prefetch = prefetch_zones(plan, seg, tier.prefetch_threshold)?;
+                build.prefetch = prefetch_zones(&**plan, seg, tier.prefetch_threshold)?;
             }
-            let Some(mut s) = build_scorer(plan, build)? else {
-                continue;
+            let counting = want_count && known_count.is_none() && !bitset_count;
+            let mut job = SegmentJob {
+                base,
+                top: (k > 0).then_some(&mut top),
+                count: counting.then_some(&mut total),
+                deleted,
+                deadline: &mut clock,
             };
-            let finished = if k == 0 {
-                s.set_count_only();
-                collector::count(&mut s, deleted, &mut clock)
-                    .map(|n| total += n)
-                    .is_some()
-            } else if want_count && known_count.is_none() && !bitset_count {
-                collector::top_k(&mut s, base, &mut top, Some(&mut total), deleted, &mut clock)
-            } else {
-                collector::top_k(&mut s, base, &mut top, None, deleted, &mut clock)
-            };
-            if let Some(e) = s.take_error() {
-                return Err(e);
-            }
-            if !finished {
+            if !plan.collect(build, &mut job)? {
                 return Err(stopped());
             }
         }
@@ -332,7 +326,7 @@ impl Searcher {
         let seg = &self.index.segments()[si];
         let stored = seg.document(local)?;
         let mut terms = Vec::new();
-        plan.positive_terms(&mut terms);
+        plan.terms(true, &mut terms);
         let schema = self.index.schema();
         let mut marks: Vec<Vec<(u32, u32)>> = vec![Vec::new(); schema.len()];
         let mut offsets = Vec::new();

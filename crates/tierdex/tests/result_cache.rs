@@ -149,8 +149,8 @@ fn reordered_clauses_evaluate_identically() {
         for _ in 0..40 {
             let q = gen::query(&mut rng, &corpus.lexicon);
             let p = permuted(&mut rng, &q);
-            let a = Canonical::new(tierdex::cache::KeyContext::of(&s), &q);
-            let b = Canonical::new(tierdex::cache::KeyContext::of(&s), &p);
+            let a = Canonical::new(&s, &q).unwrap();
+            let b = Canonical::new(&s, &p).unwrap();
             assert_eq!(a.key, b.key, "case {case}: {q:?} and {p:?} got different keys");
             for (mode, k) in [(Mode::TopK, 10), (Mode::TopKAndCount, 3), (Mode::Count, 0)] {
                 let x = s.search_parsed(&q, mode, k).unwrap();

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-pub use key::{CacheKey, Canonical, KeyContext, QueryKey};
+pub use key::{CacheKey, Canonical, QueryKey};
 pub use policy::{AnyPolicy, Policy, PolicyKind};
 
 use crate::error::{Error, Result};
@@ -333,7 +333,7 @@ impl ResultCache {
         k: usize,
         deadline: Option<std::time::Instant>,
     ) -> Result<(SearchResults, Outcome)> {
-        let canon = Canonical::new(KeyContext::of(searcher), query);
+        let canon = Canonical::new(searcher, query)?;
         self.get_or_eval(searcher.snapshot(), thread, &canon, query, mode, k, |q| {
             searcher.search_until(q, mode, k, deadline)
         })
@@ -373,14 +373,14 @@ impl ResultCache {
                     return Ok((r, Outcome::Hit));
                 }
             }
-            if self.config.matching == Matching::Partial && key.query.is_term() {
+            if self.config.matching == Matching::Partial && canon.is_word {
                 if let Some(r) = shard.word(h, &key, snapshot) {
                     return Ok((r, Outcome::PartialHit));
                 }
             }
         }
         if self.config.matching == Matching::Partial
-            && key.query.is_term()
+            && canon.is_word
             && matches!(self.config.sharding, Sharding::Hashed(n) if n > 1)
         {
             for i in (0..self.shards.len()).filter(|&i| i != home) {

@@ -3,8 +3,9 @@
 
 use super::*;
 use crate::analysis::AnalyzerConfig;
+use crate::indexing::{build_index, IndexOptions};
 use crate::query::parse;
-use crate::schema::{Analysis, Schema};
+use crate::schema::Document;
 
 /// Fake results: `n` hits whose docs encode the query's debug form length.
 fn fake(q: &ast::Query, n: usize) -> SearchResults {
@@ -22,34 +23,37 @@ fn fake(q: &ast::Query, n: usize) -> SearchResults {
 
 struct Run {
     cache: ResultCache,
-    analysis: Analysis,
+    /// An index holding every word the tests ask for, in both fields (keys
+    /// come from plans on it).
+    searcher: Searcher,
+    _dir: tempfile::TempDir,
     evaluations: usize,
 }
 
 impl Run {
     fn new(config: CacheConfig) -> Run {
+        let dir = tempfile::tempdir().unwrap();
+        let words = "apple banana w0 w1 w2 w3 w4 w5 w6 huge rare common";
+        let docs = (0..3).map(|i| Ok(Document::title_body(format!("d{i}"), words, words)));
+        let opts = IndexOptions {
+            analyzer: AnalyzerConfig {
+                stemming: true,
+                stop_words: true,
+            },
+            ..Default::default()
+        };
+        build_index(docs, dir.path(), &opts).unwrap();
         Run {
             cache: ResultCache::new(config).unwrap(),
-            analysis: Analysis::new(
-                Schema::default(),
-                AnalyzerConfig {
-                    stemming: true,
-                    stop_words: true,
-                },
-            ),
+            searcher: Searcher::open(dir.path()).unwrap(),
+            _dir: dir,
             evaluations: 0,
         }
     }
 
     fn ask(&mut self, snapshot: u64, text: &str, hits: usize) -> Outcome {
         let q = parse(text).unwrap();
-        let canon = Canonical::new(
-            KeyContext {
-                analysis: &self.analysis,
-                default_fields: self.analysis.schema().default_fields(),
-            },
-            &q,
-        );
+        let canon = Canonical::new(&self.searcher, &q).unwrap();
         let evaluations = &mut self.evaluations;
         let (r, outcome) = self
             .cache

@@ -1,10 +1,344 @@
-//! Boolean combinations of scorers: conjunction (block-max AND),
-//! disjunction (MaxScore when a threshold is known), required + optional,
-//! required minus excluded.
+//! Boolean queries: the weight (required, optional and excluded clauses,
+//! normalised) and the scorers that combine clause scorers: conjunction
+//! (block-max AND), disjunction (MaxScore when a threshold is known),
+//! required + optional, required minus excluded.
 
-use crate::error::Error;
+use std::any::Any;
+
+use crate::common::BitSet;
+use crate::error::{Error, Result};
+use crate::index::SegmentReader;
 use crate::query::scorer::{first_error, Scorer};
+use crate::query::term::{TermScorer, TermWeight};
+use crate::query::weight::{
+    is_nothing, BoxedScorer, Build, Clauses, NothingWeight, Plan, QueryKey, SegmentJob, Weight,
+};
 use crate::schema::{DocId, TERMINATED};
+
+/// A boolean query: with at least one required clause a document must match
+/// all of them and optional clauses only add to its score; without, at least
+/// one optional clause must match. Excluded clauses remove documents. The
+/// score is the sum of the matching required and optional clauses, added
+/// in canonical clause order.
+#[derive(Debug)]
+pub struct BooleanWeight {
+    /// All required.
+    pub must: Vec<Plan>,
+    /// Optional (at least one when `must` is empty).
+    pub should: Vec<Plan>,
+    /// Excluded.
+    pub must_not: Vec<Plan>,
+    canonical: QueryKey,
+}
+
+/// Shapes whose scorer types are known, so their loops are monomorphised.
+enum Shape<'w> {
+    /// Optional terms only.
+    TermOr(Vec<&'w TermWeight>),
+    /// Required terms only.
+    TermAnd(Vec<&'w TermWeight>),
+    /// Required disjunctions of terms only (`+a +b` over several fields).
+    AndOfTermOrs(Vec<Vec<&'w TermWeight>>),
+    /// Anything else: boxed scorers.
+    Other,
+}
+
+/// The clauses of `plans` as terms, if every one is a term.
+fn all_terms(plans: &[Plan]) -> Option<Vec<&TermWeight>> {
+    plans.iter().map(|p| p.as_any().downcast_ref::<TermWeight>()).collect()
+}
+
+impl BooleanWeight {
+    /// The normalised boolean of these clauses: clauses that match nothing
+    /// dropped (a required one makes the whole match nothing), nested pure
+    /// disjunctions (in optional clauses) and pure conjunctions (in required
+    /// ones) flattened, operands in canonical order, and a lone clause
+    /// standing for itself.
+    pub fn build(must: Vec<Plan>, should: Vec<Plan>, must_not: Vec<Plan>) -> Plan {
+        if must.iter().any(|p| is_nothing(&**p)) {
+            return Box::new(NothingWeight);
+        }
+        let (mut out_must, mut out_should) = (Vec::new(), Vec::new());
+        for p in must {
+            match Self::take(p, |b| b.should.is_empty() && b.must_not.is_empty()) {
+                Ok(inner) => out_must.extend(inner.must),
+                Err(p) => out_must.push(p),
+            }
+        }
+        for p in should {
+            if is_nothing(&*p) {
+                continue;
+            }
+            match Self::take(p, |b| b.must.is_empty() && b.must_not.is_empty()) {
+                Ok(inner) => out_should.extend(inner.should),
+                Err(p) => out_should.push(p),
+            }
+        }
+        let mut out_must_not: Vec<Plan> = must_not.into_iter().filter(|p| !is_nothing(&**p)).collect();
+        // Operands in one canonical order: a query and any reordering of its
+        // clauses evaluate identically, to the last bit of every score (float
+        // sums depend on the order of their terms), which lets a result cache
+        // answer `a b` for `b a`.
+        for list in [&mut out_must, &mut out_should, &mut out_must_not] {
+            list.sort_by(|a, b| a.key().cmp(b.key()));
+        }
+        if out_must.is_empty() && out_should.is_empty() {
+            return Box::new(NothingWeight);
+        }
+        if out_must_not.is_empty() {
+            if out_must.len() == 1 && out_should.is_empty() {
+                return out_must.pop().unwrap();
+            }
+            if out_must.is_empty() && out_should.len() == 1 {
+                return out_should.pop().unwrap();
+            }
+        }
+        let keys = |l: &[Plan]| Clauses(l.iter().map(|p| p.key().clone()).collect());
+        let canonical = QueryKey::Bool {
+            must: keys(&out_must),
+            should: keys(&out_should),
+            must_not: keys(&out_must_not),
+        };
+        Box::new(BooleanWeight {
+            must: out_must,
+            should: out_should,
+            must_not: out_must_not,
+            canonical,
+        })
+    }
+
+    /// `p` as a boolean when it is one and `flat(p)` holds, else `p` back.
+    fn take(p: Plan, flat: impl Fn(&BooleanWeight) -> bool) -> std::result::Result<BooleanWeight, Plan> {
+        match p.as_any().downcast_ref::<BooleanWeight>() {
+            Some(b) if flat(b) => Ok(*p.into_any().downcast::<BooleanWeight>().expect("checked above")),
+            _ => Err(p),
+        }
+    }
+
+    fn shape(&self) -> Shape<'_> {
+        if !self.must_not.is_empty() {
+            return Shape::Other;
+        }
+        if self.must.is_empty() {
+            return all_terms(&self.should).map_or(Shape::Other, Shape::TermOr);
+        }
+        if !self.should.is_empty() {
+            return Shape::Other;
+        }
+        if let Some(terms) = all_terms(&self.must) {
+            return Shape::TermAnd(terms);
+        }
+        let ors: Option<Vec<Vec<&TermWeight>>> = self
+            .must
+            .iter()
+            .map(|p| {
+                let b = p.as_any().downcast_ref::<BooleanWeight>()?;
+                match b.shape() {
+                    Shape::TermOr(t) => Some(t),
+                    _ => None,
+                }
+            })
+            .collect();
+        ors.map_or(Shape::Other, Shape::AndOfTermOrs)
+    }
+}
+
+/// The scorers of the terms present in the segment.
+fn term_scorers<'a>(terms: &[&TermWeight], b: Build<'a>) -> Result<Vec<TermScorer<'a>>> {
+    let mut subs = Vec::with_capacity(terms.len());
+    for t in terms {
+        subs.extend(t.term_scorer(b)?);
+    }
+    Ok(subs)
+}
+
+/// The scorers of `terms`, or `None` as soon as one is absent from the segment.
+fn required_term_scorers<'a>(terms: &[&TermWeight], b: Build<'a>) -> Result<Option<Vec<TermScorer<'a>>>> {
+    let mut subs = Vec::with_capacity(terms.len());
+    for t in terms {
+        match t.term_scorer(b)? {
+            Some(s) => subs.push(s),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(subs))
+}
+
+/// The disjunction of `plans` (matching children only); `None` if none match.
+fn disjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+    if let Some(terms) = all_terms(plans) {
+        let mut subs = term_scorers(&terms, b)?;
+        return Ok(match subs.len() {
+            0 => None,
+            1 => Some(Box::new(subs.pop().unwrap())),
+            _ => Some(Box::new(Disjunction::new(subs))),
+        });
+    }
+    let mut subs = Vec::with_capacity(plans.len());
+    for p in plans {
+        subs.extend(p.scorer(b)?);
+    }
+    Ok(match subs.len() {
+        0 => None,
+        1 => subs.pop(),
+        _ => Some(Box::new(Disjunction::new(subs))),
+    })
+}
+
+/// The conjunction of `plans`; `None` if any cannot match.
+fn conjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+    if let Some(terms) = all_terms(plans) {
+        let Some(mut subs) = required_term_scorers(&terms, b)? else {
+            return Ok(None);
+        };
+        return Ok(Some(if subs.len() == 1 {
+            Box::new(subs.pop().unwrap())
+        } else {
+            Box::new(Conjunction::new(subs))
+        }));
+    }
+    let mut subs = Vec::with_capacity(plans.len());
+    for p in plans {
+        match p.scorer(b)? {
+            Some(s) => subs.push(s),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(if subs.len() == 1 {
+        subs.pop().unwrap()
+    } else {
+        Box::new(Conjunction::new(subs))
+    }))
+}
+
+impl Weight for BooleanWeight {
+    fn key(&self) -> &QueryKey {
+        &self.canonical
+    }
+
+    fn terms<'a>(&'a self, positive: bool, out: &mut Vec<&'a TermWeight>) {
+        for c in self.must.iter().chain(&self.should) {
+            c.terms(positive, out);
+        }
+        if !positive {
+            for c in &self.must_not {
+                c.terms(positive, out);
+            }
+        }
+    }
+
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        let req: BoxedScorer<'a> = if self.must.is_empty() {
+            match disjunction(&self.should, b)? {
+                Some(s) => s,
+                None => return Ok(None),
+            }
+        } else {
+            let Some(req) = conjunction(&self.must, b)? else {
+                return Ok(None);
+            };
+            match disjunction(&self.should, b)? {
+                Some(opt) if !self.should.is_empty() => Box::new(ReqOpt::new(req, opt)),
+                _ => req,
+            }
+        };
+        Ok(Some(match disjunction(&self.must_not, b)? {
+            Some(excl) => Box::new(ReqExcl::new(req, excl)),
+            None => req,
+        }))
+    }
+
+    fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
+        match self.shape() {
+            Shape::TermOr(terms) => {
+                let mut subs = term_scorers(&terms, b)?;
+                match subs.len() {
+                    0 => Ok(true),
+                    1 => job.run(&mut subs[0]),
+                    _ => job.run(&mut Disjunction::new(subs)),
+                }
+            }
+            Shape::TermAnd(terms) => match required_term_scorers(&terms, b)? {
+                None => Ok(true),
+                Some(mut subs) if subs.len() == 1 => job.run(&mut subs[0]),
+                Some(subs) => job.run(&mut Conjunction::new(subs)),
+            },
+            Shape::AndOfTermOrs(ors) => {
+                let mut subs = Vec::with_capacity(ors.len());
+                for terms in &ors {
+                    let present = term_scorers(terms, b)?;
+                    if present.is_empty() {
+                        return Ok(true);
+                    }
+                    subs.push(Disjunction::new(present));
+                }
+                job.run(&mut Conjunction::new(subs))
+            }
+            Shape::Other => match self.scorer(b)? {
+                Some(mut s) => job.run(&mut s),
+                None => Ok(true),
+            },
+        }
+    }
+
+    fn bitset_cost(&self) -> Option<f64> {
+        let mut sum = 0.0;
+        for c in self.must.iter().chain(&self.should).chain(&self.must_not) {
+            sum += c.bitset_cost()?;
+        }
+        Some(sum)
+    }
+
+    /// A conjunction is led by its cheapest clause and seeks the others (a
+    /// few units per candidate), a disjunction merges all its clauses (two
+    /// units per posting).
+    fn iteration_cost(&self) -> f64 {
+        if !self.must.is_empty() {
+            let lead = self
+                .must
+                .iter()
+                .map(|p| p.iteration_cost())
+                .fold(f64::INFINITY, f64::min);
+            lead * 3.0 * (self.must.len() + self.must_not.len()) as f64
+        } else {
+            2.0 * self.should.iter().map(|p| p.iteration_cost()).sum::<f64>()
+        }
+    }
+
+    fn matches(&self, seg: &SegmentReader) -> Result<BitSet> {
+        let mut acc = if self.must.is_empty() {
+            let mut acc = BitSet::new(seg.max_doc());
+            for p in &self.should {
+                acc.union_with(&p.matches(seg)?);
+            }
+            acc
+        } else {
+            let mut acc = self.must[0].matches(seg)?;
+            for p in &self.must[1..] {
+                if acc.is_empty() {
+                    break;
+                }
+                acc.intersect_with(&p.matches(seg)?);
+            }
+            acc
+        };
+        for p in &self.must_not {
+            if acc.is_empty() {
+                break;
+            }
+            acc.subtract(&p.matches(seg)?);
+        }
+        Ok(acc)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
 
 /// All children must match; the score is their sum. With a minimum
 /// competitive score it skips whole windows whose summed block maxima

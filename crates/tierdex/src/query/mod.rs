@@ -1,12 +1,13 @@
 //! Queries: parsing, planning, scoring and the algorithms that evaluate them.
 //!
 //! * [`parser`] turns query text into the [`ast`].
-//! * [`planner`] analyses and expands it into a [`planner::Plan`] with global
-//!   statistics, and builds a scorer tree per segment.
-//! * [`scorer`] defines the cursor contract; [`boolean`] and [`phrase`] hold
-//!   the combinators; [`bm25`] the similarity.
-//! * [`collector`] drives a tree: top-k with block-max pruning, counts;
-//!   [`count`] counts boolean plans of terms with bitsets.
+//! * [`planner`] analyses and expands it into a tree of [`weight::Weight`]s
+//!   with global statistics (a [`weight::Plan`]).
+//! * A weight per kind of node: [`term`], [`phrase`], [`boolean`]; each
+//!   builds its segment scorer and runs the collection loops compiled for
+//!   it. [`scorer`] defines the cursor contract; [`bm25`] the similarity.
+//! * [`collector`] holds the loops: top-k with block-max pruning, counts;
+//!   [`count`] decides when bitsets count faster.
 //! * [`highlight`] builds snippets from stored offsets.
 
 pub mod ast;
@@ -19,5 +20,7 @@ pub mod parser;
 pub mod phrase;
 pub mod planner;
 pub mod scorer;
+pub mod term;
+pub mod weight;
 
 pub use parser::{parse, QueryError};

@@ -1,12 +1,159 @@
-//! Exact phrase matching on positions, with phrase Bloom filters tested
-//! first where the planner found them worth it (DESIGN §4).
+//! Exact phrases: the weight (terms, relative positions, summed IDF) and
+//! the scorer that matches on positions, with phrase Bloom filters tested
+//! first where the cost model finds them worth it (DESIGN §4).
 
-use crate::bloom::{Direction, Probe};
-use crate::error::Error;
+use std::any::Any;
+
+use crate::bloom::{self, Direction, FilterShape, FilterUse, Probe, TermCost};
+use crate::common::FieldSet;
+use crate::error::{Error, Result};
 use crate::layout::TermCursor;
 use crate::query::bm25::Bm25;
 use crate::query::scorer::Scorer;
-use crate::schema::{DocId, TERMINATED};
+use crate::query::term::TermWeight;
+use crate::query::weight::{BoxedScorer, Build, QueryKey, SegmentJob, Weight};
+use crate::schema::{DocId, Field, TERMINATED};
+
+/// A phrase in one field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhraseWeight {
+    /// The field.
+    pub field: Field,
+    /// Terms in phrase order (repeats allowed).
+    pub terms: Vec<TermWeight>,
+    /// Position of each term relative to the first.
+    pub rel: Vec<u32>,
+    /// Sum of the terms' IDFs.
+    pub idf: f32,
+    canonical: QueryKey,
+}
+
+impl PhraseWeight {
+    /// The phrase of `terms` (two or more) at relative positions `rel` in `field`.
+    pub fn new(field: Field, terms: Vec<TermWeight>, rel: Vec<u32>) -> PhraseWeight {
+        let idf = terms.iter().map(|t| t.idf).sum();
+        let canonical = QueryKey::Phrase {
+            field: field.id(),
+            rel: rel.clone(),
+            keys: terms.iter().map(|t| t.key.clone()).collect(),
+        };
+        PhraseWeight {
+            field,
+            terms,
+            rel,
+            idf,
+            canonical,
+        }
+    }
+
+    /// The phrase's scorer over one segment (`None`: a term is missing there).
+    pub fn phrase_scorer<'a>(&self, b: Build<'a>) -> Result<Option<PhraseScorer<'a>>> {
+        let mut cursors = Vec::with_capacity(self.terms.len());
+        let mut costs = Vec::with_capacity(self.terms.len());
+        for t in &self.terms {
+            let Some(info) = b.seg.term_info(&t.key)? else {
+                return Ok(None);
+            };
+            cursors.push(b.cursor(&info)?);
+            let r = &info.region;
+            costs.push(TermCost {
+                doc_freq: r.doc_freq,
+                zone_len: r.zone_len as u64,
+                pos_len: r.pos_len as u64,
+                after_len: r.after_len as u64,
+                before_len: r.before_len as u64,
+            });
+        }
+        let filters = match (b.seg.bloom(), b.filters) {
+            (Some(shape), FilterUse::Auto | FilterUse::Always) => {
+                self.filters(&costs, shape, b.filters, &b.ctx.filter_fields)
+            }
+            _ => Vec::new(),
+        };
+        Ok(Some(PhraseScorer::new(
+            cursors,
+            self.rel.clone(),
+            b.ctx.bm25(self.field, self.idf),
+            b.seg.norms(self.field),
+            filters,
+        )))
+    }
+
+    /// The filter tests of the phrase: for each pair of terms at adjacent
+    /// positions that both take part in filters, the cheaper filter when
+    /// the cost model finds one worth reading (see [`bloom::choose`]), or
+    /// always the cheaper one with [`FilterUse::Always`].
+    fn filters(
+        &self,
+        costs: &[TermCost],
+        shape: FilterShape,
+        using: FilterUse,
+        fields: &FieldSet,
+    ) -> Vec<PhraseFilter> {
+        let candidates = costs.iter().map(|c| c.doc_freq as u64).min().unwrap_or(0);
+        // The scorer's lead: the first of the rarest terms.
+        let lead = costs.iter().position(|c| c.doc_freq as u64 == candidates);
+        let always = using == FilterUse::Always;
+        let max_share = if always { f64::INFINITY } else { bloom::MAX_FILTER_SHARE };
+        let mut filters = Vec::new();
+        for (l, left) in self.terms.iter().enumerate() {
+            for (r, right) in self.terms.iter().enumerate() {
+                if self.rel[r] != self.rel[l] + 1
+                    || !bloom::filtered_term(fields, &left.key)
+                    || !bloom::filtered_term(fields, &right.key)
+                {
+                    continue;
+                }
+                let lead_side = match lead {
+                    Some(i) if i == l => Some(0),
+                    Some(i) if i == r => Some(1),
+                    _ => None,
+                };
+                let mut filter = match bloom::choose_with(&costs[l], &costs[r], candidates, lead_side, max_share) {
+                    Some((0, dir)) => PhraseFilter::new(l, dir, Probe::new(shape, &right.key)),
+                    Some((_, dir)) => PhraseFilter::new(r, dir, Probe::new(shape, &left.key)),
+                    None => continue,
+                };
+                filter.keep = always;
+                filters.push(filter);
+            }
+        }
+        filters
+    }
+}
+
+impl Weight for PhraseWeight {
+    fn key(&self) -> &QueryKey {
+        &self.canonical
+    }
+
+    fn terms<'a>(&'a self, _positive: bool, out: &mut Vec<&'a TermWeight>) {
+        out.extend(self.terms.iter());
+    }
+
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        Ok(self.phrase_scorer(b)?.map(|s| Box::new(s) as BoxedScorer<'a>))
+    }
+
+    fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
+        match self.phrase_scorer(b)? {
+            Some(mut s) => job.run(&mut s),
+            None => Ok(true),
+        }
+    }
+
+    fn iteration_cost(&self) -> f64 {
+        self.terms.iter().map(|t| t.doc_freq as f64).sum::<f64>() * 8.0
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
 
 /// Documents where the terms occur at their relative positions; scored by
 /// BM25 with the phrase frequency and the summed IDF.

@@ -14,8 +14,6 @@
 //! whenever its bound is strictly below the value.
 
 use crate::error::Error;
-use crate::layout::TermCursor;
-use crate::query::bm25::Bm25;
 use crate::schema::{DocId, TERMINATED};
 
 /// A query node over one segment.
@@ -104,89 +102,6 @@ impl<S: Scorer + ?Sized> Scorer for Box<S> {
     }
 }
 
-/// BM25 over one term's postings in one field.
-pub struct TermScorer<'a> {
-    cursor: TermCursor<'a>,
-    bm25: Bm25<'a>,
-    norms: &'a [u8],
-    max_score: f32,
-    /// Block whose bound was computed last, and that bound.
-    bound_block: usize,
-    bound: f32,
-}
-
-impl<'a> TermScorer<'a> {
-    /// A scorer over `cursor`, with the field's `norms`.
-    pub fn new(cursor: TermCursor<'a>, bm25: Bm25<'a>, norms: &'a [u8]) -> Self {
-        let max_score = bm25.bound(cursor.term_impacts());
-        TermScorer {
-            cursor,
-            bm25,
-            norms,
-            max_score,
-            bound_block: usize::MAX,
-            bound: 0.0,
-        }
-    }
-
-    /// The underlying cursor (positions, offsets).
-    pub fn cursor(&mut self) -> &mut TermCursor<'a> {
-        &mut self.cursor
-    }
-
-    #[inline]
-    fn norm(&self, doc: DocId) -> u8 {
-        // A doc beyond the norms means a damaged index; its score is then
-        // computed with norm 0 and the cursor's checks report the damage.
-        self.norms.get(doc as usize).copied().unwrap_or(0)
-    }
-}
-
-impl Scorer for TermScorer<'_> {
-    #[inline]
-    fn doc(&self) -> DocId {
-        self.cursor.doc()
-    }
-    #[inline]
-    fn advance(&mut self) -> DocId {
-        self.cursor.advance()
-    }
-    #[inline]
-    fn seek(&mut self, target: DocId) -> DocId {
-        self.cursor.seek(target)
-    }
-    fn cost(&self) -> u64 {
-        self.cursor.doc_freq() as u64
-    }
-    #[inline]
-    fn score(&mut self) -> f32 {
-        let doc = self.cursor.doc();
-        let f = self.cursor.freq();
-        self.bm25.score(f, self.norm(doc))
-    }
-    fn max_score(&self) -> f32 {
-        self.max_score
-    }
-    #[inline]
-    fn shallow_advance(&mut self, target: DocId) -> DocId {
-        self.cursor.shallow_advance(target)
-    }
-    #[inline]
-    fn block_max_score(&mut self) -> f32 {
-        let Some(block) = self.cursor.shallow_block() else {
-            return 0.0;
-        };
-        if block != self.bound_block {
-            self.bound = self.cursor.block_impacts().map_or(0.0, |i| self.bm25.bound(&i));
-            self.bound_block = block;
-        }
-        self.bound
-    }
-    fn take_error(&mut self) -> Option<Error> {
-        self.cursor.take_error()
-    }
-}
-
 /// Sums `take_error` over children, keeping the first error.
 pub(crate) fn first_error<S: Scorer>(subs: &mut [S]) -> Option<Error> {
     let mut first = None;
@@ -230,3 +145,5 @@ impl Scorer for EmptyScorer {
         None
     }
 }
+
+pub use crate::query::term::TermScorer;

@@ -1,0 +1,307 @@
+//! Weights: planned query nodes, with global statistics, that know how to
+//! evaluate themselves over a segment.
+//!
+//! The planner turns a parsed query into a tree of [`Weight`]s. A weight
+//! has a canonical [`QueryKey`] (equal keys answer identically: operands are
+//! ordered by key, the result cache is keyed by it), lists the terms it
+//! reads, builds its segment [`Scorer`], and runs the top-k and count loops
+//! over a segment itself ([`Weight::collect`]): a node whose scorer type is
+//! known (a term, a phrase, a disjunction or conjunction of terms) runs the
+//! generic loops of [`collector`](crate::query::collector) monomorphised for
+//! that type, so no call per candidate goes through a virtual table. Other
+//! trees fall back to a boxed scorer (one virtual call per candidate at the
+//! root).
+//!
+//! A new query operator is a new weight type (its own file), its syntax
+//! (`ast.rs`, `parser.rs`) and one arm in the planner.
+
+use std::any::Any;
+use std::cmp::Ordering;
+use std::fmt;
+
+use crate::bloom::FilterUse;
+use crate::common::{BitSet, FieldSet};
+use crate::error::Result;
+use crate::index::{Index, SegmentReader};
+use crate::layout::TermCursor;
+use crate::query::bm25::{Bm25, NormCache};
+use crate::query::collector::{self, Deadline, TopK};
+use crate::query::scorer::Scorer;
+use crate::schema::{DocId, Field};
+use crate::termdict::TermInfo;
+
+/// A planned query node.
+pub trait Weight: fmt::Debug + Send + Sync + 'static {
+    /// The node's canonical identity: two nodes with equal keys match the
+    /// same documents with the same scores.
+    fn key(&self) -> &QueryKey;
+
+    /// The terms the node reads; with `positive`, only those whose matches
+    /// make a document match (excluded clauses left out).
+    fn terms<'a>(&'a self, positive: bool, out: &mut Vec<&'a TermWeight>);
+
+    /// The node's scorer over one segment; `None` when nothing can match.
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>>;
+
+    /// Runs `job` over one segment: the top-k and/or count loops. Returns
+    /// false when the deadline stopped it. The default runs the loops over
+    /// the boxed [`Weight::scorer`]; nodes with a concrete scorer override
+    /// it so the loops are compiled for that scorer.
+    fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
+        match self.scorer(b)? {
+            Some(mut s) => job.run(&mut s),
+            None => Ok(true),
+        }
+    }
+
+    /// The exact number of live matches, when the index knows it without
+    /// evaluating (a single term's document frequency).
+    fn known_count(&self, _index: &Index) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
+    /// Whether [`Weight::matches`] can evaluate the node (no positions
+    /// needed), and what it costs in postings decoded.
+    fn bitset_cost(&self) -> Option<f64> {
+        None
+    }
+
+    /// Rough work of counting by iterating the node's scorer.
+    fn iteration_cost(&self) -> f64;
+
+    /// The documents of `seg` the node matches, as a bit set (only when
+    /// [`Weight::bitset_cost`] says it can).
+    fn matches(&self, seg: &SegmentReader) -> Result<BitSet> {
+        Ok(BitSet::new(seg.max_doc()))
+    }
+
+    /// The node as [`Any`], for the planner's normalisation.
+    fn as_any(&self) -> &dyn Any;
+
+    /// The node as a boxed [`Any`], for the planner to take a boolean's
+    /// clauses apart.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+/// A planned query: the root of a weight tree.
+pub type Plan = Box<dyn Weight>;
+
+/// A scorer tree whose node types are erased.
+pub type BoxedScorer<'a> = Box<dyn Scorer + 'a>;
+
+/// The canonical form of a planned query (see [`Weight::key`]). Ordered by
+/// kind, then field and dictionary key, then operands; a boolean's clause
+/// lists compare by length first.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QueryKey {
+    /// Matches nothing.
+    Nothing,
+    /// One term: its dictionary key (field byte, then the term).
+    Term(Vec<u8>),
+    /// A phrase in one field: relative positions and term keys.
+    Phrase {
+        /// The field's id.
+        field: u8,
+        /// Position of each term relative to the first.
+        rel: Vec<u32>,
+        /// The terms' dictionary keys, in phrase order.
+        keys: Vec<Vec<u8>>,
+    },
+    /// A boolean query: its clauses, each list in canonical order.
+    Bool {
+        /// Required.
+        must: Clauses,
+        /// Optional.
+        should: Clauses,
+        /// Excluded.
+        must_not: Clauses,
+    },
+    /// A node of another kind: its name and canonical description.
+    Other(String, Vec<QueryKey>),
+}
+
+/// The clause keys of one occurrence of a boolean, compared by count first.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Clauses(pub Vec<QueryKey>);
+
+impl Ord for Clauses {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.len().cmp(&other.0.len()).then_with(|| self.0.cmp(&other.0))
+    }
+}
+
+impl PartialOrd for Clauses {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl QueryKey {
+    /// Approximate heap bytes of the key (charged to the cache entry
+    /// holding it).
+    pub fn heap_bytes(&self) -> u64 {
+        const SELF: u64 = std::mem::size_of::<QueryKey>() as u64;
+        match self {
+            QueryKey::Nothing => 0,
+            QueryKey::Term(k) => k.len() as u64,
+            QueryKey::Phrase { rel, keys, .. } => {
+                rel.len() as u64 * 4 + keys.iter().map(|k| 24 + k.len() as u64).sum::<u64>()
+            }
+            QueryKey::Bool { must, should, must_not } => [must, should, must_not]
+                .iter()
+                .flat_map(|c| c.0.iter())
+                .map(|k| SELF + k.heap_bytes())
+                .sum(),
+            QueryKey::Other(name, parts) => {
+                name.len() as u64 + parts.iter().map(|k| SELF + k.heap_bytes()).sum::<u64>()
+            }
+        }
+    }
+}
+
+/// Per-index scoring context: one norm cache per field, and the fields
+/// whose terms have phrase filters.
+pub struct ScoringContext {
+    caches: Vec<NormCache>,
+    pub(crate) filter_fields: FieldSet,
+}
+
+impl ScoringContext {
+    /// The context of `index` (global field statistics).
+    pub fn new(index: &Index) -> Self {
+        ScoringContext {
+            caches: index
+                .schema()
+                .fields()
+                .map(|f| NormCache::new(&index.field_stats(f)))
+                .collect(),
+            filter_fields: index.manifest().postings_format().filter_fields,
+        }
+    }
+
+    /// BM25 of `field` with weight (IDF) `weight`.
+    pub(crate) fn bm25(&self, field: Field, weight: f32) -> Bm25<'_> {
+        Bm25::new(weight, &self.caches[field.index()])
+    }
+}
+
+/// What building a segment's scorer tree needs: the segment, the scoring
+/// context, and whether cursors prefetch (and in what segment size).
+#[derive(Clone, Copy)]
+pub struct Build<'a> {
+    /// The segment.
+    pub seg: &'a SegmentReader,
+    /// Norm caches.
+    pub ctx: &'a ScoringContext,
+    /// Adaptive prefetch segment size, when the query qualifies.
+    pub prefetch: Option<usize>,
+    /// When phrases test their Bloom filters.
+    pub filters: FilterUse,
+}
+
+impl<'a> Build<'a> {
+    /// A build over `seg` without prefetching.
+    pub fn new(seg: &'a SegmentReader, ctx: &'a ScoringContext) -> Self {
+        Build {
+            seg,
+            ctx,
+            prefetch: None,
+            filters: FilterUse::Auto,
+        }
+    }
+
+    /// A cursor over the term `info` describes.
+    pub(crate) fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'a>> {
+        match self.prefetch {
+            Some(segment) => self.seg.prefetching_cursor(info, segment),
+            None => self.seg.cursor(info),
+        }
+    }
+}
+
+/// What to do with one segment's matches: count them, collect the best,
+/// or both; and the state that carries over from segment to segment.
+pub struct SegmentJob<'j> {
+    /// Global number of the segment's first document.
+    pub base: DocId,
+    /// The best hits so far (`None`: count only).
+    pub top: Option<&'j mut TopK>,
+    /// The running count of matches (`None`: no count wanted).
+    pub count: Option<&'j mut u64>,
+    /// The segment's deleted documents.
+    pub deleted: Option<&'j BitSet>,
+    /// When to stop.
+    pub deadline: &'j mut Deadline,
+}
+
+impl SegmentJob<'_> {
+    /// Runs the loops over `s`: compiled for `S` when it is a concrete
+    /// scorer type. Returns false when the deadline stopped it; an error a
+    /// cursor met is returned.
+    pub fn run<S: Scorer + ?Sized>(&mut self, s: &mut S) -> Result<bool> {
+        let finished = match self.top.as_deref_mut() {
+            None => {
+                s.set_count_only();
+                match collector::count(s, self.deleted, self.deadline) {
+                    Some(n) => {
+                        if let Some(c) = self.count.as_deref_mut() {
+                            *c += n;
+                        }
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Some(top) => collector::top_k(
+                s,
+                self.base,
+                top,
+                self.count.as_deref_mut(),
+                self.deleted,
+                self.deadline,
+            ),
+        };
+        match s.take_error() {
+            Some(e) => Err(e),
+            None => Ok(finished),
+        }
+    }
+}
+
+/// Matches nothing.
+#[derive(Debug)]
+pub struct NothingWeight;
+
+static NOTHING_KEY: QueryKey = QueryKey::Nothing;
+
+impl Weight for NothingWeight {
+    fn key(&self) -> &QueryKey {
+        &NOTHING_KEY
+    }
+    fn terms<'a>(&'a self, _positive: bool, _out: &mut Vec<&'a TermWeight>) {}
+    fn scorer<'a>(&self, _b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        Ok(None)
+    }
+    fn known_count(&self, _index: &Index) -> Result<Option<u64>> {
+        Ok(Some(0))
+    }
+    fn bitset_cost(&self) -> Option<f64> {
+        Some(0.0)
+    }
+    fn iteration_cost(&self) -> f64 {
+        0.0
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// True for a node that matches nothing.
+pub fn is_nothing(w: &dyn Weight) -> bool {
+    matches!(w.key(), QueryKey::Nothing)
+}
+
+pub use crate::query::term::TermWeight;
