@@ -39,6 +39,10 @@ pub const LUCENE_ADVICE: [&str; 3] = ["normal", "random", "sequential"];
 /// `tierdex@direct:ram` (direct codec, ram tier), `tierdex@split+direct`
 /// (`grouped` and `compressed` are the defaults and may be left out);
 /// `nobloom` builds the index without phrase Bloom filters.
+/// `tierdex-baseline` (with the same variants) is another build of tierdex,
+/// the binary named by the environment variable `TIERDEX_BASELINE_BIN`
+/// (e.g. the previous release), indexing and answering with its own index:
+/// an old-against-new comparison in one run.
 /// Every variant with the same [`EngineSpec::index_key`] opens the same index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineSpec {
@@ -61,7 +65,13 @@ pub struct EngineSpec {
     /// tierdex index built without phrase Bloom filters (`tierdex index --bloom off`).
     #[serde(default)]
     pub no_bloom: bool,
+    /// The baseline build of tierdex (`TIERDEX_BASELINE_BIN`), not this one.
+    #[serde(default)]
+    pub baseline: bool,
 }
+
+/// The environment variable naming the `tierdex-baseline` engine's binary.
+pub const BASELINE_BIN: &str = "TIERDEX_BASELINE_BIN";
 
 impl EngineSpec {
     /// Parses a spec (see the type).
@@ -75,6 +85,10 @@ impl EngineSpec {
             Some((b, o)) => (b, Some(o)),
             None => (base, None),
         };
+        let (base, baseline) = match base {
+            "tierdex-baseline" => ("tierdex", true),
+            b => (b, false),
+        };
         if !ENGINES.contains(&base) {
             bail!("unknown engine `{spec}` (known: {})", ENGINES.join(", "));
         }
@@ -87,6 +101,7 @@ impl EngineSpec {
             layout: None,
             codec: None,
             no_bloom: false,
+            baseline,
         };
         if let Some(options) = index_options {
             if base != "tierdex" {
@@ -179,10 +194,11 @@ impl EngineSpec {
         .into_iter()
         .flatten()
         .collect();
+        let base = if self.baseline { "tierdex-baseline" } else { &self.base };
         if options.is_empty() {
-            self.base.clone()
+            base.to_string()
         } else {
-            format!("{}@{}", self.base, options.join("+"))
+            format!("{base}@{}", options.join("+"))
         }
     }
 
@@ -363,6 +379,10 @@ impl Engine {
     pub fn build(name: &str, repo: &Path) -> Result<Engine> {
         let spec = EngineSpec::parse(name)?;
         let program = match spec.base.as_str() {
+            "tierdex" if spec.baseline => match std::env::var_os(BASELINE_BIN) {
+                Some(p) => PathBuf::from(p),
+                None => bail!("`{name}` needs {BASELINE_BIN}: the path of the baseline tierdex binary"),
+            },
             "tierdex" => {
                 run(
                     Command::new("cargo")
