@@ -427,3 +427,74 @@ fn flushes_share_the_first_trained_store_dictionary() {
         assert_eq!(s.index().live_docs(), 1200);
     }
 }
+
+/// A chained segment's postings are read through the index's tier like
+/// every other file: the same answers on every tier, the direct tier's
+/// reads going through its buffer pool, and damage reported on each.
+#[test]
+fn chains_are_read_through_every_tier() {
+    use tierdex::index::OpenOptions;
+    use tierdex::storage::{Tier, TierOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let w = writer(&dir, Strategy::InPlace);
+    for f in 0..4 {
+        w.add((f * 60..f * 60 + 60).map(long_doc).collect()).unwrap();
+        w.flush().unwrap();
+    }
+    drop(w);
+    let open = |tier: Tier| {
+        let mut t = TierOptions::on(tier);
+        t.pool_bytes = 64 << 10;
+        Searcher::open_with(
+            &dir,
+            OpenOptions {
+                tier: t,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let queries = ["common", "long common", "\"common words\"", "+long +pad"];
+    let reference: Vec<_> = queries
+        .iter()
+        .map(|q| open(Tier::Mmap).search(q, Mode::TopKAndCount, 20).unwrap())
+        .collect();
+    for tier in [Tier::Ram, Tier::Buffered, Tier::Direct] {
+        let s = open(tier);
+        let before = s.index().storage().pool_stats();
+        for (q, want) in queries.iter().zip(&reference) {
+            // Twice: the second time from the term's kept walk.
+            for _ in 0..2 {
+                assert_eq!(&s.search(q, Mode::TopKAndCount, 20).unwrap(), want, "{tier:?}: {q}");
+            }
+        }
+        if tier == Tier::Direct {
+            // Searches read only the chain (no stored document): its pages
+            // came through the pool.
+            let (before, after) = (before.unwrap(), s.index().storage().pool_stats().unwrap());
+            assert!(
+                after.misses > before.misses,
+                "chain reads go through the pool: {after:?}"
+            );
+            assert!(after.resident_pages <= 16, "the pool bounds them: {after:?}");
+        }
+    }
+    // Damage in the chain is reported on every tier.
+    let (name, cm) = chain_meta(&dir);
+    let path = dir.join(&name);
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let mut b = [0u8; 1];
+    let mut at = 10;
+    while at < cm.file_len {
+        f.read_exact_at(&mut b, at).unwrap();
+        b[0] ^= 0x5a;
+        f.write_all_at(&b, at).unwrap();
+        at += 64;
+    }
+    drop(f);
+    for tier in [Tier::Mmap, Tier::Ram, Tier::Buffered, Tier::Direct] {
+        let e = open(tier).search("common", Mode::TopK, 10).unwrap_err();
+        assert!(e.to_string().contains(&name), "{tier:?}: {e}");
+    }
+}

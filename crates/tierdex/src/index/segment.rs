@@ -11,7 +11,7 @@ use crate::layout::cursor::{ChainChunk, ChainWalk};
 use crate::layout::impacts::Impacts;
 use crate::layout::{Codec, Format, PostingsFiles, TermCursor};
 use crate::schema::Field;
-use crate::storage::{IndexFile, Storage, Tier};
+use crate::storage::{IndexFile, Storage};
 use crate::store::{IdsReader, StoreReader};
 use crate::termdict::{decode_meta, TermDict, TermInfo};
 
@@ -64,24 +64,61 @@ struct ChainPostings {
     chain: Arc<Chain>,
     codec: Codec,
     bloom: Option<FilterShape>,
-    /// The chain file mapped up to the committed length (`ram` and `mmap`
-    /// tiers): chunks are read in place. Other tiers read a term's pieces
-    /// into memory in one batched submission.
-    mapped: Option<IndexFile>,
+    /// The chain file up to the committed length, read through the index's
+    /// tier like every other file (the direct tier's pool bounds it too).
+    file: IndexFile,
 }
 
 impl ChainPostings {
-    /// Where each chunk's sections are, the chunks lying at `at` in `bytes`.
-    fn walk(&self, bytes: &[u8], at: &[u64], chunks: &[chain::Chunk]) -> Result<Vec<ChainChunk>> {
+    /// Whether chunks are read in place from memory (`ram`, `mmap`): their
+    /// hashes are then checked once; on other tiers at every read.
+    fn resident(&self) -> bool {
+        self.file.resident().is_some()
+    }
+
+    /// On tiers that are not resident, brings a term's chunks in with one
+    /// batched request, and checks each chunk's hash.
+    fn load_chunks(&self, chunks: &[ChainChunk]) -> Result<()> {
+        if self.resident() {
+            return Ok(());
+        }
+        let ranges: Vec<std::ops::Range<usize>> = chunks
+            .iter()
+            .map(|c| c.start as usize..c.start as usize + c.len as usize)
+            .collect();
+        self.file.prefetch(&ranges)?;
+        let mut buf = Vec::new();
+        for c in chunks {
+            let bytes = self
+                .file
+                .read(c.start as usize..c.start as usize + c.len as usize, &mut buf)?;
+            self.chain.check_chunk(bytes, c.start, c.sum, false)?;
+        }
+        Ok(())
+    }
+
+    /// The walk over the chunks lying at `at` in the chain file: each read
+    /// through the tier (one batched request where not resident), its hash
+    /// checked, its metadata and score bound decoded.
+    fn walk(&self, at: &[u64], chunks: &[chain::Chunk]) -> Result<ChainWalk> {
+        if !self.resident() {
+            let ranges: Vec<std::ops::Range<usize>> = chunks
+                .iter()
+                .zip(at)
+                .map(|(c, &a)| a as usize..a as usize + c.len as usize)
+                .collect();
+            self.file.prefetch(&ranges)?;
+        }
         let mut walk = Vec::with_capacity(chunks.len());
+        let mut buf = Vec::new();
         for (ch, &a) in chunks.iter().zip(at) {
+            let bytes = self.file.read(a as usize..a as usize + ch.len as usize, &mut buf)?;
+            self.chain.check_chunk(bytes, a, ch.sum, self.resident())?;
             // The chunk's metadata, then its score bound at the head of its zone.
-            let (info, impacts) = bytes
-                .get(a as usize..a as usize + ch.len as usize)
-                .and_then(|b| decode_meta(b, a, self.bloom.is_some()))
+            let (info, impacts) = decode_meta(bytes, a, self.bloom.is_some())
                 .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
                 .and_then(|(info, _)| {
-                    let head = bytes.get(info.doc_offset as usize..)?;
+                    let head = bytes.get((info.doc_offset - a) as usize..)?;
                     Some((info, Impacts::read(head, &mut 0)?))
                 })
                 .ok_or_else(|| Error::corrupt(&self.chain.path, "damaged chunk metadata"))?;
@@ -90,9 +127,12 @@ impl ChainPostings {
                 base: ch.base,
                 last_doc: ch.last_doc,
                 impacts,
+                start: a,
+                len: ch.len,
+                sum: ch.sum,
             });
         }
-        Ok(walk)
+        Ok(ChainWalk::new(walk))
     }
 }
 
@@ -253,22 +293,15 @@ impl SegmentReader {
         }
         let pairs: Vec<(&[u8], u32)> = norms.iter().zip(&cm.parts).map(|(n, p)| (&**n, p.max_doc)).collect();
         let n_fields = cm.parts.iter().map(|p| p.fields.len()).max().unwrap_or(0);
-        let mapped = match storage.options().tier {
-            Tier::Ram | Tier::Mmap => {
-                let handle = chain.file.try_clone().map_err(|e| Error::io(&chain.path, e))?;
-                let len = usize::try_from(cm.file_len)
-                    .map_err(|_| Error::corrupt(&chain.path, "chain file too large to map"))?;
-                Some(IndexFile::map_growing(&chain.path, handle, len)?)
-            }
-            Tier::Buffered | Tier::Direct => None,
-        };
+        let len = usize::try_from(cm.file_len).map_err(|_| Error::corrupt(&chain.path, "chain file too large"))?;
+        let file = storage.open_growing(&chain.path, len)?;
         Ok(SegmentReader {
             meta: meta.clone(),
             postings: Postings::Chain(ChainPostings {
                 chain,
                 codec: format.codec,
                 bloom: format.bloom_shape()?,
-                mapped,
+                file,
             }),
             norms: concat_norms(&pairs, n_fields),
             n_fields,
@@ -399,27 +432,21 @@ impl SegmentReader {
             Postings::Chain(c) => {
                 let beyond = || Error::corrupt(&c.chain.path, "term ordinal beyond the chain's dictionary");
                 let ord = info.doc_offset as u32;
-                if let Some(view) = &c.mapped {
-                    // Chunks are read in place; the walk over them is kept
-                    // for the next cursors until the term changes.
-                    let all = view.resident().unwrap_or(&[]);
-                    let walk = c
-                        .chain
-                        .walk_cached(ord, self.meta.max_doc, |pieces, chunks| {
-                            let at = c.chain.locate(pieces, chunks)?;
-                            c.chain.verify_mapped(all, &at, chunks)?;
-                            Ok(ChainWalk::new(c.walk(all, &at, chunks)?))
-                        })?
-                        .ok_or_else(beyond)?;
-                    return TermCursor::open_chain_in(view, c.codec, c.bloom, walk);
+                // The walk over the term's chunks is kept for the next
+                // cursors until the term changes.
+                let mut built = false;
+                let walk = c
+                    .chain
+                    .walk_cached(ord, self.meta.max_doc, |pieces, chunks| {
+                        built = true;
+                        let at = c.chain.locate(pieces, chunks)?;
+                        c.walk(&at, chunks)
+                    })?
+                    .ok_or_else(beyond)?;
+                if !built {
+                    c.load_chunks(&walk.chunks)?;
                 }
-                let (pieces, chunks) = c.chain.view(ord, self.meta.max_doc).ok_or_else(beyond)?;
-                let data = c.chain.read(&pieces, &chunks)?;
-                let offsets: Vec<u64> = chunks.iter().map(|ch| ch.offset).collect();
-                let walk = Arc::new(ChainWalk::new(c.walk(&data, &offsets, &chunks)?));
-                let handle = c.chain.file.try_clone().map_err(|e| Error::io(&c.chain.path, e))?;
-                let file = Arc::new(IndexFile::from_verified(&c.chain.path, handle, data));
-                TermCursor::open_chain(file, c.codec, c.bloom, walk)
+                TermCursor::open_chain_in(&c.file, c.codec, c.bloom, walk)
             }
         }
     }
@@ -452,9 +479,14 @@ impl SegmentReader {
             Postings::Files(p) => p.verify_all()?,
             Postings::Chain(c) => {
                 let n = c.chain.dict.read().unwrap_or_else(|p| p.into_inner()).len();
+                let mut buf = Vec::new();
                 for ord in 0..n as u32 {
                     if let Some((pieces, chunks)) = c.chain.view(ord, self.meta.max_doc) {
-                        c.chain.read(&pieces, &chunks)?;
+                        let at = c.chain.locate(&pieces, &chunks)?;
+                        for (ch, &a) in chunks.iter().zip(&at) {
+                            let bytes = c.file.read(a as usize..a as usize + ch.len as usize, &mut buf)?;
+                            c.chain.check_chunk(bytes, a, ch.sum, false)?;
+                        }
                     }
                 }
             }

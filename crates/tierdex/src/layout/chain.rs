@@ -40,7 +40,6 @@ use crate::error::{Error, Result};
 use crate::layout::cursor::ChainWalk;
 use crate::layout::impacts::Impacts;
 use crate::schema::DocId;
-use crate::storage::batch;
 use crate::termdict::RegionInfo;
 
 /// A run of whole blocks of a chain file into which one flush packed the
@@ -468,62 +467,31 @@ impl Chain {
         Ok(out)
     }
 
-    /// Checks the chunks at `at` of `mapped` (the mapped chain file)
-    /// against their hashes, the first time each is read.
-    pub fn verify_mapped(&self, mapped: &[u8], at: &[u64], chunks: &[Chunk]) -> Result<()> {
-        let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
-        for (c, &a) in chunks.iter().zip(at) {
-            if verified.contains(&(a, c.sum)) {
-                continue;
-            }
-            let bytes = mapped
-                .get(a as usize..a as usize + c.len as usize)
-                .ok_or_else(|| Error::corrupt(&self.path, format!("chunk at byte {a} beyond the committed file")))?;
-            if xxh3_64(bytes) != c.sum {
-                return Err(Error::corrupt(
-                    &self.path,
-                    format!("chunk at byte {a} fails its checksum"),
-                ));
-            }
-            verified.insert((a, c.sum));
+    /// Checks `bytes`, the chunk at file offset `at`, against its hash
+    /// `sum`; with `remember`, a chunk found sound is not checked again.
+    pub fn check_chunk(&self, bytes: &[u8], at: u64, sum: u64, remember: bool) -> Result<()> {
+        if remember
+            && self
+                .verified
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&(at, sum))
+        {
+            return Ok(());
+        }
+        if xxh3_64(bytes) != sum {
+            return Err(Error::corrupt(
+                &self.path,
+                format!("chunk at byte {at} fails its checksum"),
+            ));
+        }
+        if remember {
+            self.verified
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((at, sum));
         }
         Ok(())
-    }
-
-    /// Reads the logical data of `pieces` up to `len` bytes, in one batched
-    /// submission, and checks every chunk's hash.
-    pub fn read(&self, pieces: &[Piece], chunks: &[Chunk]) -> Result<Vec<u8>> {
-        let len = chunks.last().map_or(0, |c| (c.offset + c.len as u64) as usize);
-        let mut data = vec![0u8; len];
-        let mut offsets = Vec::with_capacity(pieces.len());
-        let mut targets: Vec<&mut [u8]> = Vec::with_capacity(pieces.len());
-        let mut rest = data.as_mut_slice();
-        for p in pieces {
-            if rest.is_empty() {
-                break;
-            }
-            let n = (p.len as usize).min(rest.len());
-            let (head, tail) = rest.split_at_mut(n);
-            offsets.push(p.at);
-            targets.push(head);
-            rest = tail;
-        }
-        if !rest.is_empty() {
-            return Err(Error::corrupt(&self.path, "a term's pieces hold less than its chunks"));
-        }
-        let counts = batch::read_many(&self.file, &offsets, &mut targets).map_err(|e| Error::io(&self.path, e))?;
-        crate::storage::io::record_request(counts.bytes, counts.ops);
-        for c in chunks {
-            let bytes = &data[c.offset as usize..c.offset as usize + c.len as usize];
-            if xxh3_64(bytes) != c.sum {
-                return Err(Error::corrupt(
-                    &self.path,
-                    format!("chunk at logical byte {} of a term fails its checksum", c.offset),
-                ));
-            }
-        }
-        crate::storage::io::record_needed(len as u64);
-        Ok(data)
     }
 }
 

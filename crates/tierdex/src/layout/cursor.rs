@@ -221,41 +221,22 @@ impl<const W: usize> PackedStream<W> {
     }
 }
 
-/// A file a cursor reads: one of a segment's (borrowed), or a chained
-/// term's chunks read into memory (shared by the cursor's chunks).
-#[derive(Clone)]
-enum FileRef<'a> {
-    Borrowed(&'a IndexFile),
-    Shared(Arc<IndexFile>),
-}
-
-impl std::ops::Deref for FileRef<'_> {
-    type Target = IndexFile;
-    #[inline]
-    fn deref(&self) -> &IndexFile {
-        match self {
-            FileRef::Borrowed(f) => f,
-            FileRef::Shared(f) => f,
-        }
-    }
-}
-
 /// Where a cursor's sections are read from.
 struct Source<'a> {
-    file: FileRef<'a>,
-    pos_file: FileRef<'a>,
-    pay_file: FileRef<'a>,
-    bloom_file: FileRef<'a>,
+    file: &'a IndexFile,
+    pos_file: &'a IndexFile,
+    pay_file: &'a IndexFile,
+    bloom_file: &'a IndexFile,
     codec: Codec,
     bloom: Option<FilterShape>,
 }
 
 impl<'a> Source<'a> {
-    fn of(f: FileRef<'a>, codec: Codec, bloom: Option<FilterShape>) -> Self {
+    fn of(f: &'a IndexFile, codec: Codec, bloom: Option<FilterShape>) -> Self {
         Source {
-            file: f.clone(),
-            pos_file: f.clone(),
-            pay_file: f.clone(),
+            file: f,
+            pos_file: f,
+            pay_file: f,
             bloom_file: f,
             codec,
             bloom,
@@ -274,6 +255,12 @@ pub struct ChainChunk {
     pub last_doc: DocId,
     /// Bound of the chunk's scores.
     pub impacts: Impacts,
+    /// File offset and length of the whole chunk, and its hash.
+    pub start: u64,
+    /// See `start`.
+    pub len: u32,
+    /// See `start`.
+    pub sum: u64,
 }
 
 /// A chained term's chunks as cursors walk them, with the term's document
@@ -313,10 +300,10 @@ struct ChainState {
 
 /// A cursor over one term's postings in one segment.
 pub struct TermCursor<'a> {
-    file: FileRef<'a>,
-    pos_file: FileRef<'a>,
-    pay_file: FileRef<'a>,
-    bloom_file: FileRef<'a>,
+    file: &'a IndexFile,
+    pos_file: &'a IndexFile,
+    pay_file: &'a IndexFile,
+    bloom_file: &'a IndexFile,
     /// Added to every document number (a chained chunk's first document).
     base: DocId,
     /// The other chunks of a chained term (`None`: one region).
@@ -386,41 +373,21 @@ impl<'a> TermCursor<'a> {
     /// on its first document.
     pub fn open(files: &'a PostingsFiles, info: &TermInfo) -> Result<TermCursor<'a>, Error> {
         let src = Source {
-            file: FileRef::Borrowed(files.doc_file()),
-            pos_file: FileRef::Borrowed(files.pos_file()),
-            pay_file: FileRef::Borrowed(files.pay_file()),
-            bloom_file: FileRef::Borrowed(files.bloom_file()),
+            file: files.doc_file(),
+            pos_file: files.pos_file(),
+            pay_file: files.pay_file(),
+            bloom_file: files.bloom_file(),
             codec: files.codec(),
             bloom: files.bloom(),
         };
         Self::open_in(src, info, 0)
     }
 
-    /// Opens a chained term: `file` holds its chunks one after the other
-    /// (see [`crate::layout::chain`]), `chunks` says where each one's region
-    /// is and what it holds. Positioned on the first document.
-    pub fn open_chain(
-        file: Arc<IndexFile>,
-        codec: Codec,
-        bloom: Option<FilterShape>,
-        walk: Arc<ChainWalk>,
-    ) -> Result<TermCursor<'a>, Error> {
-        Self::open_chain_on(FileRef::Shared(file), codec, bloom, walk)
-    }
-
-    /// [`TermCursor::open_chain`] over a file the caller holds (the mapped
-    /// chain file itself).
+    /// Opens a chained term in the chain `file` (see
+    /// [`crate::layout::chain`]): `walk` says where each of its chunks'
+    /// regions is and what it holds. Positioned on the first document.
     pub fn open_chain_in(
         file: &'a IndexFile,
-        codec: Codec,
-        bloom: Option<FilterShape>,
-        walk: Arc<ChainWalk>,
-    ) -> Result<TermCursor<'a>, Error> {
-        Self::open_chain_on(FileRef::Borrowed(file), codec, bloom, walk)
-    }
-
-    fn open_chain_on(
-        file: FileRef<'a>,
         codec: Codec,
         bloom: Option<FilterShape>,
         walk: Arc<ChainWalk>,
@@ -429,7 +396,7 @@ impl<'a> TermCursor<'a> {
             .chunks
             .first()
             .ok_or_else(|| Error::corrupt(file.path(), "chained term with no chunks"))?;
-        let src = Source::of(file.clone(), codec, bloom);
+        let src = Source::of(file, codec, bloom);
         let mut c = Self::open_in(src, &first.info, first.base)?;
         c.chain = Some(Box::new(ChainState {
             bloom,
@@ -496,7 +463,7 @@ impl<'a> TermCursor<'a> {
     /// cursor's buffers: entering the next chunk of a chained term costs
     /// no allocation.
     fn load(&mut self, bloom: Option<FilterShape>, info: &TermInfo, base: DocId) -> Result<(), Error> {
-        let (file, pos_file, pay_file) = (&*self.file, &*self.pos_file, &*self.pay_file);
+        let (file, pos_file, pay_file) = (self.file, self.pos_file, self.pay_file);
         let r = &info.region;
         let within = |f: &IndexFile, off: u64, len: u32| -> Result<usize, Error> {
             usize::try_from(off)
@@ -514,7 +481,7 @@ impl<'a> TermCursor<'a> {
         let off_start = within(pay_file, info.off_offset, r.off_len)?;
         let zone_end = start + r.zone_len as usize;
         let filter_shape = bloom.filter(|_| r.after_len > 0);
-        let bloom_file = &*self.bloom_file;
+        let bloom_file = self.bloom_file;
         let filter_start = match filter_shape {
             Some(_) => within(bloom_file, info.bloom_offset, r.after_len.saturating_add(r.before_len))?,
             None if r.bloom_len() > 0 => {
@@ -768,7 +735,7 @@ impl<'a> TermCursor<'a> {
         if e.impacts_at == usize::MAX {
             return Some(self.term_impacts);
         }
-        let file = &*self.file;
+        let file = self.file;
         let decoded = match self
             .skip_win
             .get(file, e.impacts_at..e.impacts_at + e.impacts_len as usize)
@@ -842,7 +809,7 @@ impl<'a> TermCursor<'a> {
             return;
         };
         let mut pos = 0u32;
-        let res = self.positions.read(&self.pos_file, start, count, hint, |[delta]| {
+        let res = self.positions.read(self.pos_file, start, count, hint, |[delta]| {
             pos = pos.wrapping_add(delta);
             out.push(pos);
         });
@@ -860,7 +827,7 @@ impl<'a> TermCursor<'a> {
             return;
         };
         let mut end = 0u32;
-        let res = self.offsets.read(&self.pay_file, start, count, hint, |[gap, len]| {
+        let res = self.offsets.read(self.pay_file, start, count, hint, |[gap, len]| {
             let s = end.wrapping_add(gap);
             end = s.wrapping_add(len);
             out.push((s, end));
@@ -930,7 +897,7 @@ impl<'a> TermCursor<'a> {
         let fb = shape.bytes as usize;
         let at = self.filters.data[s] + (bitmap & (bit - 1)).count_ones() as usize * fb;
         io::record_needed(fb as u64);
-        self.filters.win[s].get(&self.bloom_file, at..at + fb).map(Some)
+        self.filters.win[s].get(self.bloom_file, at..at + fb).map(Some)
     }
 
     /// Reads the bitmap of the current block's group in section `s`.
@@ -939,7 +906,7 @@ impl<'a> TermCursor<'a> {
         let start = section + self.entries[self.block].filter_byte[s] as usize;
         let end = section + len;
         let bitmap = self.filters.win[s]
-            .get(&self.bloom_file, start..(start + bloom::BITMAP_BYTES).min(end))?
+            .get(self.bloom_file, start..(start + bloom::BITMAP_BYTES).min(end))?
             .first_chunk::<{ bloom::BITMAP_BYTES }>()
             .copied()
             .filter(|b| start + bloom::group_len(shape, b) <= end)
@@ -1018,7 +985,7 @@ impl<'a> TermCursor<'a> {
     fn parse_entry(&mut self) -> Option<SkipEntry> {
         let at = self.skip_start + self.skip_pos;
         let end = (at + MAX_ENTRY).min(self.skip_end);
-        let file = &*self.file;
+        let file = self.file;
         let data = match self.skip_win.get(file, at..end) {
             Ok(d) => d,
             Err(e) => {
@@ -1090,7 +1057,7 @@ impl<'a> TermCursor<'a> {
         } else {
             BLOCK
         };
-        let file = &*self.file;
+        let file = self.file;
         if self.prefetch_segment > 0 && end > self.prefetched_to && self.prefetched_to < self.zone_end {
             let from = self.prefetched_to.max(start);
             let to = (from + self.prefetch_segment).min(self.zone_end);
@@ -1204,7 +1171,7 @@ impl<'a> TermCursor<'a> {
     }
 
     fn decode_freqs(&mut self) {
-        let file = &*self.file;
+        let file = self.file;
         let (direct, n) = (self.codec == Codec::Direct, self.n);
         let unpacked = match self.block_win.get(file, self.freq_range.clone()) {
             Ok(data) if direct => {

@@ -8,7 +8,7 @@ use std::any::Any;
 use crate::common::BitSet;
 use crate::error::{Error, Result};
 use crate::index::SegmentReader;
-use crate::query::scorer::{first_error, Scorer};
+use crate::query::scorer::{advance_by, first_error, seek_by, Scorer};
 use crate::query::term::{TermScorer, TermWeight};
 use crate::query::weight::{
     is_nothing, BoxedScorer, Build, Clauses, NothingWeight, Plan, QueryKey, SegmentJob, Weight,
@@ -460,16 +460,12 @@ impl<S: Scorer> Scorer for Conjunction<S> {
         self.doc
     }
     fn advance(&mut self) -> DocId {
-        if self.doc == TERMINATED {
-            return TERMINATED;
-        }
-        self.find(self.doc + 1)
+        let doc = self.doc;
+        advance_by(doc, |t| self.find(t))
     }
     fn seek(&mut self, target: DocId) -> DocId {
-        if target <= self.doc {
-            return self.doc;
-        }
-        self.find(target)
+        let doc = self.doc;
+        seek_by(doc, target, |t| self.find(t))
     }
     fn cost(&self) -> u64 {
         self.subs[0].cost()
@@ -673,16 +669,12 @@ impl<S: Scorer> Scorer for Disjunction<S> {
         self.doc
     }
     fn advance(&mut self) -> DocId {
-        if self.doc == TERMINATED {
-            return TERMINATED;
-        }
-        self.next_from(self.doc + 1)
+        let doc = self.doc;
+        advance_by(doc, |t| self.next_from(t))
     }
     fn seek(&mut self, target: DocId) -> DocId {
-        if target <= self.doc {
-            return self.doc;
-        }
-        self.next_from(target)
+        let doc = self.doc;
+        seek_by(doc, target, |t| self.next_from(t))
     }
     fn cost(&self) -> u64 {
         self.subs.iter().map(|s| s.cost()).sum()

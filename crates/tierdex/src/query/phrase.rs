@@ -9,7 +9,7 @@ use crate::common::FieldSet;
 use crate::error::{Error, Result};
 use crate::layout::TermCursor;
 use crate::query::bm25::Bm25;
-use crate::query::scorer::Scorer;
+use crate::query::scorer::{advance_by, seek_by, Scorer};
 use crate::query::term::TermWeight;
 use crate::query::weight::{BoxedScorer, Build, QueryKey, SegmentJob, Weight};
 use crate::schema::{DocId, Field, TERMINATED};
@@ -374,16 +374,12 @@ impl Scorer for PhraseScorer<'_> {
         self.doc
     }
     fn advance(&mut self) -> DocId {
-        if self.doc == TERMINATED {
-            return TERMINATED;
-        }
-        self.find(self.doc + 1)
+        let doc = self.doc;
+        advance_by(doc, |t| self.find(t))
     }
     fn seek(&mut self, target: DocId) -> DocId {
-        if target <= self.doc {
-            return self.doc;
-        }
-        self.find(target)
+        let doc = self.doc;
+        seek_by(doc, target, |t| self.find(t))
     }
     fn cost(&self) -> u64 {
         self.terms[self.order[0]].doc_freq() as u64

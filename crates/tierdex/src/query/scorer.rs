@@ -102,6 +102,28 @@ impl<S: Scorer + ?Sized> Scorer for Box<S> {
     }
 }
 
+/// `advance` of a scorer positioned on `doc` that finds its first match
+/// `>= target` with `find`: the match after `doc`.
+#[inline]
+pub(crate) fn advance_by(doc: DocId, find: impl FnOnce(DocId) -> DocId) -> DocId {
+    if doc == TERMINATED {
+        TERMINATED
+    } else {
+        find(doc + 1)
+    }
+}
+
+/// `seek` of a scorer positioned on `doc` that finds its first match
+/// `>= target` with `find` (no move when already there).
+#[inline]
+pub(crate) fn seek_by(doc: DocId, target: DocId, find: impl FnOnce(DocId) -> DocId) -> DocId {
+    if target <= doc {
+        doc
+    } else {
+        find(target)
+    }
+}
+
 /// Sums `take_error` over children, keeping the first error.
 pub(crate) fn first_error<S: Scorer>(subs: &mut [S]) -> Option<Error> {
     let mut first = None;

@@ -1,21 +1,22 @@
 //! Batched positional reads and writes of one file: every operation of a
-//! batch is submitted at once through an io_uring (so the device sees many
-//! I/Os outstanding), falling back to `pread`/`pwrite` one after the other
-//! where io_uring is unavailable. Used by the in-place strategy (DESIGN §5)
+//! batch is submitted at once through the storage layer's io_uring engine
+//! ([`crate::storage::uring`]: the device sees many I/Os outstanding),
+//! falling back to `pread`/`pwrite` one after the other where io_uring is
+//! unavailable. Used by the in-place strategy (DESIGN §5)
 //! for the last blocks it rewrites, the blocks it appends and the chunks a
 //! query reads.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::fd::{AsRawFd, RawFd};
 
-use io_uring::{opcode, types, IoUring};
+use io_uring::{opcode, squeue, types};
+
+use crate::storage::uring::{self, RunCounts, Transfer};
 
 /// Operations in flight at once (the in-place strategy's input buffer
 /// threshold, DESIGN §0).
-pub const MAX_IN_FLIGHT: usize = 1024;
+pub const MAX_IN_FLIGHT: usize = uring::RING_ENTRIES;
 
 /// What a batch did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,156 +39,133 @@ impl BatchCounts {
     }
 }
 
-enum Ring {
-    Uninit,
-    Ready(Box<IoUring>),
-    Unavailable,
-}
-
-thread_local! {
-    static RING: RefCell<Ring> = const { RefCell::new(Ring::Uninit) };
-}
-
 /// Whether batches on this thread go through io_uring.
 pub fn uses_io_uring() -> bool {
-    with_ring(|r| r.is_some())
+    uring::available()
 }
 
-fn with_ring<T>(f: impl FnOnce(Option<&mut IoUring>) -> T) -> T {
-    RING.with(|cell| {
-        let mut r = cell.borrow_mut();
-        if let Ring::Uninit = *r {
-            *r = match IoUring::builder().build(MAX_IN_FLIGHT as u32) {
-                Ok(ring) => Ring::Ready(Box::new(ring)),
-                Err(e) => {
-                    tracing::warn!("io_uring is unavailable ({e}); batched I/O falls back to pread/pwrite");
-                    Ring::Unavailable
-                }
-            };
+/// One read or write of a byte range at a file offset.
+struct ByteOp {
+    offset: u64,
+    ptr: *mut u8,
+    len: usize,
+    done: usize,
+    write: bool,
+}
+
+impl Transfer for ByteOp {
+    fn entry(&self, fd: types::Fd) -> squeue::Entry {
+        // SAFETY: `done <= len`: the pointer stays within the caller's buffer.
+        let ptr = unsafe { self.ptr.add(self.done) };
+        let len = (self.len - self.done).min(u32::MAX as usize) as u32;
+        let at = self.offset + self.done as u64;
+        if self.write {
+            opcode::Write::new(fd, ptr, len).offset(at).build()
+        } else {
+            opcode::Read::new(fd, ptr, len).offset(at).build()
         }
-        match &mut *r {
-            Ring::Ready(ring) => f(Some(ring)),
-            _ => f(None),
+    }
+
+    fn sync(&mut self, fd: RawFd) -> io::Result<u64> {
+        let at = (self.offset + self.done as u64) as libc::off_t;
+        // SAFETY: `ptr..ptr + len` is valid (writable for reads) for the
+        // whole call of `read_many`/`write_many` (their callers' borrows),
+        // and `done <= len`.
+        let n = unsafe {
+            let ptr = self.ptr.add(self.done);
+            let left = self.len - self.done;
+            if self.write {
+                libc::pwrite(fd, ptr.cast(), left, at)
+            } else {
+                libc::pread(fd, ptr.cast(), left, at)
+            }
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
         }
-    })
+        Ok(n as u64)
+    }
+
+    fn advance(&mut self, n: u64) -> io::Result<bool> {
+        if n == 0 && self.done < self.len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "transfer at byte {} ended {} bytes short",
+                    self.offset + self.done as u64,
+                    self.len - self.done
+                ),
+            ));
+        }
+        self.done = (self.done + n as usize).min(self.len);
+        Ok(self.done == self.len)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.done == self.len
+    }
 }
 
 /// Reads `bufs[i].len()` bytes at `offsets[i]` into each `bufs[i]`. A read
 /// that ends early (the end of the file) is an error.
 pub fn read_many(file: &File, offsets: &[u64], bufs: &mut [&mut [u8]]) -> io::Result<BatchCounts> {
     assert_eq!(offsets.len(), bufs.len());
-    let ptrs: Vec<(u64, *mut u8, usize)> = offsets
+    let mut ops: Vec<ByteOp> = offsets
         .iter()
         .zip(bufs.iter_mut())
-        .map(|(&o, b)| (o, b.as_mut_ptr(), b.len()))
+        .map(|(&offset, b)| ByteOp {
+            offset,
+            ptr: b.as_mut_ptr(),
+            len: b.len(),
+            done: 0,
+            write: false,
+        })
         .collect();
     // SAFETY: every pointer comes from a distinct `&mut [u8]` borrowed for
     // the whole call, and `run` has no operation in flight when it returns.
-    unsafe { run(file, &ptrs, false) }
+    finish(
+        unsafe { uring::run(file.as_raw_fd(), &mut ops, MAX_IN_FLIGHT, true) },
+        &ops,
+    )
 }
 
 /// Writes each `bufs[i]` at `offsets[i]` (not synced).
 pub fn write_many(file: &File, offsets: &[u64], bufs: &[&[u8]]) -> io::Result<BatchCounts> {
     assert_eq!(offsets.len(), bufs.len());
-    let ptrs: Vec<(u64, *mut u8, usize)> = offsets
+    let mut ops: Vec<ByteOp> = offsets
         .iter()
         .zip(bufs)
-        .map(|(&o, b)| (o, b.as_ptr() as *mut u8, b.len()))
+        .map(|(&offset, b)| ByteOp {
+            offset,
+            ptr: b.as_ptr() as *mut u8,
+            len: b.len(),
+            done: 0,
+            write: true,
+        })
         .collect();
     // SAFETY: the buffers are borrowed for the whole call and only read
     // (write operations); `run` has no operation in flight when it returns.
-    unsafe { run(file, &ptrs, true) }
+    finish(
+        unsafe { uring::run(file.as_raw_fd(), &mut ops, MAX_IN_FLIGHT, true) },
+        &ops,
+    )
 }
 
-/// Runs the operations in batches of at most [`MAX_IN_FLIGHT`]; the rest
-/// of a short transfer is completed with a plain positional call.
-///
-/// # Safety
-/// Each `(offset, ptr, len)` must be valid for `len` bytes (writable for
-/// reads) until the call returns, and reads' targets must not overlap.
-unsafe fn run(file: &File, ops: &[(u64, *mut u8, usize)], write: bool) -> io::Result<BatchCounts> {
-    let mut counts = BatchCounts {
-        ops: ops.len() as u64,
-        bytes: ops.iter().map(|o| o.2 as u64).sum(),
-        submissions: 0,
-    };
-    let fd = types::Fd(file.as_raw_fd());
-    let done = with_ring(|ring| -> Option<io::Result<Vec<usize>>> {
-        let ring = ring?;
-        let mut transferred = vec![0usize; ops.len()];
-        for (chunk_no, chunk) in ops.chunks(MAX_IN_FLIGHT).enumerate() {
-            let first = chunk_no * MAX_IN_FLIGHT;
-            for (i, &(off, ptr, len)) in chunk.iter().enumerate() {
-                let len = len.min(u32::MAX as usize) as u32;
-                let entry = if write {
-                    opcode::Write::new(fd, ptr, len).offset(off).build()
-                } else {
-                    opcode::Read::new(fd, ptr, len).offset(off).build()
-                }
-                .user_data((first + i) as u64);
-                // SAFETY: the ring has MAX_IN_FLIGHT entries and this chunk
-                // at most as many; the buffer outlives the operation (the
-                // caller's contract, and every completion is reaped below).
-                if unsafe { ring.submission().push(&entry) }.is_err() {
-                    return Some(Err(io::Error::other("io_uring submission queue full")));
-                }
-            }
-            counts.submissions += 1;
-            let mut left = chunk.len();
-            let mut failed = None;
-            while left > 0 {
-                if let Err(e) = ring.submit_and_wait(left) {
-                    if e.kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    // Completions may still arrive: this ring must not be reused.
-                    return Some(Err(e));
-                }
-                for cqe in ring.completion() {
-                    left -= 1;
-                    let i = cqe.user_data() as usize;
-                    if cqe.result() < 0 {
-                        failed.get_or_insert(io::Error::from_raw_os_error(-cqe.result()));
-                    } else {
-                        transferred[i] = cqe.result() as usize;
-                    }
-                }
-            }
-            if let Some(e) = failed {
-                return Some(Err(e));
-            }
-        }
-        Some(Ok(transferred))
-    });
-    let transferred = match done {
-        Some(Ok(t)) => t,
-        Some(Err(e)) => {
-            // A failed ring may hold stale entries: make a new one next time.
-            RING.with(|r| *r.borrow_mut() = Ring::Uninit);
-            return Err(e);
-        }
-        None => {
-            counts.submissions = ops.len() as u64;
-            vec![0; ops.len()]
-        }
-    };
-    for (&(off, ptr, len), &t) in ops.iter().zip(&transferred) {
-        if t < len {
-            // SAFETY: the caller's contract covers `ptr..ptr + len`.
-            let rest = unsafe { std::slice::from_raw_parts_mut(ptr.add(t), len - t) };
-            if write {
-                file.write_all_at(rest, off + t as u64)?;
-            } else {
-                file.read_exact_at(rest, off + t as u64)?;
-            }
-        }
+fn finish((counts, err): (RunCounts, Option<io::Error>), ops: &[ByteOp]) -> io::Result<BatchCounts> {
+    match err {
+        Some(e) => Err(e),
+        None => Ok(BatchCounts {
+            ops: ops.len() as u64,
+            bytes: counts.bytes,
+            submissions: counts.batches,
+        }),
     }
-    Ok(counts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     #[test]
     fn writes_then_reads_many_blocks_in_batches() {

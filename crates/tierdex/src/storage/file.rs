@@ -4,7 +4,6 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,8 +12,10 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::error::{Error, Result};
-use crate::storage::direct::{BufferPool, DirectFile, PoolStats};
+use crate::storage::direct::{BufferPool, PoolStats};
 use crate::storage::io;
+use crate::storage::tier::{self, FileSource};
+pub use crate::storage::tier::{Madvise, Tier, TierOptions};
 
 /// Checksum granularity: one checksum per page of content.
 pub const PAGE_SIZE: usize = 4096;
@@ -151,116 +152,6 @@ pub(crate) fn pad_saving_a_page(offset: u64, len: usize) -> usize {
     }
 }
 
-/// Where an opened index's bytes live (DESIGN §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    /// The whole file read into anonymous memory (the DRAM tier).
-    Ram,
-    /// Mapped; the page cache holds what was read (also the NVM/DAX path).
-    #[default]
-    Mmap,
-    /// `pread` through the page cache, no mapping.
-    Buffered,
-    /// O_DIRECT reads through io_uring into a bounded buffer pool; nothing
-    /// else cached.
-    Direct,
-}
-
-impl std::str::FromStr for Tier {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Tier> {
-        match s {
-            "ram" => Ok(Tier::Ram),
-            "mmap" => Ok(Tier::Mmap),
-            "buffered" => Ok(Tier::Buffered),
-            "direct" => Ok(Tier::Direct),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown tier `{s}` (ram, mmap, buffered, direct)"
-            ))),
-        }
-    }
-}
-
-/// Access-pattern advice for the `mmap` tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Madvise {
-    /// No advice: the kernel's read-ahead applies (up to `read_ahead_kb`).
-    /// Pays off only when the whole index soon sits in the page cache.
-    Os,
-    /// `MADV_RANDOM`: a fault reads only its page.
-    Random,
-    /// `MADV_RANDOM`, plus `MADV_WILLNEED` on the prefetch zones of queries
-    /// whose every term has a large zone (adaptive prefetch). The default:
-    /// queries read what they need, whatever the index's size.
-    #[default]
-    Adaptive,
-}
-
-impl std::str::FromStr for Madvise {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Madvise> {
-        match s {
-            "os" => Ok(Madvise::Os),
-            "random" => Ok(Madvise::Random),
-            "adaptive" => Ok(Madvise::Adaptive),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown madvise policy `{s}` (os, random, adaptive)"
-            ))),
-        }
-    }
-}
-
-/// How an index is read: the tier and its settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TierOptions {
-    /// The tier.
-    pub tier: Tier,
-    /// Advice on the `mmap` tier.
-    pub madvise: Madvise,
-    /// Buffer pool of the `direct` tier, in bytes.
-    pub pool_bytes: usize,
-    /// Transparent huge pages for the `ram` tier.
-    pub huge_pages: bool,
-    /// Adaptive prefetch: prefetch when every term's zone is at least this
-    /// large (bytes); 0 disables prefetching.
-    pub prefetch_threshold: usize,
-}
-
-impl Default for TierOptions {
-    fn default() -> Self {
-        TierOptions {
-            tier: Tier::Mmap,
-            madvise: Madvise::Adaptive,
-            pool_bytes: 128 << 20,
-            huge_pages: false,
-            prefetch_threshold: 128 << 10,
-        }
-    }
-}
-
-impl TierOptions {
-    /// The defaults on `tier`.
-    pub fn on(tier: Tier) -> TierOptions {
-        TierOptions {
-            tier,
-            ..TierOptions::default()
-        }
-    }
-
-    /// True when queries should prefetch zones (see [`Madvise::Adaptive`]):
-    /// on `mmap` with adaptive advice, and on `buffered` and `direct`.
-    pub fn prefetches(&self) -> bool {
-        self.prefetch_threshold > 0
-            && match self.tier {
-                Tier::Ram => false,
-                Tier::Mmap => self.madvise == Madvise::Adaptive,
-                Tier::Buffered | Tier::Direct => true,
-            }
-    }
-}
-
 /// The storage of one open index: tier options and, on the `direct` tier,
 /// the buffer pool all its files share.
 #[derive(Clone)]
@@ -293,14 +184,13 @@ impl Storage {
     pub fn open(&self, path: impl AsRef<Path>) -> Result<IndexFile> {
         IndexFile::open_on(path.as_ref(), self)
     }
-}
 
-enum Bytes {
-    Ram(Box<[u8]>),
-    RamHuge(memmap2::MmapMut),
-    Mmap(memmap2::Mmap),
-    Buffered,
-    Direct(DirectFile),
+    /// Opens the first `len` bytes of a file still being appended to (a
+    /// chain file), without page checksums: whoever reads it checks what it
+    /// reads by its own checksums.
+    pub fn open_growing(&self, path: impl AsRef<Path>, len: usize) -> Result<IndexFile> {
+        IndexFile::open_growing_on(path.as_ref(), self, len)
+    }
 }
 
 /// A checksummed file opened for reading on a tier.
@@ -311,8 +201,7 @@ enum Bytes {
 /// loaded is verified.
 pub struct IndexFile {
     path: PathBuf,
-    file: File,
-    bytes: Bytes,
+    source: Box<dyn FileSource>,
     content_len: usize,
     page_sums: Box<[u32]>,
     verified: Box<[AtomicU64]>,
@@ -328,6 +217,18 @@ impl std::fmt::Debug for IndexFile {
     }
 }
 
+/// Reads `out.len()` bytes at `at` of an opening file: from memory on
+/// resident tiers, with `pread` otherwise.
+fn read_exact(file: &File, source: &dyn FileSource, path: &Path, at: u64, out: &mut [u8]) -> Result<()> {
+    match source.resident() {
+        Some(all) => {
+            out.copy_from_slice(&all[at as usize..at as usize + out.len()]);
+            Ok(())
+        }
+        None => file.read_exact_at(out, at).map_err(|e| Error::io(path, e)),
+    }
+}
+
 impl IndexFile {
     /// Opens `path` on `tier` with default settings.
     pub fn open(path: impl AsRef<Path>, tier: Tier) -> Result<IndexFile> {
@@ -336,53 +237,20 @@ impl IndexFile {
 
     fn open_on(path: &Path, storage: &Storage) -> Result<IndexFile> {
         let path = path.to_path_buf();
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        let file_len = file.metadata().map_err(|e| Error::io(&path, e))?.len() as usize;
+        let (file, source, file_len) = tier::open(&path, &storage.options, storage.pool.as_ref(), None)?;
         if file_len < FOOTER_LEN {
             return Err(Error::corrupt(
                 &path,
                 format!("file is {file_len} bytes, shorter than its {FOOTER_LEN}-byte footer (truncated?)"),
             ));
         }
-        let opts = &storage.options;
-        let bytes = match opts.tier {
-            Tier::Ram if opts.huge_pages => {
-                let mut map = memmap2::MmapMut::map_anon(file_len).map_err(|e| Error::io(&path, e))?;
-                #[cfg(target_os = "linux")]
-                let _ = map.advise(memmap2::Advice::HugePage);
-                file.read_exact_at(&mut map, 0).map_err(|e| Error::io(&path, e))?;
-                Bytes::RamHuge(map)
-            }
-            Tier::Ram => Bytes::Ram(
-                std::fs::read(&path)
-                    .map_err(|e| Error::io(&path, e))?
-                    .into_boxed_slice(),
-            ),
-            Tier::Mmap => {
-                // SAFETY: index files are written once, synced, and never
-                // modified while an index is open (new data goes to new
-                // files); the map is read-only, so the slice stays valid for
-                // the map's lifetime. Exercised by every test that opens an
-                // index with the default tier.
-                let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
-                if opts.madvise != Madvise::Os {
-                    map.advise(memmap2::Advice::Random).map_err(|e| Error::io(&path, e))?;
-                }
-                Bytes::Mmap(map)
-            }
-            Tier::Buffered => Bytes::Buffered,
-            Tier::Direct => {
-                let pool = storage.pool.clone().expect("direct storage has a pool");
-                Bytes::Direct(DirectFile::open(&path, pool)?)
-            }
-        };
-        if let Some(all) = resident_all(&bytes) {
+        if let Some(all) = source.resident() {
             if all.len() != file_len {
                 return Err(Error::corrupt(&path, "file changed size while being opened"));
             }
         }
         let mut footer = [0u8; FOOTER_LEN];
-        read_exact(&file, &bytes, &path, (file_len - FOOTER_LEN) as u64, &mut footer)?;
+        read_exact(&file, &*source, &path, (file_len - FOOTER_LEN) as u64, &mut footer)?;
         if &footer[..8] != MAGIC {
             return Err(Error::corrupt(
                 &path,
@@ -413,7 +281,7 @@ impl IndexFile {
         }
         let content_len = content_len as usize;
         let mut table = vec![0u8; file_len - FOOTER_LEN - content_len];
-        read_exact(&file, &bytes, &path, content_len as u64, &mut table)?;
+        read_exact(&file, &*source, &path, content_len as u64, &mut table)?;
         if xxh3_64(&table) != checksum {
             return Err(Error::corrupt(&path, "page checksum table does not match its hash"));
         }
@@ -424,8 +292,7 @@ impl IndexFile {
         let verified = (0..page_sums.len().div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         Ok(IndexFile {
             path,
-            file,
-            bytes,
+            source,
             content_len,
             page_sums,
             verified,
@@ -434,52 +301,20 @@ impl IndexFile {
     }
 
     /// The first `len` bytes of a file that is still being appended to (a
-    /// chain file of the in-place strategies), mapped read-only; its pages
-    /// count as verified, the caller checking what it reads by its own
-    /// checksums. `len == 0` gives an empty file.
-    pub fn map_growing(path: &Path, file: File, len: usize) -> Result<IndexFile> {
-        let bytes = match len {
-            0 => Bytes::Ram(Box::new([])),
-            _ => {
-                // SAFETY: the map is read-only and `len` bytes long. The
-                // writer of a chain file only appends past the committed
-                // data, rewrites committed bytes with identical ones (block
-                // read-modify-write), and reuses freed space one flush
-                // after nothing refers to it any more; a reader only reads
-                // the committed chunks it was given, checked against their
-                // hashes. Exercised by `tests/inplace.rs` and the
-                // maintenance property test.
-                let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file) }.map_err(|e| Error::io(path, e))?;
-                Bytes::Mmap(map)
-            }
-        };
+    /// chain file of the in-place strategies), on `storage`'s tier. It has
+    /// no page checksums: its pages count as verified, the caller checking
+    /// what it reads by its own checksums.
+    fn open_growing_on(path: &Path, storage: &Storage, len: usize) -> Result<IndexFile> {
+        let (_, source, len) = tier::open(path, &storage.options, storage.pool.as_ref(), Some(len))?;
         let pages = len.div_ceil(PAGE_SIZE);
         Ok(IndexFile {
             path: path.to_path_buf(),
-            file,
-            bytes,
+            source,
             content_len: len,
             page_sums: Box::new([]),
             verified: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(u64::MAX)).collect(),
             checksum: 0,
         })
-    }
-
-    /// Content already read and verified elsewhere (a chained term's
-    /// chunks, checked against their own checksums), held in memory and
-    /// named `path` in errors; `file` is a handle on the file it came from.
-    pub fn from_verified(path: &Path, file: File, content: Vec<u8>) -> IndexFile {
-        let content_len = content.len();
-        let pages = content_len.div_ceil(PAGE_SIZE);
-        IndexFile {
-            path: path.to_path_buf(),
-            file,
-            bytes: Bytes::Ram(content.into_boxed_slice()),
-            content_len,
-            page_sums: Box::new([]),
-            verified: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            checksum: 0,
-        }
     }
 
     /// Path of the file.
@@ -506,7 +341,7 @@ impl IndexFile {
     /// not yet verified: use [`IndexFile::bytes`] or a window to read it.
     #[inline]
     pub fn resident(&self) -> Option<&[u8]> {
-        resident_all(&self.bytes).map(|all| &all[..self.content_len])
+        self.source.resident().map(|all| &all[..self.content_len])
     }
 
     /// An empty slice for an empty in-bounds range.
@@ -610,20 +445,10 @@ impl IndexFile {
     pub(crate) fn load_pages(&self, range: Range<usize>, buf: &mut Vec<u8>) -> Result<usize> {
         let first = range.start / PAGE_SIZE * PAGE_SIZE;
         let end = (range.end.div_ceil(PAGE_SIZE) * PAGE_SIZE).min(self.content_len);
-        match &self.bytes {
-            Bytes::Buffered => {
-                buf.clear();
-                buf.resize(end - first, 0);
-                self.file
-                    .read_exact_at(buf, first as u64)
-                    .map_err(|e| Error::io(&self.path, e))?;
-                io::record_request((end - first) as u64, 1);
-            }
-            Bytes::Direct(d) => {
-                let c = d.read_into(first as u64..end as u64, buf)?;
-                io::record_request(c.bytes_read, c.ios);
-            }
-            _ => unreachable!("resident tiers do not load pages"),
+        let (bytes, ios) = self.source.load(first as u64..end as u64, buf)?;
+        io::record_request(bytes, ios);
+        if self.page_sums.is_empty() {
+            return Ok(first);
         }
         for (i, page) in buf.chunks(PAGE_SIZE).enumerate() {
             self.verify_page(first / PAGE_SIZE + i, page)?;
@@ -670,67 +495,17 @@ impl IndexFile {
     /// `mmap`, `POSIX_FADV_WILLNEED` on `buffered`, one batched submission
     /// into the pool on `direct`; nothing on `ram`.
     pub fn prefetch(&self, ranges: &[Range<usize>]) -> Result<()> {
-        match &self.bytes {
-            Bytes::Ram(_) | Bytes::RamHuge(_) => Ok(()),
-            Bytes::Mmap(map) => {
-                for r in ranges {
-                    let r = r.start.min(self.content_len)..r.end.min(self.content_len);
-                    if !r.is_empty() {
-                        let _ = map.advise_range(memmap2::Advice::WillNeed, r.start, r.len());
-                    }
-                }
-                Ok(())
-            }
-            Bytes::Buffered => {
-                for r in ranges {
-                    // SAFETY: posix_fadvise only reads its integer arguments;
-                    // the descriptor is owned by `self.file` and open.
-                    // Exercised by the tier tests on the buffered tier.
-                    unsafe {
-                        libc::posix_fadvise(
-                            self.file.as_raw_fd(),
-                            r.start as libc::off_t,
-                            r.len() as libc::off_t,
-                            libc::POSIX_FADV_WILLNEED,
-                        );
-                    }
-                }
-                Ok(())
-            }
-            Bytes::Direct(d) => {
-                let ranges: Vec<Range<u64>> = ranges
-                    .iter()
-                    .map(|r| {
-                        (r.start / PAGE_SIZE * PAGE_SIZE) as u64
-                            ..(r.end.div_ceil(PAGE_SIZE) * PAGE_SIZE).min(self.content_len) as u64
-                    })
-                    .filter(|r| r.start < r.end)
-                    .collect();
-                let c = d.prefetch(&ranges)?;
-                io::record_request(c.bytes_read, c.ios);
-                Ok(())
-            }
-        }
-    }
-}
-
-fn resident_all(bytes: &Bytes) -> Option<&[u8]> {
-    match bytes {
-        Bytes::Ram(b) => Some(b),
-        Bytes::RamHuge(m) => Some(m),
-        Bytes::Mmap(m) => Some(m),
-        Bytes::Buffered | Bytes::Direct(_) => None,
-    }
-}
-
-/// Reads the footer or checksum table at open, from memory or with `pread`.
-fn read_exact(file: &File, bytes: &Bytes, path: &Path, at: u64, out: &mut [u8]) -> Result<()> {
-    match resident_all(bytes) {
-        Some(all) => {
-            out.copy_from_slice(&all[at as usize..at as usize + out.len()]);
-            Ok(())
-        }
-        None => file.read_exact_at(out, at).map_err(|e| Error::io(path, e)),
+        let ranges: Vec<Range<u64>> = ranges
+            .iter()
+            .map(|r| {
+                (r.start / PAGE_SIZE * PAGE_SIZE) as u64
+                    ..(r.end.div_ceil(PAGE_SIZE) * PAGE_SIZE).min(self.content_len) as u64
+            })
+            .filter(|r| r.start < r.end)
+            .collect();
+        let (bytes, ios) = self.source.prefetch(&ranges)?;
+        io::record_request(bytes, ios);
+        Ok(())
     }
 }
 

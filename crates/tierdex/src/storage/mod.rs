@@ -24,6 +24,8 @@ pub mod batch;
 pub mod direct;
 mod file;
 pub mod io;
+mod tier;
+pub mod uring;
 mod window;
 
 pub use file::{FileInfo, FileWriter, IndexFile, Madvise, Storage, Tier, TierOptions, FOOTER_LEN, PAGE_SIZE};

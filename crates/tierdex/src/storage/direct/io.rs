@@ -1,17 +1,17 @@
-//! Batched page reads: io_uring (one ring per thread) with a pread fallback.
+//! Page reads of the direct tier: runs of pages read with O_DIRECT through
+//! the storage layer's io_uring engine ([`crate::storage::uring`]), with a
+//! `preadv` fallback.
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Once;
 
-use io_uring::{opcode, types, IoUring};
+use io_uring::{opcode, squeue, types};
 
 use super::{IoCounts, IoEngine, PAGE};
+use crate::storage::uring::{self, Transfer};
 
-/// Submission queue entries of each thread's ring: the most reads in flight at once.
-pub(super) const RING_ENTRIES: u32 = 128;
+/// Most reads of the direct tier in flight at once (one batch).
+pub(super) const RING_ENTRIES: usize = 128;
 /// Most pages one read operation covers (longer runs are split).
 pub(super) const MAX_PAGES_PER_OP: usize = 256;
 /// Resubmissions of one operation in a row that make no page of progress before it fails.
@@ -117,284 +117,83 @@ impl ReadOp {
     }
 }
 
-/// Test hooks: inject ring setup failures, short reads and errors, and count batches.
+impl Transfer for ReadOp {
+    fn entry(&self, fd: types::Fd) -> squeue::Entry {
+        let rest = self.rest();
+        let contiguous = rest
+            .windows(2)
+            .all(|w| w[1].iov_base as usize == w[0].iov_base as usize + PAGE);
+        if contiguous {
+            opcode::Read::new(fd, rest[0].iov_base.cast(), (rest.len() * PAGE) as u32)
+                .offset(self.next_offset())
+                .build()
+        } else {
+            opcode::Readv::new(fd, rest.as_ptr(), rest.len() as u32)
+                .offset(self.next_offset())
+                .build()
+        }
+    }
+
+    fn sync(&mut self, fd: RawFd) -> io::Result<u64> {
+        let rest = self.rest();
+        // SAFETY: `rest` points at `rest.len()` iovecs (at most
+        // MAX_PAGES_PER_OP, below IOV_MAX), each naming a page-aligned 4 KiB
+        // buffer that the caller reserved for this read (a pinned `Loading`
+        // frame no one else touches, or private scratch) and that outlives
+        // this synchronous call. Exercised by the pread-fallback tests.
+        let n = unsafe { libc::preadv(fd, rest.as_ptr(), rest.len() as libc::c_int, self.next_offset() as i64) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as u64)
+    }
+
+    fn advance(&mut self, n: u64) -> io::Result<bool> {
+        ReadOp::advance(self, n)
+    }
+
+    fn is_complete(&self) -> bool {
+        ReadOp::is_complete(self)
+    }
+}
+
+/// Test hooks: those of the engine ([`crate::storage::uring::hooks`]), and
+/// O_DIRECT refusal.
 #[cfg(test)]
 pub(super) mod hooks {
     use std::cell::Cell;
 
+    pub use crate::storage::uring::hooks::{BATCHES, FAIL_READS, FAIL_RING_SETUP, SHORT_READS};
+
     thread_local! {
-        /// Make this thread's ring setup fail (set before the thread's first read).
-        pub static FAIL_RING_SETUP: Cell<bool> = const { Cell::new(false) };
-        /// Report the next N completions as shorter than they were.
-        pub static SHORT_READS: Cell<u32> = const { Cell::new(0) };
-        /// Fail the next N completions with EIO.
-        pub static FAIL_READS: Cell<u32> = const { Cell::new(0) };
-        /// Batches submitted by this thread (one `submit_and_wait`, or one pread pass).
-        pub static BATCHES: Cell<u64> = const { Cell::new(0) };
         /// Make O_DIRECT opens on this thread fail with EINVAL, as on a filesystem that refuses it.
         pub static REFUSE_O_DIRECT: Cell<bool> = const { Cell::new(false) };
     }
-
-    fn take(cell: &'static std::thread::LocalKey<Cell<u32>>) -> bool {
-        cell.with(|c| {
-            let n = c.get();
-            if n > 0 {
-                c.set(n - 1);
-            }
-            n > 0
-        })
-    }
-
-    /// The completion result the code under test sees.
-    pub fn filter(res: i64) -> i64 {
-        if res >= 0 && take(&FAIL_READS) {
-            -(libc::EIO as i64)
-        } else if res > 0 && take(&SHORT_READS) {
-            // Half of it: often mid-page, sometimes less than one page.
-            res / 2
-        } else {
-            res
-        }
-    }
-
-    pub fn batch() {
-        BATCHES.with(|b| b.set(b.get() + 1));
-    }
-}
-
-#[inline]
-fn filter_result(res: i64) -> i64 {
-    #[cfg(test)]
-    return hooks::filter(res);
-    #[cfg(not(test))]
-    res
-}
-
-#[inline]
-fn count_batch() {
-    #[cfg(test)]
-    hooks::batch();
-}
-
-enum Ring {
-    Uninit,
-    Ready(Box<IoUring>),
-    Unavailable,
-}
-
-thread_local! {
-    static RING: RefCell<Ring> = const { RefCell::new(Ring::Uninit) };
-}
-
-static RING_WARNING: Once = Once::new();
-
-fn setup_ring() -> io::Result<IoUring> {
-    #[cfg(test)]
-    if hooks::FAIL_RING_SETUP.with(|f| f.get()) {
-        return Err(io::Error::from_raw_os_error(libc::EPERM));
-    }
-    IoUring::builder().build(RING_ENTRIES)
 }
 
 /// True when this thread reads through io_uring (sets the ring up if needed).
 pub(super) fn io_uring_available() -> bool {
-    RING.with(|r| {
-        let mut r = r.borrow_mut();
-        ensure_ring(&mut r);
-        matches!(*r, Ring::Ready(_))
-    })
-}
-
-fn ensure_ring(r: &mut Ring) {
-    if let Ring::Uninit = r {
-        *r = match setup_ring() {
-            Ok(ring) => Ring::Ready(Box::new(ring)),
-            Err(e) => {
-                RING_WARNING.call_once(|| {
-                    tracing::warn!("io_uring is unavailable ({e}); direct storage falls back to pread");
-                });
-                Ring::Unavailable
-            }
-        };
-    }
+    uring::available()
 }
 
 /// Reads every op of `ops` from `fd`: all at once through this thread's
-/// io_uring (in batches of at most `RING_ENTRIES` outstanding reads), or one
-/// after the other with `preadv` for [`IoEngine::Pread`] or when io_uring is
-/// unavailable. Always returns what was transferred, and the first error.
-/// When it returns, no read is in flight.
+/// io_uring (in batches of at most [`RING_ENTRIES`] outstanding reads), or
+/// one after the other with `preadv` for [`IoEngine::Pread`] or when
+/// io_uring is unavailable. Always returns what was transferred, and the
+/// first error. When it returns, no read is in flight.
 pub(super) fn read_all(fd: RawFd, engine: IoEngine, ops: &mut [ReadOp]) -> (IoCounts, Option<io::Error>) {
-    let mut counts = IoCounts::default();
-    if ops.is_empty() {
-        return (counts, None);
-    }
-    if engine == IoEngine::IoUring {
-        let done = RING.with(|r| {
-            let mut r = r.borrow_mut();
-            ensure_ring(&mut r);
-            match &mut *r {
-                Ring::Ready(ring) => {
-                    let (err, discard) = uring_read_all(ring, fd, ops, &mut counts);
-                    if discard {
-                        // Entries may be left in the submission queue: never
-                        // let a later call submit them. A new ring is made lazily.
-                        *r = Ring::Uninit;
-                    }
-                    Some(err)
-                }
-                _ => None,
-            }
-        });
-        if let Some(err) = done {
-            return (counts, err);
-        }
-    }
-    let err = pread_all(fd, ops, &mut counts);
-    (counts, err)
-}
-
-fn pread_all(fd: RawFd, ops: &mut [ReadOp], counts: &mut IoCounts) -> Option<io::Error> {
-    count_batch();
-    for op in ops.iter_mut() {
-        while !op.is_complete() {
-            let rest = op.rest();
-            // SAFETY: `rest` points at `rest.len()` iovecs (at most
-            // MAX_PAGES_PER_OP, below IOV_MAX), each naming a page-aligned 4 KiB
-            // buffer that the caller reserved for this read (a pinned `Loading`
-            // frame no one else touches, or private scratch) and that outlives
-            // this synchronous call. Exercised by the pread-fallback tests.
-            let n = unsafe { libc::preadv(fd, rest.as_ptr(), rest.len() as libc::c_int, op.next_offset() as i64) };
-            counts.ios += 1;
-            let n = if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                -(e.raw_os_error().unwrap_or(libc::EIO) as i64)
-            } else {
-                n as i64
-            };
-            let n = filter_result(n);
-            if n < 0 {
-                return Some(io::Error::from_raw_os_error(-n as i32));
-            }
-            counts.bytes_read += n as u64;
-            if let Err(e) = op.advance(n as u64) {
-                return Some(e);
-            }
-        }
-    }
-    None
-}
-
-fn sqe_for(fd: RawFd, op: &ReadOp, user_data: u64) -> io_uring::squeue::Entry {
-    let rest = op.rest();
-    let contiguous = rest
-        .windows(2)
-        .all(|w| w[1].iov_base as usize == w[0].iov_base as usize + PAGE);
-    let entry = if contiguous {
-        opcode::Read::new(types::Fd(fd), rest[0].iov_base.cast(), (rest.len() * PAGE) as u32)
-            .offset(op.next_offset())
-            .build()
-    } else {
-        opcode::Readv::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
-            .offset(op.next_offset())
-            .build()
-    };
-    entry.user_data(user_data)
-}
-
-fn transient(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY))
-}
-
-/// The io_uring path of [`read_all`]. Returns the first error and whether the
-/// ring must be discarded (entries may be stranded in its submission queue).
-fn uring_read_all(
-    ring: &mut IoUring,
-    fd: RawFd,
-    ops: &mut [ReadOp],
-    counts: &mut IoCounts,
-) -> (Option<io::Error>, bool) {
-    let mut pending: VecDeque<usize> = (0..ops.len()).filter(|&i| !ops[i].is_complete()).collect();
-    let mut first_err: Option<io::Error> = None;
-    while first_err.is_none() && !pending.is_empty() {
-        // One batch: queue up to a ring's worth of reads, submit them with one
-        // system call and wait for all their completions.
-        let mut pushed = 0usize;
-        {
-            let mut sq = ring.submission();
-            while let Some(&i) = pending.front() {
-                if sq.is_full() {
-                    break;
-                }
-                let entry = sqe_for(fd, &ops[i], i as u64);
-                // SAFETY: the entry reads into buffers that stay valid and are not
-                // accessed by anyone else until its completion is reaped below:
-                // pinned `Loading` frames of the pool (no other reader copies
-                // from or reuses a frame in that state), or scratch owned by the
-                // calling frame, and for `Readv` the iovec array of `ops[i]`,
-                // which is neither moved nor modified while the read is in flight.
-                // The fd is borrowed from a `DirectFile` that outlives this call.
-                // Every pushed entry is reaped before this function returns (or
-                // the ring is discarded with it unsubmitted).
-                if unsafe { sq.push(&entry) }.is_err() {
-                    break;
-                }
-                pending.pop_front();
-                pushed += 1;
-            }
-        }
-        if pushed == 0 {
-            // Cannot happen with an empty ring; do not spin.
-            first_err = Some(io::Error::other("io_uring submission queue is full"));
-            break;
-        }
-        count_batch();
-        counts.ios += pushed as u64;
-        let mut reaped = 0usize;
-        let mut failures = 0u32;
-        while reaped < pushed {
-            if let Err(e) = ring.submit_and_wait(pushed - reaped) {
-                if !transient(&e) {
-                    let unsubmitted = ring.submission().len();
-                    let in_flight = pushed - unsubmitted - reaped;
-                    if in_flight == 0 {
-                        // Nothing of ours is in the kernel: safe to give up, but
-                        // the unsubmitted entries must never be submitted later.
-                        return (Some(first_err.unwrap_or(e)), true);
-                    }
-                    failures += 1;
-                    if failures > 1000 {
-                        // The kernel holds pointers into memory that returning
-                        // would let others reuse: no sound way out.
-                        eprintln!("tierdex: io_uring_enter keeps failing with reads in flight ({e}); aborting");
-                        std::process::abort();
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-            }
-            for cqe in ring.completion() {
-                reaped += 1;
-                let i = cqe.user_data() as usize;
-                let res = filter_result(cqe.result() as i64);
-                if res < 0 {
-                    first_err.get_or_insert_with(|| io::Error::from_raw_os_error(-res as i32));
-                    continue;
-                }
-                counts.bytes_read += res as u64;
-                match ops[i].advance(res as u64) {
-                    Ok(true) => {}
-                    Ok(false) => pending.push_back(i),
-                    Err(e) => {
-                        first_err.get_or_insert(e);
-                    }
-                }
-            }
-        }
-    }
-    (first_err, false)
+    // SAFETY: every op reads into pinned `Loading` frames of the pool (no
+    // other reader copies from or reuses a frame in that state) or into
+    // scratch owned by the calling frame, both kept until the reads
+    // complete; `fd` is borrowed from a `DirectFile` that outlives the call.
+    let (counts, err) = unsafe { uring::run(fd, ops, RING_ENTRIES, engine == IoEngine::IoUring) };
+    (
+        IoCounts {
+            bytes_read: counts.bytes,
+            ios: counts.ops,
+        },
+        err,
+    )
 }
 
 #[cfg(test)]

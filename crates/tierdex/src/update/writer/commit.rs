@@ -1,0 +1,98 @@
+//! Commit and file deletion: the write lock, the manifest that makes a
+//! flush durable, and the removal of files no manifest names.
+
+use super::*;
+
+pub(super) fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Conflict(format!(
+            "{} is open for writing by another process (a server or another command); stop it first",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+    }
+}
+
+/// Segment number of a segment name written by this crate (`seg000042`).
+pub(super) fn segment_number(dir: &Path, name: &str) -> Result<u64> {
+    name.strip_prefix("seg")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| Error::corrupt(dir.join(MANIFEST), format!("unexpected segment name `{name}`")))
+}
+
+/// Removes files of `dir` that the manifest does not name, and the buffer
+/// directory: at open (`at_open`), what a crash during a flush left; after
+/// a commit, the files the commit stopped referring to (merged segments,
+/// an in-place part's postings).
+pub(super) fn remove_orphans(dir: &Path, manifest: &Manifest, at_open: bool) -> Result<()> {
+    let mut keep: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for s in &manifest.segments {
+        keep.extend(s.all_file_names());
+    }
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let orphan = (name.starts_with("seg") && !keep.contains(&name)) || name == format!("{MANIFEST}.tmp");
+        if orphan && e.path().is_file() {
+            match at_open {
+                true => tracing::info!("removing {name}, left by an interrupted flush"),
+                false => tracing::debug!("removing {name}, no longer referenced"),
+            }
+            std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
+        }
+    }
+    let buffer = dir.join(BUFFER_DIR);
+    if buffer.exists() {
+        std::fs::remove_dir_all(&buffer).map_err(|e| Error::io(&buffer, e))?;
+    }
+    Ok(())
+}
+
+impl IndexWriter {
+    /// Writes the tombstones that changed, then the manifest (the commit
+    /// point) holding the log up to `applied`; checkpoints the log and
+    /// removes the files no longer referenced.
+    pub(super) fn commit_manifest(
+        &self,
+        st: &mut State,
+        before: &[SegmentMeta],
+        applied: u64,
+        report: &mut FlushReport,
+    ) -> Result<()> {
+        let dir = &self.dir;
+        let mut metas = Vec::with_capacity(st.durable.len());
+        for p in &mut st.durable {
+            let mut meta = p.reader.meta().clone();
+            meta.deletes = before.iter().find(|b| b.name == meta.name).and_then(|b| b.deletes);
+            if p.deletes_dirty {
+                if let Some(d) = &p.deletes {
+                    let generation = st.manifest.next_segment;
+                    st.manifest.next_segment += 1;
+                    let file = d.write(&dir.join(DeletesMeta::name_for(&meta.name, generation)))?;
+                    let dm = DeletesMeta {
+                        generation,
+                        count: d.count(),
+                        file,
+                    };
+                    report.bytes_written += dm.file.content_len;
+                    meta.deletes = Some(dm);
+                }
+                p.deletes_dirty = false;
+            }
+            metas.push(meta);
+        }
+        st.manifest.segments = metas;
+        st.manifest.applied_seq = applied;
+        st.manifest.store(dir)?;
+        self.wal.checkpoint(applied)?;
+        remove_orphans(dir, &st.manifest, false)
+    }
+}

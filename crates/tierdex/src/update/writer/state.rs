@@ -1,0 +1,132 @@
+//! The writer's state: the durable segments, the buffer of documents
+//! applied since the last flush and its refresh segments, where each live
+//! document is, and the lock that guards them (see the lock order in
+//! [`super`]).
+
+use super::*;
+
+/// Where a live document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Loc {
+    /// In durable segment number `seg`, local number `local`.
+    Durable { seg: u64, local: u32 },
+    /// At this index of the buffer.
+    Buffer(u32),
+}
+
+/// A segment with its tombstones and the deletions not yet materialised.
+pub(super) struct Part {
+    /// Segment number (durable) or refresh number.
+    pub(super) number: u64,
+    pub(super) reader: Arc<SegmentReader>,
+    pub(super) deletes: Option<Arc<Deletes>>,
+    pub(super) pending: Vec<u32>,
+    /// Tombstones changed since they were last written (durable parts).
+    pub(super) deletes_dirty: bool,
+    /// Buffer indices of the documents (refresh parts), ascending.
+    pub(super) slots: Vec<u32>,
+}
+
+impl Part {
+    pub(super) fn new(number: u64, reader: SegmentReader, deletes: Option<Deletes>) -> Part {
+        Part {
+            number,
+            reader: Arc::new(reader),
+            deletes: deletes.map(Arc::new),
+            pending: Vec::new(),
+            deletes_dirty: false,
+            slots: Vec::new(),
+        }
+    }
+
+    pub(super) fn live(&self) -> u64 {
+        (self.reader.max_doc() - self.deletes.as_ref().map_or(0, |d| d.count())) as u64
+    }
+
+    pub(super) fn materialise(&mut self, analysis: &Analysis) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let base = match &self.deletes {
+            Some(d) => d.with(&self.reader, analysis, &self.pending)?,
+            None => Deletes::none(self.reader.max_doc()).with(&self.reader, analysis, &self.pending)?,
+        };
+        self.deletes = Some(Arc::new(base));
+        self.pending.clear();
+        self.deletes_dirty = true;
+        Ok(())
+    }
+
+    pub(super) fn view(&self) -> SegmentView {
+        SegmentView {
+            reader: self.reader.clone(),
+            deletes: self.deletes.clone(),
+        }
+    }
+}
+
+pub(super) struct State {
+    pub(super) manifest: Manifest,
+    pub(super) analysis: Arc<Analysis>,
+    pub(super) storage: Storage,
+    pub(super) memory: Storage,
+    pub(super) durable: Vec<Part>,
+    /// Documents applied since the last flush; `None` once deleted.
+    pub(super) buffer: Vec<Option<Document>>,
+    pub(super) buffer_live: usize,
+    pub(super) buffer_bytes: usize,
+    /// Refresh segments over `buffer[..refreshed]`.
+    pub(super) refreshed_parts: Vec<Part>,
+    pub(super) refreshed: usize,
+    pub(super) next_refresh: u64,
+    pub(super) ids: HashMap<String, Loc>,
+    pub(super) last_seq: u64,
+    /// Applied changes not yet visible to searches.
+    pub(super) dirty: bool,
+    /// A flush failed half way: the in-memory state cannot be trusted.
+    pub(super) failed: Option<String>,
+    /// A flush is writing segments without holding the state: `apply` must
+    /// not start another one.
+    pub(super) flushing: bool,
+    /// Snapshots replaced by newer ones, kept until no search holds them so
+    /// that they are freed here (by the writer's thread) rather than by the
+    /// query worker that happens to finish last with them: freeing a large
+    /// merged-away segment read into memory takes milliseconds.
+    pub(super) retired: Vec<Arc<Searcher>>,
+    pub(super) stats: WriterStats,
+}
+
+/// The writer's state, locked; releasing it publishes the counters.
+pub(super) struct StateGuard<'a> {
+    pub(super) state: MutexGuard<'a, State>,
+    pub(super) published: &'a Mutex<WriterStats>,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let stats = WriterStats {
+            buffered_docs: self.state.buffer_live as u64,
+            ..self.state.stats.clone()
+        };
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+    }
+}
+
+/// The searchable view of the writer's state.
+pub(super) fn snapshot(dir: &Path, st: &State) -> Result<Index> {
+    let views = st.durable.iter().chain(&st.refreshed_parts).map(Part::view).collect();
+    Index::assemble(dir, st.manifest.clone(), st.storage.clone(), views)
+}
