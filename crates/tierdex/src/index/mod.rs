@@ -239,7 +239,6 @@ impl Index {
     /// Every term of `field` with its global document frequency and total
     /// term frequency, in term order (summed over segments).
     pub fn field_terms(&self, field: Field) -> Result<Vec<TermStats>> {
-        use fst::{IntoStreamer, Streamer};
         let lo = [field.id()];
         let hi = [field.id() + 1];
         let mut all: std::collections::BTreeMap<Vec<u8>, (u64, u64)> = Default::default();
@@ -250,30 +249,7 @@ impl Index {
                 e.0 += df - gdf;
                 e.1 += ttf - gttf;
             };
-            match (seg.postings(), seg.chain()) {
-                (Some(p), _) => {
-                    let mut stream = p.terms().fst().range().ge(lo).lt(hi).into_stream();
-                    while let Some((key, value)) = stream.next() {
-                        let info = p.resolve(p.terms().term_ref(value))?;
-                        add(key, info.region.doc_freq as u64, info.region.total_term_freq);
-                    }
-                }
-                (None, Some(chain)) => {
-                    let keys: Vec<Vec<u8>> = {
-                        let dict = chain.dict.read().unwrap_or_else(|p| p.into_inner());
-                        dict.keys_between(&lo, &hi)
-                            .into_iter()
-                            .map(|(k, _)| k.to_vec())
-                            .collect()
-                    };
-                    for key in keys {
-                        if let Some(info) = seg.term_info(&key)? {
-                            add(&key, info.region.doc_freq as u64, info.region.total_term_freq);
-                        }
-                    }
-                }
-                (None, None) => {}
-            }
+            seg.source().terms_between(&lo, &hi, &mut add)?;
         }
         Ok(all
             .into_iter()

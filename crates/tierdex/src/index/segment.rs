@@ -7,13 +7,12 @@ use crate::bloom::FilterShape;
 use crate::error::{Error, Result};
 use crate::index::manifest::{SegmentMeta, CHAIN_EXT, CHAIN_LOG_EXT};
 use crate::layout::chain::{self, Chain};
-use crate::layout::cursor::{ChainChunk, ChainWalk};
-use crate::layout::impacts::Impacts;
-use crate::layout::{Codec, Format, PostingsFiles, TermCursor};
+use crate::layout::chained::ChainPostings;
+use crate::layout::{Format, PostingsFiles, PostingsSource, TermCursor};
 use crate::schema::Field;
 use crate::storage::{IndexFile, Storage};
 use crate::store::{IdsReader, StoreReader};
-use crate::termdict::{decode_meta, TermDict, TermInfo};
+use crate::termdict::{TermDict, TermInfo};
 
 /// Extensions of a segment's files.
 pub mod ext {
@@ -53,93 +52,10 @@ pub struct DocPart {
     ids: Option<IdsReader>,
 }
 
-/// Where a segment's postings are.
-enum Postings {
-    Files(Box<PostingsFiles>),
-    Chain(ChainPostings),
-}
-
-/// The postings of a chained segment (the in-place strategies).
-struct ChainPostings {
-    chain: Arc<Chain>,
-    codec: Codec,
-    bloom: Option<FilterShape>,
-    /// The chain file up to the committed length, read through the index's
-    /// tier like every other file (the direct tier's pool bounds it too).
-    file: IndexFile,
-}
-
-impl ChainPostings {
-    /// Whether chunks are read in place from memory (`ram`, `mmap`): their
-    /// hashes are then checked once; on other tiers at every read.
-    fn resident(&self) -> bool {
-        self.file.resident().is_some()
-    }
-
-    /// On tiers that are not resident, brings a term's chunks in with one
-    /// batched request, and checks each chunk's hash.
-    fn load_chunks(&self, chunks: &[ChainChunk]) -> Result<()> {
-        if self.resident() {
-            return Ok(());
-        }
-        let ranges: Vec<std::ops::Range<usize>> = chunks
-            .iter()
-            .map(|c| c.start as usize..c.start as usize + c.len as usize)
-            .collect();
-        self.file.prefetch(&ranges)?;
-        let mut buf = Vec::new();
-        for c in chunks {
-            let bytes = self
-                .file
-                .read(c.start as usize..c.start as usize + c.len as usize, &mut buf)?;
-            self.chain.check_chunk(bytes, c.start, c.sum, false)?;
-        }
-        Ok(())
-    }
-
-    /// The walk over the chunks lying at `at` in the chain file: each read
-    /// through the tier (one batched request where not resident), its hash
-    /// checked, its metadata and score bound decoded.
-    fn walk(&self, at: &[u64], chunks: &[chain::Chunk]) -> Result<ChainWalk> {
-        if !self.resident() {
-            let ranges: Vec<std::ops::Range<usize>> = chunks
-                .iter()
-                .zip(at)
-                .map(|(c, &a)| a as usize..a as usize + c.len as usize)
-                .collect();
-            self.file.prefetch(&ranges)?;
-        }
-        let mut walk = Vec::with_capacity(chunks.len());
-        let mut buf = Vec::new();
-        for (ch, &a) in chunks.iter().zip(at) {
-            let bytes = self.file.read(a as usize..a as usize + ch.len as usize, &mut buf)?;
-            self.chain.check_chunk(bytes, a, ch.sum, self.resident())?;
-            // The chunk's metadata, then its score bound at the head of its zone.
-            let (info, impacts) = decode_meta(bytes, a, self.bloom.is_some())
-                .filter(|(i, used)| *used as u64 + i.region.len() == ch.len as u64)
-                .and_then(|(info, _)| {
-                    let head = bytes.get((info.doc_offset - a) as usize..)?;
-                    Some((info, Impacts::read(head, &mut 0)?))
-                })
-                .ok_or_else(|| Error::corrupt(&self.chain.path, "damaged chunk metadata"))?;
-            walk.push(ChainChunk {
-                info,
-                base: ch.base,
-                last_doc: ch.last_doc,
-                impacts,
-                start: a,
-                len: ch.len,
-                sum: ch.sum,
-            });
-        }
-        Ok(ChainWalk::new(walk))
-    }
-}
-
 /// A segment's readers.
 pub struct SegmentReader {
     meta: SegmentMeta,
-    postings: Postings,
+    postings: Box<dyn PostingsSource>,
     /// Field-major norms: `n_fields` runs of one byte per document.
     norms: Box<[u8]>,
     n_fields: usize,
@@ -235,7 +151,7 @@ impl SegmentReader {
         let (norms, part) = open_docs(dir, meta, storage, 0)?;
         Ok(SegmentReader {
             meta: meta.clone(),
-            postings: Postings::Files(Box::new(postings)),
+            postings: Box::new(postings),
             norms,
             n_fields: meta.fields.len(),
             parts: vec![Arc::new(part)],
@@ -293,16 +209,16 @@ impl SegmentReader {
         }
         let pairs: Vec<(&[u8], u32)> = norms.iter().zip(&cm.parts).map(|(n, p)| (&**n, p.max_doc)).collect();
         let n_fields = cm.parts.iter().map(|p| p.fields.len()).max().unwrap_or(0);
-        let len = usize::try_from(cm.file_len).map_err(|_| Error::corrupt(&chain.path, "chain file too large"))?;
-        let file = storage.open_growing(&chain.path, len)?;
         Ok(SegmentReader {
             meta: meta.clone(),
-            postings: Postings::Chain(ChainPostings {
+            postings: Box::new(ChainPostings::open(
                 chain,
-                codec: format.codec,
-                bloom: format.bloom_shape()?,
-                file,
-            }),
+                cm.file_len,
+                meta.max_doc,
+                format.codec,
+                format.bloom_shape()?,
+                storage,
+            )?),
             norms: concat_norms(&pairs, n_fields),
             n_fields,
             parts,
@@ -311,10 +227,10 @@ impl SegmentReader {
 
     /// The chain of a chained segment.
     pub fn chain(&self) -> Option<&Arc<Chain>> {
-        match &self.postings {
-            Postings::Chain(c) => Some(&c.chain),
-            Postings::Files(_) => None,
-        }
+        self.postings
+            .as_any()
+            .downcast_ref::<ChainPostings>()
+            .map(|c| c.chain())
     }
 
     fn part(&self, doc: u32) -> Result<(&DocPart, u32)> {
@@ -376,86 +292,43 @@ impl SegmentReader {
 
     /// The postings files (`None`: a chained segment).
     pub fn postings(&self) -> Option<&PostingsFiles> {
-        match &self.postings {
-            Postings::Files(p) => Some(p),
-            Postings::Chain(_) => None,
-        }
+        self.postings.as_any().downcast_ref::<PostingsFiles>()
+    }
+
+    /// The segment's postings, whatever their kind.
+    pub fn source(&self) -> &dyn PostingsSource {
+        &*self.postings
     }
 
     /// The shape of the segment's phrase filters (`None`: it has none).
     pub fn bloom(&self) -> Option<FilterShape> {
-        match &self.postings {
-            Postings::Files(p) => p.bloom(),
-            Postings::Chain(c) => c.bloom,
-        }
+        self.postings.bloom()
     }
 
     /// Document frequency of a term key in this segment (0: absent),
     /// without reading storage where the dictionary holds it.
     pub fn doc_freq(&self, key: &[u8]) -> Result<u64> {
-        match &self.postings {
-            Postings::Files(p) => p.doc_freq(key),
-            Postings::Chain(_) => Ok(self.term_info(key)?.map_or(0, |i| i.region.doc_freq as u64)),
-        }
+        self.postings.doc_freq(key)
     }
 
     /// Looks up a term key (see [`crate::termdict::term_key`]). For a
     /// chained segment the info sums the term's chunks, and `doc_offset`
     /// holds its ordinal in the chain's dictionary.
     pub fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
-        match &self.postings {
-            Postings::Files(p) => p.term_info(key),
-            Postings::Chain(c) => {
-                let dict = c.chain.dict.read().unwrap_or_else(|p| p.into_inner());
-                let Some(ord) = dict.ord(key) else {
-                    return Ok(None);
-                };
-                let visible = dict.chain(ord).map_or(&[][..], |t| t.visible(self.meta.max_doc));
-                if visible.is_empty() {
-                    return Ok(None);
-                }
-                let region = chain::region_totals(visible);
-                Ok(Some(TermInfo {
-                    doc_offset: ord as u64,
-                    region,
-                    ..TermInfo::default()
-                }))
-            }
-        }
+        self.postings.term_info(key)
     }
 
     /// A cursor over a term of this segment. A chained term's chunks are
     /// read here, in one batched submission.
     pub fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'_>> {
-        match &self.postings {
-            Postings::Files(p) => p.cursor(info),
-            Postings::Chain(c) => {
-                let beyond = || Error::corrupt(&c.chain.path, "term ordinal beyond the chain's dictionary");
-                let ord = info.doc_offset as u32;
-                // The walk over the term's chunks is kept for the next
-                // cursors until the term changes.
-                let mut built = false;
-                let walk = c
-                    .chain
-                    .walk_cached(ord, self.meta.max_doc, |pieces, chunks| {
-                        built = true;
-                        let at = c.chain.locate(pieces, chunks)?;
-                        c.walk(&at, chunks)
-                    })?
-                    .ok_or_else(beyond)?;
-                if !built {
-                    c.load_chunks(&walk.chunks)?;
-                }
-                TermCursor::open_chain_in(&c.file, c.codec, c.bloom, walk)
-            }
-        }
+        self.postings.cursor(info)
     }
 
     /// A cursor that keeps prefetching the term's zone in `segment`-byte
     /// pieces, the first of which the caller has prefetched already.
     pub fn prefetching_cursor(&self, info: &TermInfo, segment: usize) -> Result<TermCursor<'_>> {
         let mut c = self.cursor(info)?;
-        if self.chain().is_none() {
+        if self.postings.prefetches_zones() {
             let start = info.doc_offset as usize;
             c.enable_prefetch(segment, start + segment.min(info.region.zone_len as usize));
         }
@@ -475,22 +348,7 @@ impl SegmentReader {
     /// Verifies every page of every file of the segment (every chunk of a
     /// chained one).
     pub fn verify_all(&self) -> Result<()> {
-        match &self.postings {
-            Postings::Files(p) => p.verify_all()?,
-            Postings::Chain(c) => {
-                let n = c.chain.dict.read().unwrap_or_else(|p| p.into_inner()).len();
-                let mut buf = Vec::new();
-                for ord in 0..n as u32 {
-                    if let Some((pieces, chunks)) = c.chain.view(ord, self.meta.max_doc) {
-                        let at = c.chain.locate(&pieces, &chunks)?;
-                        for (ch, &a) in chunks.iter().zip(&at) {
-                            let bytes = c.file.read(a as usize..a as usize + ch.len as usize, &mut buf)?;
-                            c.chain.check_chunk(bytes, a, ch.sum, false)?;
-                        }
-                    }
-                }
-            }
-        }
+        self.postings.verify_all()?;
         for p in &self.parts {
             if let Some(ids) = &p.ids {
                 ids.verify_all()?;
@@ -504,10 +362,7 @@ impl SegmentReader {
     ///
     /// [`TierOptions::prefetches`]: crate::storage::TierOptions::prefetches
     pub fn prefetch(&self, ranges: &[std::ops::Range<usize>]) -> Result<()> {
-        match &self.postings {
-            Postings::Files(p) => p.doc_file().prefetch(ranges),
-            Postings::Chain(_) => Ok(()),
-        }
+        self.postings.prefetch(ranges)
     }
 }
 

@@ -29,16 +29,19 @@
 //! their own (`.blm`).
 
 pub mod chain;
+pub mod chained;
 pub mod cursor;
 pub mod impacts;
 pub mod norms;
 pub mod postings;
+pub mod source;
 pub mod writer;
 
 pub use crate::termdict::{Layout, RegionInfo};
 pub use cursor::TermCursor;
 pub use impacts::{Impact, Impacts};
 pub use postings::{PostingsFiles, PostingsWriter};
+pub use source::PostingsSource;
 pub use writer::{TermPostings, TermWriter};
 
 use serde::{Deserialize, Serialize};

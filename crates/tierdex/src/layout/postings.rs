@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::bloom::FilterShape;
 use crate::error::{Error, Result};
+use crate::layout::source::PostingsSource;
 use crate::layout::writer::{TermPostings, TermWriter};
 use crate::layout::{Codec, Format, Layout, TermCursor};
 use crate::storage::{io, FileInfo, FileWriter, IndexFile};
@@ -305,5 +306,49 @@ impl PostingsFiles {
             f.verify_all()?;
         }
         Ok(())
+    }
+}
+
+impl PostingsSource for PostingsFiles {
+    fn term_info(&self, key: &[u8]) -> Result<Option<TermInfo>> {
+        PostingsFiles::term_info(self, key)
+    }
+
+    fn doc_freq(&self, key: &[u8]) -> Result<u64> {
+        PostingsFiles::doc_freq(self, key)
+    }
+
+    fn cursor<'a>(&'a self, info: &TermInfo) -> Result<TermCursor<'a>> {
+        TermCursor::open(self, info)
+    }
+
+    fn prefetches_zones(&self) -> bool {
+        true
+    }
+
+    fn terms_between(&self, lo: &[u8], hi: &[u8], f: &mut dyn FnMut(&[u8], u64, u64)) -> Result<()> {
+        use fst::{IntoStreamer, Streamer};
+        let mut stream = self.terms().fst().range().ge(lo).lt(hi).into_stream();
+        while let Some((key, value)) = stream.next() {
+            let info = self.resolve(self.terms().term_ref(value))?;
+            f(key, info.region.doc_freq as u64, info.region.total_term_freq);
+        }
+        Ok(())
+    }
+
+    fn bloom(&self) -> Option<FilterShape> {
+        self.bloom
+    }
+
+    fn prefetch(&self, ranges: &[std::ops::Range<usize>]) -> Result<()> {
+        self.doc_file().prefetch(ranges)
+    }
+
+    fn verify_all(&self) -> Result<()> {
+        PostingsFiles::verify_all(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
