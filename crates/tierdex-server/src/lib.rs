@@ -423,6 +423,42 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
     }))
 }
 
+/// Makes every error answer JSON in Elasticsearch's shape: the framework's
+/// own rejections (a body over the limit, a method a route does not take,
+/// a malformed request) arrive as plain text or empty, and are rewritten
+/// with their text as the reason.
+async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if status.as_u16() < 400 || json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let reason = match text.trim() {
+        "" => status.canonical_reason().unwrap_or("error").to_string(),
+        t => t.to_string(),
+    };
+    let kind = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "content_too_long",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        s if s.is_client_error() => "bad_request",
+        _ => "internal_error",
+    };
+    let mut out = ApiError::new(status, kind, reason).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != axum::http::header::CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
 /// Every route of the server.
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.config.max_body_bytes;
@@ -450,6 +486,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/{index}/_bulk", post(es::bulk))
         .route("/{index}/_refresh", get(es::refresh).post(es::refresh))
         .fallback(not_found)
+        .layer(axum::middleware::map_response(json_errors))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

@@ -284,6 +284,41 @@ async fn bad_requests_get_json_errors() {
     s.stop().await;
 }
 
+/// Every error the server sends is JSON in Elasticsearch's shape, the
+/// framework's own rejections included (issue #19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_body_is_json() {
+    let s = start(|c| c.max_body_bytes = 4096).await;
+    let client = reqwest::Client::new();
+    let big = "x".repeat(10_000);
+    for (method, path, body) in [
+        (reqwest::Method::POST, "/fruit/_search", big.clone()),
+        (reqwest::Method::POST, "/docs", big.clone()),
+        (reqwest::Method::DELETE, "/fruit", String::new()),
+        (reqwest::Method::PATCH, "/search", String::new()),
+        (reqwest::Method::GET, "/no/such/endpoint", String::new()),
+    ] {
+        let r = client
+            .request(method.clone(), s.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        assert!(status >= 400, "{method} {path}: {status}");
+        let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+        let v: serde_json::Value = r.json().await.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        assert!(ct.starts_with("application/json"), "{method} {path}: {ct}");
+        assert_eq!(v["status"], status, "{method} {path}: {v}");
+        assert!(
+            v["error"]["type"].is_string() && v["error"]["reason"].is_string(),
+            "{v}"
+        );
+    }
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_searches_are_exact_and_overload_is_refused() {
     let s = start(|c| {
