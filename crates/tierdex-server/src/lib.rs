@@ -403,7 +403,7 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
             tier: config.open.tier,
             ..config.writer
         };
-        let exists = config.dir.join(tierdex::index::manifest::MANIFEST).exists();
+        let exists = tierdex::Index::exists(&config.dir);
         let w = match (exists, config.create) {
             (false, Some(strategy)) => {
                 IndexWriter::create(&config.dir, Default::default(), Default::default(), strategy, options)?

@@ -1,9 +1,9 @@
 //! An index: its manifest, its segments and their global statistics.
 
-pub mod deletes;
-pub mod manifest;
-pub mod segment;
-pub mod strategy;
+internal!(deletes);
+internal!(manifest);
+internal!(segment);
+internal!(strategy);
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -66,6 +66,11 @@ pub struct Index {
 }
 
 impl Index {
+    /// Whether `dir` holds an index (a manifest; not checked further).
+    pub fn exists(dir: &Path) -> bool {
+        dir.join(manifest::MANIFEST).is_file()
+    }
+
     /// Opens the index in `dir`.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Index> {
         let manifest = Manifest::load(dir)?;

@@ -11,16 +11,16 @@
 //! * [`highlight`] builds snippets from stored offsets.
 
 pub mod ast;
-pub mod bm25;
-pub mod boolean;
-pub mod collector;
-pub mod count;
+internal!(bm25);
+internal!(boolean);
+internal!(collector);
+internal!(count);
 pub mod highlight;
 pub mod parser;
-pub mod phrase;
-pub mod planner;
-pub mod scorer;
-pub mod term;
-pub mod weight;
+internal!(phrase);
+internal!(planner);
+internal!(scorer);
+internal!(term);
+internal!(weight);
 
 pub use parser::{parse, QueryError};

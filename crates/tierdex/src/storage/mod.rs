@@ -20,12 +20,12 @@
 //! Readers go through [`PageWindow`]s and [`IndexFile::read`]; [`io`]
 //! accounts what each thread requested and decoded.
 
-pub mod batch;
-pub mod direct;
+internal!(batch);
+internal!(direct);
 mod file;
 pub mod io;
 mod tier;
-pub mod uring;
+internal!(uring);
 mod window;
 
 pub use file::{FileInfo, FileWriter, IndexFile, Madvise, Storage, Tier, TierOptions, FOOTER_LEN, PAGE_SIZE};

@@ -3,9 +3,9 @@
 //! ([`strategy`]) and the writer that ties them to a searchable buffer
 //! ([`writer`]).
 
-pub mod inplace;
-pub mod priority;
-pub mod strategy;
+internal!(inplace);
+internal!(priority);
+internal!(strategy);
 pub mod wal;
 pub mod writer;
 
