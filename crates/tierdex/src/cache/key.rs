@@ -105,7 +105,6 @@ impl Canonical {
 fn is_word(planner: &mut Planner<'_>, q: &ast::Query) -> Result<bool> {
     match q {
         ast::Query::Term { .. } => Ok(planner.plan_clause(q)?.is_some()),
-        ast::Query::Phrase { .. } => Ok(false),
         ast::Query::Boolean(clauses) => {
             let mut kept = Vec::new();
             for c in clauses {
@@ -118,6 +117,8 @@ fn is_word(planner: &mut Planner<'_>, q: &ast::Query) -> Result<bool> {
                 _ => Ok(false),
             }
         }
+        // Phrases and any other leaf: not a word.
+        _ => Ok(false),
     }
 }
 

@@ -189,7 +189,7 @@ impl SegmentWriter {
             probe_seeds,
             ..
         } = self;
-        analysis.analyzer(field).analyze(text, |tok| {
+        analysis.analyze(field, text, |tok| {
             key.clear();
             key.push(field.id());
             key.extend_from_slice(tok.term.as_bytes());

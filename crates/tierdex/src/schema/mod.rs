@@ -431,6 +431,14 @@ impl Analysis {
         &self.schema
     }
 
+    /// Calls `sink` with every token of `text` as `field` indexes it (what a
+    /// field's type makes of its value is decided here, for indexing and
+    /// deletes alike).
+    #[inline]
+    pub fn analyze(&self, field: Field, text: &str, sink: impl FnMut(crate::analysis::Token<'_>)) {
+        self.analyzer(field).analyze(text, sink)
+    }
+
     /// The analyzer of `field` (the first field's for an id the schema does
     /// not have).
     #[inline]
