@@ -325,7 +325,7 @@ pub async fn search(
         .map(|h| {
             let mut hit = json!({ "_index": name, "_id": h.id, "_score": h.score });
             if let Some(d) = &h.source {
-                hit["_source"] = Value::Object(d.fields.clone());
+                hit["_source"] = Value::Object(d.fields.to_map());
             }
             if let Some(hl) = &h.highlight {
                 let mut m = Map::new();

@@ -5,6 +5,106 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// A document's field values by name, in name order: a sorted vector,
+/// compact for the few fields a document holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fields(Vec<(String, Value)>);
+
+impl Fields {
+    /// No fields.
+    pub fn new() -> Fields {
+        Fields(Vec::new())
+    }
+
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(name))
+    }
+
+    /// The value of field `name`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.find(name).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Whether the document has a value for field `name`.
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.find(name).is_ok()
+    }
+
+    /// Sets field `name` to `value`; the value it replaces, if any.
+    pub fn insert(&mut self, name: String, value: Value) -> Option<Value> {
+        match self.find(&name) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (name, value));
+                None
+            }
+        }
+    }
+
+    /// Removes field `name`; its value, if it had one.
+    pub fn remove(&mut self, name: &str) -> Option<Value> {
+        self.find(name).ok().map(|i| self.0.remove(i).1)
+    }
+
+    /// Number of fields with a value.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no field has a value.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Names and values, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    /// The values, in name order.
+    pub fn values(&self) -> impl Iterator<Item = &Value> {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    /// The fields as a JSON object.
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.0.iter().cloned().collect()
+    }
+}
+
+impl Serialize for Fields {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Fields, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object of fields")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+                let mut fields = Fields::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: Value = map.next_value()?;
+                    if fields.insert(key.clone(), value).is_some() {
+                        return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+                    }
+                }
+                Ok(fields)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// One document as read from a corpus, sent to a writer and stored.
 ///
 /// Serialised as one flat JSON object: `{"id": "...", "title": "...",
@@ -17,7 +117,7 @@ pub struct Document {
     /// External identifier (stored, not indexed).
     pub id: String,
     /// Field values by field name (in name order).
-    pub fields: Map<String, Value>,
+    pub fields: Fields,
 }
 
 impl Document {
@@ -25,7 +125,7 @@ impl Document {
     pub fn new(id: impl Into<String>) -> Document {
         Document {
             id: id.into(),
-            fields: Map::new(),
+            fields: Fields::new(),
         }
     }
 
@@ -58,19 +158,16 @@ impl Document {
         self.text("body")
     }
 
-    /// Bytes of the id and of every text value: what a writer's buffer
-    /// budget counts.
+    /// Bytes of the id and of every value (text as it is, other values as
+    /// JSON): what a writer's buffer budget and indexing statistics count.
     pub fn text_bytes(&self) -> usize {
         self.id.len()
             + self
                 .fields
-                .iter()
-                .map(|(k, v)| {
-                    k.len()
-                        + match v {
-                            Value::String(s) => s.len(),
-                            other => other.to_string().len(),
-                        }
+                .values()
+                .map(|v| match v {
+                    Value::String(s) => s.len(),
+                    other => other.to_string().len(),
                 })
                 .sum::<usize>()
     }
@@ -80,7 +177,7 @@ impl Serialize for Document {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.fields.len() + 1))?;
         m.serialize_entry("id", &self.id)?;
-        for (k, v) in &self.fields {
+        for (k, v) in self.fields.iter() {
             m.serialize_entry(k, v)?;
         }
         m.end()
@@ -97,7 +194,7 @@ impl<'de> Deserialize<'de> for Document {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
                 let mut id = None;
-                let mut fields = Map::new();
+                let mut fields = Fields::new();
                 while let Some(key) = map.next_key::<String>()? {
                     if key == "id" {
                         if id.is_some() {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{Analyzer, AnalyzerConfig};
 pub use crate::common::{DocId, TERMINATED};
 use crate::error::{Error, Result};
-pub use document::Document;
+pub use document::{Document, Fields};
 
 /// A field of a schema, by id (its position in [`Schema::fields`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
