@@ -177,10 +177,10 @@ fn add_documents(writer: &IndexWriter<TantivyDocument>, corpus: Corpus, fields: 
     for record in corpus {
         // The error names the file and the 1-based line.
         let d = record.map_err(|e| anyhow!("bad corpus: {e}"))?;
-        let mut doc = TantivyDocument::with_capacity(d.id.len() + d.title.len() + d.body.len() + 64);
+        let mut doc = TantivyDocument::with_capacity(d.id.len() + d.title().len() + d.body().len() + 64);
         doc.add_text(fields.id, &d.id);
-        doc.add_text(fields.title, &d.title);
-        doc.add_text(fields.body, &d.body);
+        doc.add_text(fields.title, d.title());
+        doc.add_text(fields.body, d.body());
         writer.add_document(doc).context("cannot add a document")?;
         docs += 1;
         if docs.is_multiple_of(PROGRESS_EVERY) {
