@@ -8,6 +8,9 @@
 //! match nothing, single-clause booleans collapse, nested pure
 //! disjunctions/conjunctions flatten ([`BooleanWeight::build`]).
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use crate::analysis::Analyzer;
 use crate::error::Result;
 use crate::index::{Index, SegmentReader};
@@ -25,9 +28,10 @@ pub use crate::query::weight::{Build, ScoringContext};
 /// Builds plans against an open index.
 pub struct Planner<'i> {
     index: &'i Index,
-    /// The fields an unqualified clause searches.
-    default_fields: &'i [Field],
-    key: Vec<u8>,
+    /// The fields an unqualified clause searches, grouped by analyzer.
+    default_groups: Vec<(&'i Analyzer, Vec<Field>)>,
+    /// A buffer for term keys.
+    key: RefCell<Vec<u8>>,
 }
 
 impl<'i> Planner<'i> {
@@ -41,8 +45,8 @@ impl<'i> Planner<'i> {
     pub fn with_default_fields(index: &'i Index, fields: &'i [Field]) -> Self {
         Planner {
             index,
-            default_fields: fields,
-            key: Vec::new(),
+            default_groups: groups(index, fields),
+            key: RefCell::new(Vec::new()),
         }
     }
 
@@ -51,22 +55,18 @@ impl<'i> Planner<'i> {
         Ok(self.node(query)?.unwrap_or_else(|| Box::new(NothingWeight)))
     }
 
-    /// The fields a clause searches, grouped by analyzer (in field order):
-    /// fields analysed alike see the same tokens.
-    fn groups(&self, field: Option<Field>) -> Vec<(&'i Analyzer, Vec<Field>)> {
-        let fields = match field {
-            Some(f) => vec![f],
-            None => self.default_fields.to_vec(),
-        };
-        let mut groups: Vec<(&'i Analyzer, Vec<Field>)> = Vec::new();
-        for f in fields {
-            let a = self.index.analyzer(f);
-            match groups.iter_mut().find(|(g, _)| g.config() == a.config()) {
-                Some((_, members)) => members.push(f),
-                None => groups.push((a, vec![f])),
+    /// Calls `f` with each group of the fields a clause searches (its own,
+    /// or the default ones) and the analyzer of the group.
+    fn each_group(&self, field: Option<Field>, mut f: impl FnMut(&'i Analyzer, &[Field]) -> Result<()>) -> Result<()> {
+        match field {
+            Some(field) => f(self.index.analyzer(field), std::slice::from_ref(&field)),
+            None => {
+                for (analyzer, fields) in &self.default_groups {
+                    f(analyzer, fields)?;
+                }
+                Ok(())
             }
         }
-        groups
     }
 
     /// Plans one clause: `None` when it analyses to nothing and is dropped.
@@ -80,24 +80,25 @@ impl<'i> Planner<'i> {
             ast::Query::Term { field, text } => {
                 let mut should = Vec::new();
                 let mut any = false;
-                for (analyzer, fields) in self.groups(*field) {
-                    any |= self.term_clauses(analyzer, &fields, text, &mut should)?;
-                }
+                self.each_group(*field, |analyzer, fields| {
+                    any |= self.term_clauses(analyzer, fields, text, &mut should)?;
+                    Ok(())
+                })?;
                 Ok(any.then(|| BooleanWeight::build(Vec::new(), should, Vec::new())))
             }
             ast::Query::Phrase { field, text } => {
                 let mut should = Vec::new();
                 let mut any = false;
-                for (analyzer, fields) in self.groups(*field) {
+                self.each_group(*field, |analyzer, fields| {
                     let tokens = tokens(analyzer, text);
                     match tokens.len() {
                         0 => {}
                         // One token: the term query of that token.
-                        1 => any |= self.term_clauses(analyzer, &fields, &tokens[0].0, &mut should)?,
+                        1 => any |= self.term_clauses(analyzer, fields, &tokens[0].0, &mut should)?,
                         _ => {
                             any = true;
                             let first = tokens[0].1;
-                            for &f in &fields {
+                            for &f in fields {
                                 let mut terms = Vec::with_capacity(tokens.len());
                                 for (t, _) in &tokens {
                                     terms.extend(self.term_weight(f, t)?);
@@ -111,7 +112,8 @@ impl<'i> Planner<'i> {
                             }
                         }
                     }
-                }
+                    Ok(())
+                })?;
                 Ok(any.then(|| BooleanWeight::build(Vec::new(), should, Vec::new())))
             }
             ast::Query::Boolean(clauses) => {
@@ -137,7 +139,7 @@ impl<'i> Planner<'i> {
     /// `fields` (analysed alike by `analyzer`); false when `text` analyses
     /// to nothing.
     fn term_clauses(
-        &mut self,
+        &self,
         analyzer: &Analyzer,
         fields: &[Field],
         text: &str,
@@ -153,7 +155,7 @@ impl<'i> Planner<'i> {
     }
 
     /// The plan of one term: matches nothing when the index lacks it.
-    fn term(&mut self, field: Field, term: &str) -> Result<Plan> {
+    fn term(&self, field: Field, term: &str) -> Result<Plan> {
         Ok(match self.term_weight(field, term)? {
             Some(t) => Box::new(t),
             None => Box::new(NothingWeight),
@@ -161,9 +163,10 @@ impl<'i> Planner<'i> {
     }
 
     /// The weight of one term (global IDF), `None` when the index lacks it.
-    fn term_weight(&mut self, field: Field, term: &str) -> Result<Option<TermWeight>> {
-        term_key(field, term, &mut self.key);
-        let df = self.index.doc_freq(&self.key)?;
+    fn term_weight(&self, field: Field, term: &str) -> Result<Option<TermWeight>> {
+        let mut key = self.key.borrow_mut();
+        term_key(field, term, &mut key);
+        let df = self.index.doc_freq(&key)?;
         if df == 0 {
             return Ok(None);
         }
@@ -171,11 +174,25 @@ impl<'i> Planner<'i> {
         Ok(Some(TermWeight::new(
             field,
             term.to_string(),
-            self.key.clone(),
+            Arc::from(&key[..]),
             bm25::idf(df, n),
             df,
         )))
     }
+}
+
+/// `fields` grouped by analyzer (in field order): fields analysed alike see
+/// the same tokens.
+fn groups<'i>(index: &'i Index, fields: &[Field]) -> Vec<(&'i Analyzer, Vec<Field>)> {
+    let mut groups: Vec<(&'i Analyzer, Vec<Field>)> = Vec::new();
+    for &f in fields {
+        let a = index.analyzer(f);
+        match groups.iter_mut().find(|(g, _)| g.config() == a.config()) {
+            Some((_, members)) => members.push(f),
+            None => groups.push((a, vec![f])),
+        }
+    }
+    groups
 }
 
 /// The terms of `text` and their positions.

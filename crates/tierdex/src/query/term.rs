@@ -2,6 +2,7 @@
 //! and its scorer (BM25 over the term's postings, with block-max bounds).
 
 use std::any::Any;
+use std::sync::Arc;
 
 use crate::common::BitSet;
 use crate::error::{Error, Result};
@@ -19,8 +20,8 @@ pub struct TermWeight {
     pub field: Field,
     /// The analysed term.
     pub term: String,
-    /// Its dictionary key.
-    pub key: Vec<u8>,
+    /// Its dictionary key (shared with the canonical key).
+    pub key: Arc<[u8]>,
     /// Global IDF.
     pub idf: f32,
     /// Global document frequency.
@@ -30,7 +31,7 @@ pub struct TermWeight {
 
 impl TermWeight {
     /// The weight of `term` (dictionary key `key`) in `field`.
-    pub fn new(field: Field, term: String, key: Vec<u8>, idf: f32, doc_freq: u64) -> TermWeight {
+    pub fn new(field: Field, term: String, key: Arc<[u8]>, idf: f32, doc_freq: u64) -> TermWeight {
         TermWeight {
             canonical: QueryKey::Term(key.clone()),
             field,

@@ -18,6 +18,7 @@
 use std::any::Any;
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::bloom::FilterUse;
 use crate::common::{BitSet, FieldSet};
@@ -97,7 +98,7 @@ pub enum QueryKey {
     /// Matches nothing.
     Nothing,
     /// One term: its dictionary key (field byte, then the term).
-    Term(Vec<u8>),
+    Term(Arc<[u8]>),
     /// A phrase in one field: relative positions and term keys.
     Phrase {
         /// The field's id.
@@ -105,7 +106,7 @@ pub enum QueryKey {
         /// Position of each term relative to the first.
         rel: Vec<u32>,
         /// The terms' dictionary keys, in phrase order.
-        keys: Vec<Vec<u8>>,
+        keys: Vec<Arc<[u8]>>,
     },
     /// A boolean query: its clauses, each list in canonical order.
     Bool {
