@@ -1,0 +1,12 @@
+//! The subcommands of `tierdex-bench`: one module each, with its own
+//! arguments and `run`; [`shared`] holds what they share.
+
+pub mod cache;
+pub mod compare;
+pub mod limited;
+pub mod load;
+pub mod maintenance;
+pub mod shared;
+pub mod workload;
+
+pub(crate) use shared::*;
