@@ -44,6 +44,12 @@ pub struct Args {
     /// Skip malformed records (reported and counted) instead of stopping.
     #[arg(long)]
     skip_bad: bool,
+    /// A record larger than this (a line of a JSON-lines input, or a file
+    /// of a directory) is a bad record: an error naming file and line, or
+    /// skipped with --skip-bad; it is never read into memory whole. At most
+    /// the store's limit of 64M.
+    #[arg(long, default_value = "64M", value_parser = crate::tier::parse_bytes)]
+    max_record_bytes: usize,
     /// Indexing threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -62,7 +68,9 @@ pub struct Args {
     /// Remove English stop words (off by default).
     #[arg(long)]
     stop_words: bool,
-    /// Replace an index already in --out.
+    /// Replace an index already in --out: the new index is built beside it
+    /// and swapped in when complete (a failed build leaves the old one);
+    /// refused while a server or another command writes to it.
     #[arg(long)]
     force: bool,
     /// Postings layout: grouped (one region per term, metadata inline) or
@@ -131,9 +139,25 @@ pub fn schema_of(
     Ok(schema)
 }
 
+/// How the inputs are read, checked against the store's limit.
+pub fn read_options(skip_bad: bool, max_record_bytes: usize) -> Result<ReadOptions> {
+    let max = tierdex::corpus::MAX_RECORD_BYTES;
+    if max_record_bytes == 0 || max_record_bytes as u64 > max {
+        anyhow::bail!(
+            "--max-record-bytes must be between 1 and {} (the largest document the store takes)",
+            crate::human_bytes(max)
+        );
+    }
+    Ok(ReadOptions {
+        skip_bad,
+        max_record_bytes: max_record_bytes as u64,
+    })
+}
+
 pub fn run(a: Args) -> Result<()> {
     let schema = schema_of(&a.fields, a.schema.as_deref(), &a.default_fields, a.bloom == OnOff::On)?;
-    let corpus = Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?.with_schema(Arc::new(schema.clone()));
+    let corpus =
+        Corpus::open(&a.inputs, read_options(a.skip_bad, a.max_record_bytes)?)?.with_schema(Arc::new(schema.clone()));
     let opts = IndexOptions {
         schema,
         analyzer: AnalyzerConfig {
@@ -189,6 +213,9 @@ fn report(s: &BuildStats, skipped: u64, out: &std::path::Path, json: bool) -> Re
     println!("indexed {} documents into {}", s.docs, out.display());
     if skipped > 0 {
         println!("  skipped {skipped} malformed records");
+    }
+    if s.replaced > 0 {
+        println!("  {} records replaced by a later record with the same id", s.replaced);
     }
     println!(
         "  {:.1} s ({:.1} s inverting, {:.1} s merging): {:.0} docs/s, {:.1} MB/s of text",

@@ -6,6 +6,7 @@ mod demo;
 mod gen;
 mod index;
 mod inspect;
+mod lines;
 mod progress;
 mod query_stream;
 mod search;

@@ -4,7 +4,9 @@
 //! repeated queries; its metrics go to stderr at the end.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufWriter, Write};
+
+use crate::lines::{text_lines, Line};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -176,22 +178,29 @@ pub fn run(a: Args) -> Result<()> {
     };
     if a.threads <= 1 {
         let mut out = BufWriter::new(std::io::stdout().lock());
-        for line in stdin.lines() {
-            let line = line.context("reading stdin")?;
-            writeln!(out, "{}", answer(&ctx, 0, &line))?;
+        for line in text_lines(stdin) {
+            let text = match line.context("reading stdin")? {
+                Ok(line) => answer(&ctx, 0, &line),
+                Err(why) => error(&why),
+            };
+            writeln!(out, "{text}")?;
             out.flush()?;
         }
         report(&totals);
         return Ok(());
     }
-    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
+    let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<(u64, Line)>(a.threads * 4);
     let (done_tx, done_rx) = crossbeam_channel::bounded::<(u64, String)>(a.threads * 4);
     std::thread::scope(|scope| -> Result<()> {
         for thread in 0..a.threads {
             let (jobs_rx, done_tx, ctx) = (jobs_rx.clone(), done_tx.clone(), &ctx);
             scope.spawn(move || {
                 for (i, line) in jobs_rx {
-                    if done_tx.send((i, answer(ctx, thread, &line))).is_err() {
+                    let text = match line {
+                        Ok(line) => answer(ctx, thread, &line),
+                        Err(why) => error(&why),
+                    };
+                    if done_tx.send((i, text)).is_err() {
                         break;
                     }
                 }
@@ -216,7 +225,7 @@ pub fn run(a: Args) -> Result<()> {
             }
             out.flush()
         });
-        for (i, line) in stdin.lines().enumerate() {
+        for (i, line) in text_lines(stdin).enumerate() {
             let line = line.context("reading stdin")?;
             if jobs_tx.send((i as u64, line)).is_err() {
                 break;

@@ -1,10 +1,10 @@
 //! `tierdex search`: run queries against an index.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tierdex::query::parser::render_error;
 use tierdex::search::{Mode, Searcher};
@@ -98,17 +98,18 @@ pub fn run(a: Args) -> Result<()> {
     if !a.default_fields.is_empty() {
         searcher.set_default_fields(&a.default_fields)?;
     }
-    let mut queries = Vec::new();
+    // A line of stdin that is not UTF-8 is that query's error.
+    let mut queries: Vec<crate::lines::Line> = Vec::new();
     for q in &a.queries {
         if q == "-" {
-            for line in std::io::stdin().lock().lines() {
-                let line = line?;
-                if !line.trim().is_empty() {
-                    queries.push(line);
+            for line in crate::lines::text_lines(std::io::stdin().lock()) {
+                match line.context("reading queries from stdin")? {
+                    Ok(l) if l.trim().is_empty() => {}
+                    other => queries.push(other),
                 }
             }
         } else {
-            queries.push(q.clone());
+            queries.push(Ok(q.clone()));
         }
     }
     let stdout = std::io::stdout();
@@ -116,6 +117,17 @@ pub fn run(a: Args) -> Result<()> {
     let mut out = stdout.lock();
     let mut failures = 0;
     for q in &queries {
+        let q = match q {
+            Ok(q) => q,
+            Err(why) => {
+                failures += 1;
+                eprintln!("error: {why}");
+                if a.json {
+                    writeln!(out, "{}", serde_json::json!({ "error": why }))?;
+                }
+                continue;
+            }
+        };
         if let Err(e) = one(&searcher, &a, q, tty, &mut out) {
             failures += 1;
             match &e {

@@ -4,14 +4,13 @@
 //! the index's strategy before returning, so the change is durable and
 //! visible to `tierdex search`.
 
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use tierdex::analysis::AnalyzerConfig;
-use tierdex::corpus::{Corpus, ReadOptions};
+use tierdex::corpus::Corpus;
 use tierdex::layout::Format;
 use tierdex::schema::Schema;
 use tierdex::update::{FlushReport, IndexWriter, Strategy, WriterOptions};
@@ -67,6 +66,12 @@ pub struct AddArgs {
     /// Skip malformed records (reported and counted) instead of stopping.
     #[arg(long)]
     skip_bad: bool,
+    /// A record larger than this (a line of a JSON-lines input, or a file
+    /// of a directory) is a bad record: an error naming file and line, or
+    /// skipped with --skip-bad; it is never read into memory whole. At most
+    /// the store's limit of 64M.
+    #[arg(long, default_value = "64M", value_parser = crate::tier::parse_bytes)]
+    max_record_bytes: usize,
     /// Documents per logged batch.
     #[arg(long, default_value_t = 1000)]
     batch: usize,
@@ -167,8 +172,8 @@ pub fn add(a: AddArgs) -> Result<()> {
         false => None,
     };
     let w = open(&a.dir, a.writer.options(), create)?;
-    let corpus =
-        Corpus::open(&a.inputs, ReadOptions { skip_bad: a.skip_bad })?.with_schema(Arc::new(w.schema().clone()));
+    let corpus = Corpus::open(&a.inputs, crate::index::read_options(a.skip_bad, a.max_record_bytes)?)?
+        .with_schema(Arc::new(w.schema().clone()));
     let read = corpus.progress();
     let pb = bar(Some(corpus.total_bytes()), true, "adding");
     let mut corpus = corpus;
@@ -208,8 +213,10 @@ pub fn delete(a: DeleteArgs) -> Result<()> {
     let mut ids = Vec::new();
     for id in a.ids {
         if id == "-" {
-            for line in std::io::stdin().lock().lines() {
-                let line = line.context("reading ids from stdin")?;
+            for line in crate::lines::text_lines(std::io::stdin().lock()) {
+                let line = line
+                    .context("reading ids from stdin")?
+                    .map_err(|why| anyhow::anyhow!("reading ids from stdin: {why}; nothing was deleted"))?;
                 let line = line.trim();
                 if !line.is_empty() {
                     ids.push(line.to_string());

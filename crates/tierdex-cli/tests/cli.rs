@@ -377,3 +377,120 @@ fn any_text_fields() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown variant `txt`"));
 }
+
+/// Issue #20 items 3, 12 and 13: duplicate ids in one input, a line of
+/// stdin that is not UTF-8, and a record over the size limit.
+#[test]
+fn hard_inputs_get_clear_answers() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("dups.jsonl");
+    let big = "y".repeat(4096);
+    std::fs::write(
+        &input,
+        format!(
+            "{{\"id\":\"a\",\"body\":\"first version\"}}\n\
+             {{\"id\":\"b\",\"body\":\"bee\"}}\n\
+             {{\"id\":\"huge\",\"body\":\"{big}\"}}\n\
+             {{\"id\":\"a\",\"body\":\"second version\"}}\n"
+        ),
+    )
+    .unwrap();
+    let idx = tmp.path().join("idx");
+    let idx_s = idx.to_str().unwrap();
+    // Over the limit: named by file and line, and skipped with --skip-bad.
+    let out = tierdex(&[
+        "index",
+        input.to_str().unwrap(),
+        "--out",
+        idx_s,
+        "--max-record-bytes",
+        "1K",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dups.jsonl:3") && err.contains("larger than the limit"),
+        "{err}"
+    );
+    assert!(!idx.exists(), "a failed build leaves nothing");
+    let summary = ok(&[
+        "index",
+        input.to_str().unwrap(),
+        "--out",
+        idx_s,
+        "--max-record-bytes",
+        "1K",
+        "--skip-bad",
+    ]);
+    assert!(summary.contains("indexed 2 documents"), "{summary}");
+    assert!(summary.contains("skipped 1 malformed"), "{summary}");
+    assert!(
+        summary.contains("1 records replaced by a later record with the same id"),
+        "{summary}"
+    );
+    let out = tierdex(&[
+        "index",
+        input.to_str().unwrap(),
+        "--out",
+        "x",
+        "--max-record-bytes",
+        "1G",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-record-bytes must be between"));
+    // The later record replaced the earlier; deleting the id leaves none.
+    let json = |s: &str| -> serde_json::Value { serde_json::from_str(s.trim()).unwrap() };
+    let count = |q: &str| {
+        json(&ok(&["search", idx_s, q, "--json", "--mode", "count"]))["count"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!((count("first"), count("second")), (0, 1));
+    ok(&["delete", idx_s, "a"]);
+    assert_eq!(count("version"), 0);
+    assert_eq!(json(&ok(&["inspect", idx_s, "--json"]))["docs"], 1);
+    // A line that is not UTF-8 is answered with an error; the others are answered.
+    let run = |args: &[&str], input: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tierdex"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    for threads in ["1", "2"] {
+        let out = run(
+            &["query-stream", idx_s, "--threads", threads],
+            b"COUNT\tbee\nCOUNT\tb\xff\xfe\nCOUNT\tbee\n",
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout).unwrap().lines().map(json).collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(
+            (lines[0]["count"].as_u64(), lines[2]["count"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert!(
+            lines[1]["error"]
+                .as_str()
+                .unwrap()
+                .contains("line 2 is not valid UTF-8"),
+            "{lines:?}"
+        );
+    }
+    let out = run(
+        &["search", idx_s, "-", "--json", "--mode", "count"],
+        b"bee\n\xc3(\nbee\n",
+    );
+    assert!(!out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout).unwrap().lines().map(json).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["count"], 1);
+    assert!(lines[1]["error"].as_str().unwrap().contains("not valid UTF-8"));
+    assert_eq!(lines[2]["count"], 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 3 queries failed"));
+}

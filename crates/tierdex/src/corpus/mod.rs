@@ -10,6 +10,6 @@
 pub mod gen;
 mod read;
 
-pub use read::{Corpus, ReadOptions};
+pub use read::{Corpus, ReadOptions, MAX_RECORD_BYTES};
 
 pub use crate::error::CorpusError;

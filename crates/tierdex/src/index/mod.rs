@@ -1,6 +1,7 @@
 //! An index: its manifest, its segments and their global statistics.
 
 internal!(deletes);
+internal!(lock);
 internal!(manifest);
 internal!(segment);
 internal!(strategy);

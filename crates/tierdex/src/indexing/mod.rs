@@ -25,10 +25,13 @@ use crate::analysis::AnalyzerConfig;
 use crate::bloom::BloomParams;
 use crate::corpus::CorpusError;
 use crate::error::{Error, Result};
+use crate::index::deletes::DeletesMeta;
 use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
 use crate::index::segment::ext;
+use crate::index::{Deletes, SegmentReader};
 use crate::layout::{Codec, Format, Layout};
 use crate::schema::{Analysis, Document, Schema};
+use crate::storage::{Storage, Tier, TierOptions};
 use crate::store::{train_dictionary, StoreOptions};
 pub use segment_writer::SegmentWriter;
 
@@ -97,8 +100,12 @@ impl Default for IndexOptions {
 /// What a build did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BuildStats {
-    /// Documents indexed.
+    /// Documents indexed (live: a record whose id came again later was
+    /// replaced by the later one, as `add` does).
     pub docs: u64,
+    /// Records replaced by a later record with the same id in the input.
+    #[serde(default)]
+    pub replaced: u64,
     /// Bytes of ids and field values indexed.
     pub text_bytes: u64,
     /// Segments in the finished index.
@@ -169,7 +176,131 @@ where
             opts.strategy
         )));
     }
-    prepare_dir(dir, opts.overwrite)?;
+    let target = Target::prepare(dir, opts.overwrite)?;
+    match build_into(docs, target.work(), opts, progress) {
+        Ok(stats) => {
+            target.commit()?;
+            Ok(stats)
+        }
+        Err(e) => {
+            target.abort();
+            Err(e)
+        }
+    }
+}
+
+/// Where a build writes, and how it takes its place: every build holds the
+/// write lock of the directory it replaces (a server or `add` on it makes
+/// the build fail with a conflict, never lose their writes), and a build
+/// over an existing index (`overwrite`) or into a new directory is made
+/// aside and swapped in whole when it is complete, so that a failed or
+/// interrupted build leaves the old index (or nothing) in place.
+struct Target {
+    dir: std::path::PathBuf,
+    /// Where the segments are written: `dir` itself when it exists empty,
+    /// else a hidden sibling.
+    work: std::path::PathBuf,
+    /// The lock of `dir` (when it exists) and of `work`.
+    _locks: Vec<std::fs::File>,
+    /// Whether `work` is swapped into `dir`'s place at the end.
+    aside: bool,
+}
+
+impl Target {
+    fn prepare(dir: &Path, overwrite: bool) -> Result<Target> {
+        use crate::index::lock::{lock_dir, sibling, LOCK_FILE};
+        let mut locks = Vec::new();
+        let aside = if dir.exists() {
+            if !dir.is_dir() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} exists and is not a directory",
+                    dir.display()
+                )));
+            }
+            let empty = std::fs::read_dir(dir)
+                .map_err(|e| Error::io(dir, e))?
+                .filter_map(|e| e.ok())
+                .all(|e| e.file_name() == LOCK_FILE);
+            if !empty && !dir.join(MANIFEST).exists() {
+                return Err(Error::Conflict(format!(
+                    "{} is not empty and holds no tierdex index; refusing to write into it",
+                    dir.display()
+                )));
+            }
+            if !empty && !overwrite {
+                return Err(Error::Conflict(format!(
+                    "{} already holds an index (pass --force to replace it)",
+                    dir.display()
+                )));
+            }
+            locks.push(lock_dir(dir)?);
+            !empty
+        } else {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            true
+        };
+        let work = if aside {
+            sibling(dir, "build")
+        } else {
+            dir.to_path_buf()
+        };
+        if aside {
+            std::fs::create_dir(&work).map_err(|e| Error::io(&work, e))?;
+            locks.push(lock_dir(&work)?);
+        }
+        Ok(Target {
+            dir: dir.to_path_buf(),
+            work,
+            _locks: locks,
+            aside,
+        })
+    }
+
+    fn work(&self) -> &Path {
+        &self.work
+    }
+
+    /// Puts the finished index in place.
+    fn commit(&self) -> Result<()> {
+        if !self.aside {
+            return Ok(());
+        }
+        let r = crate::index::lock::replace_dir(&self.work, &self.dir);
+        if r.is_err() && self.work.exists() {
+            let _ = std::fs::remove_dir_all(&self.work);
+        }
+        r
+    }
+
+    /// Removes what a failed build wrote.
+    fn abort(&self) {
+        if self.aside {
+            let _ = std::fs::remove_dir_all(&self.work);
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(&self.work) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name() != crate::index::lock::LOCK_FILE {
+                let p = e.path();
+                let _ = if p.is_dir() {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+    }
+}
+
+/// Builds the index in `dir` (empty, locked by the caller).
+fn build_into<I>(docs: I, dir: &Path, opts: &IndexOptions, progress: &(dyn Fn(Progress) + Sync)) -> Result<BuildStats>
+where
+    I: IntoIterator<Item = std::result::Result<Document, CorpusError>>,
+{
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -182,6 +313,7 @@ where
     let mut read_error = None;
     let (mut total_docs, mut total_bytes) = (0u64, 0u64);
     let mut segments = 0u64;
+    let mut ids = Replacements::default();
 
     std::thread::scope(|scope| {
         // Whole segments go to whichever worker is free; the reader cuts
@@ -228,6 +360,7 @@ where
             chunk_bytes += bytes;
             total_docs += 1;
             total_bytes += bytes as u64;
+            ids.note(segments, &doc);
             chunk.push(doc);
             if total_docs % 1024 == 0 {
                 progress(Progress::Indexed {
@@ -236,6 +369,7 @@ where
                 });
             }
             if chunk.len() >= opts.segment_docs || chunk_bytes >= opts.segment_bytes {
+                ids.seal(segments, &mut chunk);
                 let dict = shared_dictionary(&mut dictionary, &chunk);
                 // A send fails only when every worker is gone (after an error).
                 let _ = tx.send((segments, std::mem::take(&mut chunk), dict));
@@ -244,6 +378,7 @@ where
             }
         }
         if !chunk.is_empty() && read_error.is_none() {
+            ids.seal(segments, &mut chunk);
             let dict = shared_dictionary(&mut dictionary, &chunk);
             let _ = tx.send((segments, chunk, dict));
             segments += 1;
@@ -256,18 +391,13 @@ where
     });
     let index_secs = started.elapsed().as_secs_f64();
 
-    let fail = |e: Error| {
-        remove_segments(dir, segments + 1);
-        Err(e)
-    };
     if let Some(e) = read_error {
-        return fail(e);
+        return Err(e);
     }
     if let Some(e) = worker_error.into_inner().unwrap() {
-        return fail(e);
+        return Err(e);
     }
     if total_docs == 0 {
-        let _ = std::fs::remove_dir(dir);
         return Err(Error::InvalidArgument(
             "the corpus is empty: no documents to index".into(),
         ));
@@ -278,20 +408,56 @@ where
     let mut next_segment = segments;
 
     let merge_started = Instant::now();
-    if opts.merge && metas.len() > 1 {
-        progress(Progress::MergeStarted { segments: metas.len() });
-        let name = segment_name(next_segment);
-        next_segment += 1;
-        let merged = match merge::merge_segments(dir, &metas, &name, opts.format(), &|terms| {
-            progress(Progress::Merging { terms })
-        }) {
-            Ok(m) => m,
-            Err(e) => return fail(e),
-        };
-        for m in &metas {
-            remove_segment_files(dir, &m.name);
+    let replaced = ids.replaced;
+    let tombstones = ids.tombstones;
+    let mut deletes: Vec<Option<DeletesMeta>> = vec![None; metas.len()];
+    if (opts.merge && metas.len() > 1) || !tombstones.is_empty() {
+        // Replaced records leave tombstones in the segments that hold them;
+        // a merge leaves them out.
+        let storage = Storage::new(TierOptions::on(Tier::Mmap))?;
+        let readers = metas
+            .iter()
+            .map(|m| SegmentReader::open(dir, m, opts.format(), &storage))
+            .collect::<Result<Vec<_>>>()?;
+        let mut dead = Vec::with_capacity(metas.len());
+        for (seg, r) in readers.iter().enumerate() {
+            dead.push(match tombstones.get(&(seg as u64)) {
+                Some(locals) => Some(Deletes::none(r.max_doc()).with(r, &analysis, locals)?),
+                None => None,
+            });
         }
-        metas = vec![merged];
+        if opts.merge {
+            progress(Progress::MergeStarted { segments: metas.len() });
+            let name = segment_name(next_segment);
+            next_segment += 1;
+            let sources: Vec<_> = readers.iter().zip(&dead).map(|(r, d)| (r, d.as_ref())).collect();
+            let merged = merge::merge_live(dir, &sources, &name, opts.format(), StoreOptions::default(), &|terms| {
+                progress(Progress::Merging { terms })
+            })?;
+            drop(sources);
+            drop(readers);
+            for m in &metas {
+                remove_segment_files(dir, &m.name);
+            }
+            metas = vec![merged];
+            deletes = vec![None];
+        } else {
+            for (i, d) in dead.iter().enumerate() {
+                if let Some(d) = d {
+                    let generation = next_segment;
+                    next_segment += 1;
+                    let file = d.write(&dir.join(DeletesMeta::name_for(&metas[i].name, generation)))?;
+                    deletes[i] = Some(DeletesMeta {
+                        generation,
+                        count: d.count(),
+                        file,
+                    });
+                }
+            }
+        }
+    }
+    for (m, d) in metas.iter_mut().zip(deletes) {
+        m.deletes = d;
     }
     let merge_secs = merge_started.elapsed().as_secs_f64();
 
@@ -301,13 +467,69 @@ where
     manifest.next_segment = next_segment;
     manifest.store(dir)?;
     Ok(BuildStats {
-        docs: total_docs,
+        docs: total_docs - replaced,
+        replaced,
         text_bytes: total_bytes,
         segments: manifest.segments.len(),
         index_bytes: manifest.segments.iter().map(|s| s.bytes()).sum(),
         index_secs,
         merge_secs,
     })
+}
+
+/// The ids a build has seen, so that a record whose id comes again later
+/// is replaced by the later one (as `add` does): the earlier one is left
+/// out of its chunk when the chunk is still being filled, or tombstoned in
+/// its segment. Ids are kept as 128-bit hashes (16 bytes and a slot per
+/// document; a collision between distinct ids is as likely as 2^-128 per
+/// pair).
+#[derive(Default)]
+struct Replacements {
+    /// Each id's latest record: its segment, and its position in that
+    /// segment (in the chunk being filled, for the current segment).
+    seen: rustc_hash::FxHashMap<u128, (u64, u32)>,
+    /// The current chunk's id hashes, and which of its records were replaced.
+    chunk: Vec<(u128, bool)>,
+    /// Local numbers of the replaced documents of each segment sent.
+    tombstones: std::collections::BTreeMap<u64, Vec<u32>>,
+    replaced: u64,
+}
+
+impl Replacements {
+    /// Records `doc`, about to be appended to the chunk of segment `seg`.
+    fn note(&mut self, seg: u64, doc: &Document) {
+        let h = xxhash_rust::xxh3::xxh3_128(doc.id.as_bytes());
+        let slot = self.chunk.len() as u32;
+        if let Some((s, at)) = self.seen.insert(h, (seg, slot)) {
+            self.replaced += 1;
+            if s == seg {
+                self.chunk[at as usize].1 = true;
+            } else {
+                self.tombstones.entry(s).or_default().push(at);
+            }
+        }
+        self.chunk.push((h, false));
+    }
+
+    /// Drops the replaced records of `chunk` (segment `seg`), which is about
+    /// to be sent, and records where the others end up.
+    fn seal(&mut self, seg: u64, chunk: &mut Vec<Document>) {
+        if self.chunk.iter().any(|c| c.1) {
+            let mut i = 0;
+            chunk.retain(|_| {
+                i += 1;
+                !self.chunk[i - 1].1
+            });
+        }
+        let mut local = 0u32;
+        for &(h, dead) in &self.chunk {
+            if !dead {
+                self.seen.insert(h, (seg, local));
+                local += 1;
+            }
+        }
+        self.chunk.clear();
+    }
 }
 
 /// The build's store dictionary, trained on the first chunk (several
@@ -339,54 +561,8 @@ fn build_segment(
     w.finish()
 }
 
-/// Makes sure `dir` can receive a new index.
-fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {
-    if !dir.exists() {
-        return std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e));
-    }
-    if !dir.is_dir() {
-        return Err(Error::InvalidArgument(format!(
-            "{} exists and is not a directory",
-            dir.display()
-        )));
-    }
-    let entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .filter_map(|e| e.ok())
-        .collect();
-    if entries.is_empty() {
-        return Ok(());
-    }
-    if !dir.join(MANIFEST).exists() {
-        return Err(Error::Conflict(format!(
-            "{} is not empty and holds no tierdex index; refusing to write into it",
-            dir.display()
-        )));
-    }
-    if !overwrite {
-        return Err(Error::Conflict(format!(
-            "{} already holds an index (pass --force to replace it)",
-            dir.display()
-        )));
-    }
-    for e in entries {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("seg") || name.starts_with(MANIFEST) || name.starts_with("wal-") {
-            std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
-        }
-    }
-    Ok(())
-}
-
 fn remove_segment_files(dir: &Path, name: &str) {
     for e in ext::ALL {
         let _ = std::fs::remove_file(dir.join(format!("{name}.{e}")));
-    }
-}
-
-fn remove_segments(dir: &Path, count: u64) {
-    for n in 0..=count {
-        remove_segment_files(dir, &segment_name(n));
     }
 }

@@ -56,6 +56,10 @@ pub(super) const DOC_FORMAT_V2: u8 = 2;
 /// window limit (128 MiB), so every accepted document can be read back.
 pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
 
+// The corpus readers' default record limit lets through only documents the
+// store takes.
+const _: () = assert!(crate::corpus::MAX_RECORD_BYTES as usize <= MAX_DOCUMENT_BYTES);
+
 /// Most bytes one compressed byte can expand to in a zstd frame: a block is
 /// at least 4 bytes (3 bytes of header, 1 of RLE content) and decodes to at
 /// most 128 KiB.

@@ -20,9 +20,9 @@ pub(crate) use json::parse_record;
 /// Buffer size for reading input files.
 const READ_BUF: usize = 256 * 1024;
 
-/// Lines longer than this are rejected as bad records (a guard against
-/// binary files without newlines eating all memory).
-const MAX_LINE_BYTES: u64 = 256 * 1024 * 1024;
+/// Default of [`ReadOptions::max_record_bytes`]: the largest document the
+/// store accepts (a JSON record serialises to no more bytes than its line).
+pub const MAX_RECORD_BYTES: u64 = 64 << 20;
 
 /// When the reusable line buffer has grown beyond this after a huge line,
 /// it is shrunk back.
@@ -38,11 +38,23 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 const GZIP_MAGIC: [u8; 2] = [0x1F, 0x8B];
 
 /// How a corpus is read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Skip (count and log) malformed records instead of stopping at the
     /// first one. I/O errors always stop the iteration.
     pub skip_bad: bool,
+    /// A record (a line, or a file of a directory input) larger than this
+    /// is a bad record, passed over without being held in memory.
+    pub max_record_bytes: u64,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            skip_bad: false,
+            max_record_bytes: MAX_RECORD_BYTES,
+        }
+    }
 }
 
 /// A stream of documents read from one or more inputs, in the order given.
@@ -122,6 +134,16 @@ impl Compression {
             Compression::Zstd => "zstd",
             Compression::Gzip => "gzip",
         }
+    }
+}
+
+/// `n` bytes for a message: exact below 1 KiB, else in KiB/MiB/GiB.
+fn bytes_text(n: u64) -> String {
+    match n {
+        n if n < 1 << 10 => format!("{n} bytes"),
+        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n if n < 1 << 30 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
     }
 }
 
@@ -331,7 +353,7 @@ impl Corpus {
     }
 
     /// Reads the next record of the current source.
-    fn step(source: &mut Source, buf: &mut Vec<u8>, progress: &AtomicU64, schema: &Schema) -> Step {
+    fn step(source: &mut Source, buf: &mut Vec<u8>, progress: &AtomicU64, schema: &Schema, limit: u64) -> Step {
         match source {
             Source::Lines {
                 path,
@@ -343,7 +365,9 @@ impl Corpus {
                 if buf.capacity() > SHRINK_LINE_BUF {
                     buf.shrink_to(64 * 1024);
                 }
-                let n = match reader.as_mut().take(MAX_LINE_BYTES).read_until(b'\n', buf) {
+                // One byte over the limit tells an over-long line (a newline
+                // within the limit ends a record of at most the limit).
+                let n = match reader.as_mut().take(limit + 1).read_until(b'\n', buf) {
                     Ok(n) => n,
                     Err(e) => {
                         let source = match compression {
@@ -360,16 +384,24 @@ impl Corpus {
                     return Step::End;
                 }
                 *line += 1;
-                if n as u64 == MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
-                    // Skip the rest of the over-long line so that reading
-                    // can continue with the next one (skip_bad).
-                    if let Err(e) = reader.skip_until(b'\n') {
-                        return Step::Fatal(io_err(path, e));
-                    }
+                let content = buf.strip_suffix(b"\n").unwrap_or(buf).len() as u64;
+                if content > limit {
+                    // Pass over the rest of the over-long line without
+                    // keeping it, so that reading can go on with the next
+                    // one (skip_bad).
+                    let rest = match reader.skip_until(b'\n') {
+                        Ok(n) => n as u64,
+                        Err(e) => return Step::Fatal(io_err(path, e)),
+                    };
+                    let total = n as u64 + rest;
                     return Step::Bad(CorpusError::BadRecord {
                         path: path.clone(),
                         line: *line,
-                        message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+                        message: format!(
+                            "a record of {} is larger than the limit of {} (--max-record-bytes)",
+                            bytes_text(total),
+                            bytes_text(limit)
+                        ),
                     });
                 }
                 let mut bytes = buf.as_slice();
@@ -411,6 +443,22 @@ impl Corpus {
                     return Step::End;
                 };
                 let path = root.join(&rel);
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.len() > limit => {
+                        progress.fetch_add(m.len(), Ordering::Relaxed);
+                        return Step::Bad(CorpusError::BadRecord {
+                            path,
+                            line: 0,
+                            message: format!(
+                                "a file of {} is larger than the record limit of {} (--max-record-bytes)",
+                                bytes_text(m.len()),
+                                bytes_text(limit)
+                            ),
+                        });
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Step::Fatal(io_err(&path, e)),
+                }
                 let mut content = Vec::new();
                 let read = File::open(&path).and_then(|mut f| {
                     let hint = f.metadata().map(|m| m.len() as usize).unwrap_or(0);
@@ -494,7 +542,8 @@ impl Iterator for Corpus {
                     },
                 },
             };
-            match Self::step(source, &mut self.line_buf, &self.progress, &self.schema) {
+            let limit = self.opts.max_record_bytes.max(1);
+            match Self::step(source, &mut self.line_buf, &self.progress, &self.schema, limit) {
                 Step::Doc(doc) => return Some(Ok(doc)),
                 Step::End => self.current = None,
                 Step::Bad(e) if self.opts.skip_bad => self.note_skipped(&e),

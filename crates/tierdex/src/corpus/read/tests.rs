@@ -106,9 +106,15 @@ fn fields_outside_the_schema_are_bad_records() {
     }
     // With a schema that has the field, it is read.
     let schema = crate::schema::Schema::text_fields(&["name"], false).unwrap();
-    let mut corpus = Corpus::open(&[p], ReadOptions { skip_bad: true })
-        .unwrap()
-        .with_schema(std::sync::Arc::new(schema));
+    let mut corpus = Corpus::open(
+        &[p],
+        ReadOptions {
+            skip_bad: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .with_schema(std::sync::Arc::new(schema));
     let docs: Vec<Document> = corpus.by_ref().map(|d| d.unwrap()).collect();
     assert_eq!(docs, vec![Document::new("b").with_text("name", "n")]);
     assert_eq!(corpus.skipped(), 1);
@@ -219,7 +225,13 @@ fn invalid_utf8() {
         other => panic!("unexpected {other:?}"),
     }
     // Skipped with skip_bad.
-    let (docs, err, skipped) = read_all(&[p], ReadOptions { skip_bad: true });
+    let (docs, err, skipped) = read_all(
+        &[p],
+        ReadOptions {
+            skip_bad: true,
+            ..Default::default()
+        },
+    );
     assert!(err.is_none());
     assert_eq!(skipped, 1);
     assert_eq!(docs, vec![doc("ok", "", ""), doc("after", "", "")]);
@@ -241,7 +253,13 @@ fn skip_bad_counts_and_continues() {
         }
     }
     let p = write(dir.path(), "mixed.jsonl", text.as_bytes());
-    let (docs, err, skipped) = read_all(&[p], ReadOptions { skip_bad: true });
+    let (docs, err, skipped) = read_all(
+        &[p],
+        ReadOptions {
+            skip_bad: true,
+            ..Default::default()
+        },
+    );
     assert!(err.is_none());
     assert_eq!(docs, good);
     assert_eq!(skipped, 26);
@@ -313,7 +331,13 @@ fn truncated_and_corrupt_streams_are_errors() {
     for (name, bytes) in cases {
         let p = write(dir.path(), name, &bytes);
         for skip_bad in [false, true] {
-            let (docs, err, _) = read_all(std::slice::from_ref(&p), ReadOptions { skip_bad });
+            let (docs, err, _) = read_all(
+                std::slice::from_ref(&p),
+                ReadOptions {
+                    skip_bad,
+                    ..Default::default()
+                },
+            );
             // Truncating only the trailer may leave every line readable,
             // but the stream is still reported as broken.
             assert!(
@@ -365,7 +389,13 @@ fn directories_of_text_files() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    let (docs, err, skipped) = read_all(&[root], ReadOptions { skip_bad: true });
+    let (docs, err, skipped) = read_all(
+        &[root],
+        ReadOptions {
+            skip_bad: true,
+            ..Default::default()
+        },
+    );
     assert!(err.is_none());
     assert_eq!((docs.len(), skipped), (4, 1));
 }
@@ -406,7 +436,14 @@ fn input_deleted_after_open_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.jsonl", b"{\"id\":\"1\"}\n");
     let b = write(dir.path(), "b.jsonl", b"{\"id\":\"2\"}\n");
-    let mut corpus = Corpus::open(&[a, b.clone()], ReadOptions { skip_bad: true }).unwrap();
+    let mut corpus = Corpus::open(
+        &[a, b.clone()],
+        ReadOptions {
+            skip_bad: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     std::fs::remove_file(&b).unwrap();
     assert_eq!(corpus.next().unwrap().unwrap().id, "1");
     match corpus.next() {
@@ -497,7 +534,7 @@ proptest::proptest! {
             let is_bad_record = matches!(e, CorpusError::BadRecord { .. });
             proptest::prop_assert!(is_bad_record, "{}", e);
         }
-        let (docs, err, skipped) = read_all(std::slice::from_ref(&p), ReadOptions { skip_bad: true });
+        let (docs, err, skipped) = read_all(std::slice::from_ref(&p), ReadOptions { skip_bad: true, ..Default::default() });
         proptest::prop_assert!(err.is_none());
         let non_blank = bytes
             .split(|&b| b == b'\n')
@@ -547,5 +584,80 @@ fn read_speed() {
         total as f64 / 1e6,
         docs as f64 / secs,
         bytes as f64 / secs / 1e6
+    );
+}
+
+/// Issue #20 item 13: a record over the limit is a bad record naming its
+/// file and line, skipped with `skip_bad` like any other, and never read
+/// whole (lines and directory files alike, compressed or not).
+#[test]
+fn records_over_the_limit_are_bad_records_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = "x".repeat(50_000);
+    let text = format!(
+        "{{\"id\":\"a\",\"body\":\"small\"}}\n{{\"id\":\"big\",\"body\":\"{huge}\"}}\n{{\"id\":\"b\",\"body\":\"after\"}}\n"
+    );
+    let limit = 1_000u64;
+    let plain = write(dir.path(), "big.jsonl", text.as_bytes());
+    let zst = write(
+        dir.path(),
+        "big.jsonl.zst",
+        &zstd::encode_all(text.as_bytes(), 3).unwrap(),
+    );
+    for p in [plain, zst] {
+        let strict = ReadOptions {
+            max_record_bytes: limit,
+            ..Default::default()
+        };
+        let (docs, err, _) = read_all(std::slice::from_ref(&p), strict);
+        assert_eq!(docs, vec![doc("a", "", "small")]);
+        match err {
+            Some(e @ CorpusError::BadRecord { line: 2, .. }) => {
+                let m = e.to_string();
+                assert!(m.contains(&format!("{}:2", p.display())), "{m}");
+                assert!(m.contains("larger than the limit of 1000 bytes"), "{m}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let skipping = ReadOptions {
+            skip_bad: true,
+            max_record_bytes: limit,
+        };
+        let mut corpus = Corpus::open(std::slice::from_ref(&p), skipping).unwrap();
+        let docs: Vec<Document> = corpus.by_ref().map(|d| d.unwrap()).collect();
+        assert_eq!(docs, vec![doc("a", "", "small"), doc("b", "", "after")]);
+        assert_eq!(corpus.skipped(), 1);
+        // The line buffer never held the record.
+        assert!(
+            corpus.line_buf.capacity() <= 64 * 1024,
+            "{}",
+            corpus.line_buf.capacity()
+        );
+    }
+    // A line exactly at the limit is read.
+    let exact = format!("{{\"id\":\"e\",\"body\":\"{}\"}}", "y".repeat(10));
+    let p = write(dir.path(), "exact.jsonl", format!("{exact}\n").as_bytes());
+    let opts = ReadOptions {
+        max_record_bytes: exact.len() as u64,
+        ..Default::default()
+    };
+    let (docs, err, _) = read_all(&[p], opts);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(docs.len(), 1);
+    // Directory inputs: a file over the limit is skipped unread.
+    let d = dir.path().join("texts");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("small.txt"), "tiny").unwrap();
+    std::fs::write(d.join("large.txt"), "z".repeat(5_000)).unwrap();
+    let skipping = ReadOptions {
+        skip_bad: true,
+        max_record_bytes: limit,
+    };
+    let (docs, err, skipped) = read_all(&[d], skipping);
+    assert!(err.is_none());
+    assert_eq!(skipped, 1);
+    assert_eq!(
+        docs.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+        vec!["small.txt"]
     );
 }

@@ -3,23 +3,7 @@
 
 use super::*;
 
-pub(super) fn lock_dir(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE);
-    let f = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Conflict(format!(
-            "{} is open for writing by another process (a server or another command); stop it first",
-            dir.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
-    }
-}
+pub(super) use crate::index::lock::lock_dir;
 
 /// Segment number of a segment name written by this crate (`seg000042`).
 pub(super) fn segment_number(dir: &Path, name: &str) -> Result<u64> {

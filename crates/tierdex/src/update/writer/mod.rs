@@ -68,8 +68,7 @@ pub use maintainer::Maintainer;
 use refresh::*;
 use state::*;
 
-/// Name of the lock file that keeps a second writer out.
-pub const LOCK_FILE: &str = "write.lock";
+pub use crate::index::lock::LOCK_FILE;
 
 /// How a writer buffers.
 #[derive(Debug, Clone, Copy)]
