@@ -107,6 +107,7 @@ pub mod analysis;
 internal!(bloom);
 pub mod cache;
 internal!(codec);
+internal!(column);
 internal!(common);
 pub mod corpus;
 pub mod error;

@@ -17,7 +17,8 @@ const LAYERS: &[&str] = &[
     "storage", // fields and documents, and the readers that produce documents
     "schema", "corpus", // postings: phrase filters, term dictionary, layout and cursors
     "bloom", "termdict", "layout",   // stored documents and ids
-    "store",    // an index: manifest, segments, deletes
+    "store", // columns: keyword, number, date and boolean values (doc values, points)
+    "column", // an index: manifest, segments, deletes
     "index",    // building segments
     "indexing", // queries: parse, plan, weights, scorers, collectors
     "query",    // the reading facade
