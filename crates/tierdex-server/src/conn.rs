@@ -118,10 +118,48 @@ impl Drop for Busy {
     }
 }
 
-/// A socket that reports its reads and writes to its connection's activity.
+/// A socket that reports its reads and writes to its connection's
+/// activity, and turns hyper's own answers to requests it cannot parse
+/// (a bare 400, 414 or 431) into JSON errors.
 struct Watched {
     inner: TcpStream,
     activity: Arc<Activity>,
+    /// An answer being written in place of hyper's: the bytes, how many are
+    /// written, and the length of the buffer they stand for.
+    replacing: Option<(Vec<u8>, usize, usize)>,
+}
+
+/// The JSON answer standing for `buf` when `buf` is exactly one of hyper's
+/// automatic error answers: a 4xx head with `content-length: 0` and
+/// nothing after it (every answer of the router with a 4xx status has a
+/// JSON body, see `json_errors`).
+fn replacement(buf: &[u8]) -> Option<Vec<u8>> {
+    if !buf.starts_with(b"HTTP/1.1 4") || !buf.ends_with(b"\r\n\r\n") {
+        return None;
+    }
+    let head = std::str::from_utf8(buf).ok()?;
+    if head.matches("\r\n\r\n").count() != 1 || !head.to_ascii_lowercase().contains("\r\ncontent-length: 0\r\n") {
+        return None;
+    }
+    let status_line = head.split("\r\n").next()?;
+    let status: u16 = status_line.get(9..12)?.parse().ok()?;
+    let (kind, what) = match status {
+        431 => ("header_too_large", "its headers are too large"),
+        414 => ("uri_too_long", "its URI is too long"),
+        _ => ("bad_request", "it is not valid HTTP/1.1"),
+    };
+    let body = serde_json::json!({
+        "error": { "type": kind, "reason": format!("the request could not be read: {what}") },
+        "status": status,
+    })
+    .to_string();
+    Some(
+        format!(
+            "{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
 }
 
 impl AsyncRead for Watched {
@@ -139,28 +177,27 @@ impl AsyncRead for Watched {
 impl AsyncWrite for Watched {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if this.replacing.is_none() {
+            this.replacing = replacement(buf).map(|r| (r, 0, buf.len()));
+        }
+        if let Some((bytes, written, stands_for)) = &mut this.replacing {
+            while *written < bytes.len() {
+                match Pin::new(&mut this.inner).poll_write(cx, &bytes[*written..]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => *written += n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            let n = *stands_for;
+            this.replacing = None;
+            return Poll::Ready(Ok(n));
+        }
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             this.activity.wrote();
         }
         r
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.activity.wrote();
-        }
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -343,6 +380,7 @@ async fn connection(
     let io = TokioIo::new(Watched {
         inner: stream,
         activity: activity.clone(),
+        replacing: None,
     });
     let service = {
         let activity = activity.clone();
@@ -357,7 +395,11 @@ async fn connection(
             }
         })
     };
-    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    // Heads and bodies are written flattened, one buffer at a time, so
+    // that hyper's own error answers can be recognised (see `replacement`).
+    let conn = hyper::server::conn::http1::Builder::new()
+        .writev(false)
+        .serve_connection(io, service);
     tokio::pin!(conn);
     let mut stopping = *stop.borrow();
     if stopping {
@@ -432,5 +474,32 @@ mod tests {
         assert_eq!(fit_under(1024, 100), 1);
         assert_eq!(fit_under(10, libc::RLIM_INFINITY), 10);
         assert!(fit_connections(1024) >= 1);
+    }
+
+    #[test]
+    fn only_hypers_bare_error_answers_are_replaced() {
+        let bare = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: Thu, 01 Jan 2026 00:00:00 GMT\r\n\r\n";
+        let r = String::from_utf8(replacement(bare).unwrap()).unwrap();
+        let (head, body) = r.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
+        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            (v["status"].as_u64(), v["error"]["type"].as_str()),
+            (Some(400), Some("bad_request"))
+        );
+        let big = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        assert!(String::from_utf8(replacement(big).unwrap())
+            .unwrap()
+            .contains("header_too_large"));
+        for kept in [
+            &b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"[..],
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 12\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\nHTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n",
+            b"{\"title\": \"HTTP/1.1 400\"}",
+        ] {
+            assert_eq!(replacement(kept), None, "{}", String::from_utf8_lossy(kept));
+        }
     }
 }

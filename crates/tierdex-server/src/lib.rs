@@ -653,21 +653,7 @@ pub async fn serve(
     bound: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    if !addr.ip().is_loopback() {
-        if state.config.auth.is_none() && !state.config.insecure {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "refusing to listen on {addr}, which is not a loopback address, without authentication: \
-                     give an authentication file (tierdex serve --auth FILE), or say that anyone who can reach \
-                     {addr} may read and change the index (--insecure)"
-                ),
-            ));
-        }
-        if state.config.auth.is_none() {
-            tracing::warn!("listening on {addr}, which is not a loopback address, without authentication (insecure)");
-        }
-    }
+    check_exposure(addr, &state.config)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     bound(listener.local_addr()?);
     // Refreshes and flushes run on the writer's own low-priority thread for
@@ -676,6 +662,26 @@ pub async fn serve(
         .writer()
         .map(|w| w.maintain(state.config.refresh_interval.max(Duration::from_millis(10))));
     conn::serve(listener, router(state.clone()), &state.config, shutdown).await
+}
+
+/// Refuses to serve on a non-loopback `addr` without authentication,
+/// unless `config.insecure` says so (then warns).
+pub fn check_exposure(addr: SocketAddr, config: &ServerConfig) -> std::io::Result<()> {
+    if addr.ip().is_loopback() || config.auth.is_some() {
+        return Ok(());
+    }
+    if !config.insecure {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing to listen on {addr}, which is not a loopback address, without authentication: \
+                 give an authentication file (tierdex serve --auth FILE), or say that anyone who can reach \
+                 {addr} may read and change the index (--insecure)"
+            ),
+        ));
+    }
+    tracing::warn!("listening on {addr}, which is not a loopback address, without authentication (--insecure)");
+    Ok(())
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -39,7 +39,8 @@ pub enum Role {
 }
 
 impl Role {
-    fn name(self) -> &'static str {
+    /// `read`, `write` or `admin`.
+    pub fn name(self) -> &'static str {
         match self {
             Role::Read => "read",
             Role::Write => "write",

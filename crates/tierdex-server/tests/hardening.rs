@@ -386,3 +386,476 @@ async fn bulk_ids_are_kept_and_bad_items_fail_alone() {
     assert_eq!(ids, ["5", "k-2"]);
     s.stop().await;
 }
+
+/// Item 15: every error the server sends is JSON in Elasticsearch's shape,
+/// on every route and the fallback: methods a route does not take, bodies
+/// over the limit (with and without a length), malformed bodies, bad URLs,
+/// and requests too malformed for any handler to see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_every_error_in_json() {
+    let s = start(|c| c.max_body_bytes = 4096).await;
+    let paths = [
+        "/",
+        "/health",
+        "/stats",
+        "/metrics",
+        "/search",
+        "/fruit/_search",
+        "/fruit/_count",
+        "/docs",
+        "/docs/doc-1",
+        "/refresh",
+        "/flush",
+        "/fruit",
+        "/other",
+        "/fruit/_doc",
+        "/fruit/_doc/doc-2",
+        "/_bulk",
+        "/fruit/_bulk",
+        "/fruit/_refresh",
+        "/no/such/endpoint",
+    ];
+    let methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+    let big = vec![b'x'; 10_000];
+    let mut errors = 0;
+    for path in paths {
+        for method in methods {
+            for body in [big.clone(), b"{not json".to_vec()] {
+                let (st, h, text) = request(method, &s.url(path), &[JSON], Some(body)).await;
+                // Elasticsearch answers the delete of a missing document
+                // with a 404 and the document's result, not an error.
+                let missing_doc = st == 404 && text.contains("\"result\":\"not_found\"");
+                if st >= 400 && !missing_doc {
+                    errors += 1;
+                    assert_es_error(&format!("{method} {path}"), st, &h, &text);
+                }
+            }
+        }
+    }
+    assert!(errors > 150, "{errors}");
+    for (method, path) in [
+        ("DELETE", "/fruit"),
+        ("DELETE", "/docs/%ff"),
+        ("PUT", "/fruit/_doc/%ff%fe"),
+        ("GET", "/%ff/_search?q=apple"),
+        ("GET", "/fruit/_search?q=%ff"),
+        ("GET", "/search?q=apple&k=%ff"),
+        ("GET", "/search?q=apple&mode=%C3%A9"),
+        ("GET", "/fruit/_search?q=apple&size=99999999999999999999999"),
+    ] {
+        let (st, h, text) = request(method, &s.url(path), &[JSON], None).await;
+        assert!(st >= 400, "{method} {path}: {st} {text}");
+        assert_es_error(&format!("{method} {path}"), st, &h, &text);
+    }
+    // A chunked body over the limit (no length to refuse it by).
+    let mut chunked =
+        b"POST /fruit/_bulk HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for _ in 0..4 {
+        chunked.extend_from_slice(format!("{:x}\r\n", 2000).as_bytes());
+        chunked.extend_from_slice(&[b' '; 2000]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    // Requests hyper itself refuses before any handler sees them.
+    let long_header = format!(
+        "GET /health HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n",
+        "y".repeat(1 << 20)
+    );
+    let raws: Vec<(Vec<u8>, u16)> = vec![
+        (chunked, 413),
+        (b"GET /docs/\xff\xfe HTTP/1.1\r\nhost: x\r\n\r\n".to_vec(), 400),
+        (b"G(T / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec(), 400),
+        (b"GET / HTTP/1.1\r\nhost: x\r\nbad header\r\n\r\n".to_vec(), 400),
+        (b"GET / HTTP/9.9\r\nhost: x\r\n\r\n".to_vec(), 400),
+        (long_header.into_bytes(), 431),
+    ];
+    for (req, want) in raws {
+        let answer = raw(s.addr, &req, std::time::Duration::from_secs(5)).await;
+        let shown = String::from_utf8_lossy(&req[..req.len().min(60)]).into_owned();
+        let (st, headers, body) =
+            parse_raw(&answer).unwrap_or_else(|| panic!("{shown}: {:?}", String::from_utf8_lossy(&answer)));
+        assert_eq!(st, want, "{shown}: {body}");
+        let ct = headers
+            .iter()
+            .find(|(k, _)| k == "content-type")
+            .map(|(_, v)| v.as_str());
+        assert_eq!(ct, Some("application/json"), "{shown}: {headers:?} {body:?}");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{shown}: {e}: {body:?}"));
+        assert_eq!(v["status"], st, "{v}");
+        assert!(
+            v["error"]["type"].is_string() && v["error"]["reason"].is_string(),
+            "{v}"
+        );
+    }
+    // The server still answers.
+    let (st, _, _) = request("GET", &s.url("/health"), &[], None).await;
+    assert_eq!(st, 200);
+    s.stop().await;
+}
+
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// Item 2: with an authentication file, every route but `/health` needs
+/// credentials (401 with `WWW-Authenticate` without them), and a role that
+/// allows it (403 otherwise): read, write, admin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authentication_and_roles_guard_every_route() {
+    let (reader, reader_header) = tierdex_server::new_api_key("reader").unwrap();
+    let (writer, writer_header) = tierdex_server::new_api_key("ingest").unwrap();
+    let file = json!({
+        "api_keys": [
+            {"id": "reader", "hash": tierdex_server::hash_secret(&reader).unwrap(), "role": "read"},
+            {"id": "ingest", "hash": tierdex_server::hash_secret(&writer).unwrap(), "role": "write"},
+        ],
+        "users": [{"name": "root", "hash": tierdex_server::hash_secret("correct horse").unwrap(), "role": "admin"}],
+    });
+    let auth = std::sync::Arc::new(tierdex_server::Auth::from_json(&file.to_string()).unwrap());
+    let s = start(|c| c.auth = Some(auth)).await;
+    let read = format!("ApiKey {reader_header}");
+    let write = format!("Bearer {writer_header}");
+    let admin = basic("root", "correct horse");
+    let doc = "{\"id\": \"auth-1\", \"title\": \"salak\"}";
+    let bulk = "{\"index\":{\"_id\":\"auth-2\"}}\n{\"title\":\"salak\"}\n";
+    // (method, path, body, status without credentials, read, write, admin)
+    let cases: Vec<(&str, &str, Option<&str>, [u16; 4])> = vec![
+        ("GET", "/health", None, [200, 200, 200, 200]),
+        ("GET", "/", None, [401, 200, 200, 200]),
+        ("GET", "/search?q=apple", None, [401, 200, 200, 200]),
+        ("GET", "/fruit/_search?q=apple", None, [401, 200, 200, 200]),
+        ("GET", "/fruit/_count?q=apple", None, [401, 200, 200, 200]),
+        ("GET", "/stats", None, [401, 200, 200, 200]),
+        ("GET", "/no/such", None, [401, 404, 404, 404]),
+        ("POST", "/docs", Some(doc), [401, 403, 200, 200]),
+        ("POST", "/fruit/_bulk", Some(bulk), [401, 403, 200, 200]),
+        (
+            "PUT",
+            "/fruit/_doc/auth-3",
+            Some("{\"title\": \"salak\"}"),
+            [401, 403, 201, 200],
+        ),
+        ("POST", "/fruit/_refresh", None, [401, 403, 200, 200]),
+        ("DELETE", "/fruit/_doc/auth-3", None, [401, 403, 200, 404]),
+        ("POST", "/flush", None, [401, 403, 403, 200]),
+        ("GET", "/metrics", None, [401, 403, 403, 200]),
+        ("PUT", "/fruit", None, [401, 403, 403, 400]),
+    ];
+    for (method, path, body, want) in cases {
+        let who = [
+            ("nobody", None),
+            ("read", Some(&read)),
+            ("write", Some(&write)),
+            ("admin", Some(&admin)),
+        ];
+        for ((who, creds), want) in who.into_iter().zip(want) {
+            let mut headers = vec![JSON];
+            if let Some(c) = creds {
+                headers.push(("authorization", c.as_str()));
+            }
+            let (st, h, text) = request(method, &s.url(path), &headers, body.map(|b| b.as_bytes().to_vec())).await;
+            assert_eq!(st, want, "{who}: {method} {path}: {text}");
+            if st == 401 || st == 403 {
+                assert_es_error(&format!("{who} {method} {path}"), st, &h, &text);
+                assert!(text.contains("security_exception"), "{text}");
+            }
+            if st == 401 {
+                let challenges: Vec<_> = h.get_all("www-authenticate").iter().collect();
+                assert!(
+                    challenges.iter().any(|v| v.to_str().unwrap().starts_with("Basic")),
+                    "{h:?}"
+                );
+                assert!(
+                    challenges.iter().any(|v| v.to_str().unwrap().starts_with("ApiKey")),
+                    "{h:?}"
+                );
+            }
+        }
+    }
+    // Wrong secrets and unknown names are 401s, whatever the scheme.
+    for bad in [
+        basic("root", "wrong"),
+        basic("nobody", "correct horse"),
+        basic("root", "correct horse").replace("Basic", "ApiKey"),
+        format!("ApiKey {}", {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode(format!("ingest:{reader}"))
+        }),
+        "ApiKey not-base64!".to_string(),
+        "Negotiate abc".to_string(),
+    ] {
+        let (st, _, text) = request("GET", &s.url("/search?q=apple"), &[("authorization", &bad)], None).await;
+        assert_eq!(st, 401, "{bad}: {text}");
+    }
+    // What was refused changed nothing; what was allowed is there.
+    assert_eq!(s.count("salak").await, 2);
+    s.stop().await;
+}
+
+/// Item 2: a non-loopback address without authentication is refused at
+/// startup, unless `insecure` says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_loopback_address_needs_authentication() {
+    let dir = tempfile::tempdir().unwrap();
+    tierdex::indexing::build_index(
+        docs().into_iter().map(Ok),
+        dir.path(),
+        &tierdex::indexing::IndexOptions::default(),
+    )
+    .unwrap();
+    let st = tierdex_server::state(tierdex_server::ServerConfig::new(dir.path().to_path_buf())).unwrap();
+    let e = tierdex_server::serve(st.clone(), "0.0.0.0:0".parse().unwrap(), |_| {}, async {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    assert!(
+        e.to_string().contains("--auth") && e.to_string().contains("--insecure"),
+        "{e}"
+    );
+}
+
+/// Item 2: CORS as Elasticsearch's `http.cors.*`: allowed origins (exact or
+/// a regex) get the headers and their preflights answered; others, and
+/// methods not allowed, are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_allows_what_it_is_told_and_refuses_the_rest() {
+    let s = start(|c| {
+        c.cors.allow_origin = vec![
+            "https://app.example".parse().unwrap(),
+            "/https://[a-z]+\\.trusted\\.example/".parse().unwrap(),
+        ];
+        c.cors.allow_methods = vec![reqwest::Method::OPTIONS, reqwest::Method::GET, reqwest::Method::POST];
+        c.cors.allow_credentials = true;
+    })
+    .await;
+    let app = ("origin", "https://app.example");
+    let (st, h, text) = request(
+        "OPTIONS",
+        &s.url("/docs"),
+        &[
+            app,
+            ("access-control-request-method", "POST"),
+            ("access-control-request-headers", "content-type"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{text}");
+    assert_eq!(h["access-control-allow-origin"], "https://app.example");
+    assert!(
+        h["access-control-allow-methods"].to_str().unwrap().contains("POST"),
+        "{h:?}"
+    );
+    assert!(
+        h["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("content-type"),
+        "{h:?}"
+    );
+    assert_eq!(h["access-control-allow-credentials"], "true");
+    assert_eq!(h["access-control-max-age"], "1728000");
+    let (st, h, text) = request(
+        "POST",
+        &s.url("/docs"),
+        &[app, JSON],
+        Some(b"{\"id\": \"cors-1\", \"title\": \"jabuticaba\"}".to_vec()),
+    )
+    .await;
+    assert_eq!(st, 200, "{text}");
+    assert_eq!(h["access-control-allow-origin"], "https://app.example");
+    assert!(h["vary"].to_str().unwrap().contains("origin"), "{h:?}");
+    let (st, h, _) = request(
+        "GET",
+        &s.url("/search?q=jabuticaba"),
+        &[("origin", "https://api.trusted.example")],
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, &h["access-control-allow-origin"]),
+        (
+            200,
+            &"https://api.trusted.example"
+                .parse::<reqwest::header::HeaderValue>()
+                .unwrap()
+        )
+    );
+    for (method, headers) in [
+        (
+            "OPTIONS",
+            vec![
+                ("origin", "https://evil.example"),
+                ("access-control-request-method", "POST"),
+            ],
+        ),
+        ("POST", vec![("origin", "https://app.example.evil.example"), JSON]),
+        ("POST", vec![("origin", "https://a.trusted.example.evil"), JSON]),
+        ("OPTIONS", vec![app, ("access-control-request-method", "DELETE")]),
+        ("DELETE", vec![app]),
+    ] {
+        let (st, h, text) = request(
+            method,
+            &s.url("/docs"),
+            &headers,
+            Some(b"{\"id\": \"cors-2\", \"title\": \"jabuticaba\"}".to_vec()),
+        )
+        .await;
+        assert_eq!(st, 403, "{method} {headers:?}: {text}");
+        assert!(h.get("access-control-allow-origin").is_none());
+        assert_es_error(method, st, &h, &text);
+    }
+    assert_eq!(s.count("jabuticaba").await, 1);
+    s.stop().await;
+}
+
+/// Reads from `t` until the server closes it (or `limit` passes: `None`).
+async fn closed_within(t: &mut tokio::net::TcpStream, limit: std::time::Duration) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match t.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(limit, read).await.ok()?;
+    Some(got)
+}
+
+/// Item 8: slow-header sockets are closed after the header timeout (from
+/// the connection's opening, however they trickle), idle keep-alive
+/// connections after the idle timeout, stalled bodies after the header
+/// timeout; beyond the connection limit a JSON 503; and a server stops
+/// promptly with such sockets open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_idle_and_excess_connections_are_closed() {
+    use std::time::{Duration, Instant};
+    use tokio::io::AsyncWriteExt;
+    let header = Duration::from_millis(600);
+    let idle = Duration::from_millis(1500);
+    let s = start(|c| {
+        c.max_connections = 16;
+        c.header_timeout = header;
+        c.idle_timeout = idle;
+    })
+    .await;
+    let started = Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        let mut t = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        t.write_all(b"GET /search?q=apple HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        slow.push(t);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Over the limit: a JSON 503.
+    let answer = raw(
+        s.addr,
+        b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    let (st, headers, body) = parse_raw(&answer).unwrap_or_else(|| panic!("{answer:?}"));
+    assert_eq!(st, 503, "{body}");
+    assert!(
+        headers.contains(&("content-type".into(), "application/json".into())),
+        "{headers:?}"
+    );
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (v["status"].as_u64(), v["error"]["type"].as_str()),
+        (Some(503), Some("too_many_connections"))
+    );
+    // Each slow socket trickles a byte every 100 ms and is still closed
+    // once the header timeout has passed since it opened.
+    let trickling: Vec<_> = slow
+        .into_iter()
+        .map(|mut t| {
+            tokio::spawn(async move {
+                loop {
+                    if t.write_all(b"x").await.is_err() {
+                        return started.elapsed();
+                    }
+                    if closed_within(&mut t, Duration::from_millis(100)).await.is_some() {
+                        return started.elapsed();
+                    }
+                    assert!(
+                        started.elapsed() < Duration::from_secs(5),
+                        "a slow-header socket stays open"
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in trickling {
+        let after = t.await.unwrap();
+        assert!(
+            after >= header && after < header + Duration::from_secs(2),
+            "closed after {after:?}"
+        );
+    }
+    // The slots are free again.
+    let (st, _, _) = request("GET", &s.url("/health"), &[], None).await;
+    assert_eq!(st, 200);
+    // A socket that sends nothing is a slow header too.
+    let opened = Instant::now();
+    let mut silent = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    assert!(closed_within(&mut silent, Duration::from_secs(4)).await.is_some());
+    assert!(opened.elapsed() >= header, "{:?}", opened.elapsed());
+    // An idle keep-alive connection lives for the idle timeout, then closes.
+    let mut kept = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    kept.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answered = Instant::now();
+    let got = closed_within(&mut kept, Duration::from_secs(5))
+        .await
+        .expect("an idle connection stays open");
+    let lived = answered.elapsed();
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "{got:?}");
+    assert!(
+        lived >= idle - Duration::from_millis(100) && lived < idle + Duration::from_secs(2),
+        "{lived:?}"
+    );
+    // A body that stalls is refused after the header timeout.
+    let mut stalled = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    stalled
+        .write_all(
+            b"POST /docs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\":",
+        )
+        .await
+        .unwrap();
+    let sent = Instant::now();
+    let got = closed_within(&mut stalled, Duration::from_secs(4))
+        .await
+        .expect("a stalled body stays open");
+    assert!(
+        sent.elapsed() >= header - Duration::from_millis(100),
+        "{:?}",
+        sent.elapsed()
+    );
+    let (st, _, body) = parse_raw(&got).unwrap_or_else(|| panic!("{got:?}"));
+    assert_eq!(st, 400, "{body}");
+    assert!(body.contains("paused"), "{body}");
+    // Stopping with a slow socket open takes no longer than its timeout.
+    let mut lingering = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    lingering.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stopping = Instant::now();
+    s.stop().await;
+    assert!(
+        stopping.elapsed() < header + Duration::from_secs(1),
+        "{:?}",
+        stopping.elapsed()
+    );
+}

@@ -173,3 +173,19 @@ pub fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+/// A raw answer: status, headers (lower-case names) and body.
+pub type RawAnswer = (u16, Vec<(String, String)>, String);
+
+/// The status, headers and body of a raw HTTP/1.1 answer.
+pub fn parse_raw(bytes: &[u8]) -> Option<RawAnswer> {
+    let text = String::from_utf8_lossy(bytes);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Some((status, headers, body.to_string()))
+}
