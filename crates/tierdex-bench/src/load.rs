@@ -276,7 +276,13 @@ pub async fn run_updates(
             body.push('\n');
             ids.push(k);
         }
-        let ok = match client.post(format!("{base}/docs")).body(body).send().await {
+        let ok = match client
+            .post(format!("{base}/docs"))
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send()
+            .await
+        {
             Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
             Err(_) => false,
         };

@@ -53,7 +53,7 @@ enum Command {
     Compact(update::CompactArgs),
     /// Serve an index over HTTP/JSON (search, stats, metrics, an
     /// Elasticsearch-compatible search API) until SIGTERM.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
 }
 
 /// Restores the default SIGPIPE action, so that `tierdex ... | head` ends
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         Command::Gen(a) => gen::run(a),
         Command::Demo(a) => demo::run(a),
         Command::QueryStream(a) => query_stream::run(a),
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(a) => serve::run(*a),
         Command::Add(a) => update::add(a),
         Command::Delete(a) => update::delete(a),
         Command::Compact(a) => update::compact(a),

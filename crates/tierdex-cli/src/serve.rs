@@ -12,11 +12,12 @@ use crate::tier::parse_bytes;
 /// Options of `tierdex serve`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  POST /docs             JSON array or JSON lines of {id,title,body}; ?refresh=true\n  DELETE /docs/{id}, POST /refresh, POST /flush\n  Elasticsearch-compatible: GET|POST /{index}/_search, /{index}/_count (query_string, match,\n    match_phrase, term, bool; size, track_total_hits, highlight, _source), PUT /{index},\n    POST /{index}/_doc, PUT|DELETE /{index}/_doc/{id}, POST /_bulk, /{index}/_bulk, /{index}/_refresh"
+    after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  POST /docs             JSON array or JSON lines of {id,title,body}; ?refresh=true\n  DELETE /docs/{id}, POST /refresh, POST /flush\n  Elasticsearch-compatible: GET|POST /{index}/_search, /{index}/_count (query_string, match,\n    match_phrase, term, bool; size, track_total_hits, highlight, _source), PUT /{index},\n    POST /{index}/_doc, PUT|DELETE /{index}/_doc/{id}, POST /_bulk, /{index}/_bulk, /{index}/_refresh\n\nSECURITY:\n  Writes need Content-Type application/json (or application/x-ndjson), else 415. Requests with an\n  Origin header are refused (403) unless --cors-allow-origin allows that origin.\n  --auth FILE (JSON) names API keys and basic-auth users, each with an argon2 hash and a role:\n    {\"api_keys\": [{\"id\": \"ingest\", \"hash\": \"$argon2id$...\", \"role\": \"write\"}],\n     \"users\":    [{\"name\": \"ada\",   \"hash\": \"$argon2id$...\", \"role\": \"admin\"}]}\n  Roles: read (search, count, stats, GET /), write (read + document writes, refresh),\n  admin (everything: flush, PUT /{index}, /metrics). /health stays open. Clients send\n  `Authorization: ApiKey base64(id:key)` (or `Bearer base64(id:key)`) or `Basic base64(name:password)`;\n  401 without valid credentials, 403 when the role is not enough.\n  `tierdex serve --hash-password < secret` prints a hash; `tierdex serve --new-api-key ID --role write`\n  prints a new key's file entry and the header to send. A non-loopback --addr needs --auth or --insecure."
 )]
 pub struct Args {
     /// Index directory.
-    dir: PathBuf,
+    #[arg(required_unless_present_any = ["hash_password", "new_api_key"])]
+    dir: Option<PathBuf>,
     /// Create an empty index with this strategy if DIR holds none.
     #[arg(long, value_parser = |s: &str| s.parse::<tierdex::update::Strategy>().map_err(|e| e.to_string()))]
     create: Option<tierdex::update::Strategy>,
@@ -52,24 +53,146 @@ pub struct Args {
     /// Index name in Elasticsearch paths (default: the directory's name).
     #[arg(long)]
     index_name: Option<String>,
+    /// Largest `timeout` a request may ask for (ms); above it, 400.
+    #[arg(long, default_value_t = 60_000)]
+    max_timeout_ms: u64,
+    /// Connections open at once; beyond, a 503 and the connection is closed
+    /// (lowered to the file-descriptor limit less 256 if that is smaller).
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Longest a client may take to send a request's head (from the
+    /// connection's opening or the request's first byte), and the longest
+    /// pause within a body (ms); then the connection is closed.
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// Longest a keep-alive connection may stay idle between requests (ms).
+    #[arg(long, default_value_t = 60_000)]
+    idle_timeout_ms: u64,
+    /// Authentication file (JSON): API keys and users with argon2 hashes and
+    /// roles (see SECURITY below). Without it, anyone who can connect may do
+    /// anything.
+    #[arg(long, value_name = "FILE")]
+    auth: Option<PathBuf>,
+    /// Allow a non-loopback --addr without --auth.
+    #[arg(long)]
+    insecure: bool,
+    /// Allow cross-origin requests from this origin: exact
+    /// (`https://app.example`), `*`, or a regular expression between slashes
+    /// (`/https://.*\.example\.com/`), as Elasticsearch's
+    /// `http.cors.allow-origin`. Repeatable. Without it, every request that
+    /// carries an Origin header is refused.
+    #[arg(long, value_name = "ORIGIN", value_parser = |s: &str| s.parse::<tierdex_server::OriginRule>())]
+    cors_allow_origin: Vec<tierdex_server::OriginRule>,
+    /// Methods allowed cross-origin (comma-separated).
+    #[arg(long, value_name = "LIST", default_value = "OPTIONS,HEAD,GET,POST,PUT,DELETE")]
+    cors_allow_methods: String,
+    /// Request headers allowed cross-origin (comma-separated).
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "X-Requested-With,Content-Type,Content-Length,Authorization,Accept,User-Agent,X-Elastic-Client-Meta"
+    )]
+    cors_allow_headers: String,
+    /// Let browsers send credentials with cross-origin requests.
+    #[arg(long)]
+    cors_allow_credentials: bool,
+    /// How long browsers may cache a preflight's answer (seconds).
+    #[arg(long, default_value_t = 1_728_000)]
+    cors_max_age_secs: u64,
+    /// Read a secret from stdin (one line), print its argon2id hash for the
+    /// authentication file, and exit.
+    #[arg(long, conflicts_with = "new_api_key")]
+    hash_password: bool,
+    /// Make a new API key for ID, print its authentication-file entry and
+    /// the Authorization header to send, and exit.
+    #[arg(long, value_name = "ID")]
+    new_api_key: Option<String>,
+    /// The role of --new-api-key: read, write or admin.
+    #[arg(long, default_value = "read", requires = "new_api_key")]
+    role: String,
     #[command(flatten)]
     tier: crate::tier::TierArgs,
     #[command(flatten)]
     cache: crate::cache::CacheArgs,
 }
 
+/// `--hash-password`: the hash of the secret on stdin.
+fn hash_password() -> Result<()> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the secret from stdin")?;
+    let secret = line.trim_end_matches(['\r', '\n']);
+    if secret.is_empty() {
+        anyhow::bail!("no secret on stdin (e.g. `tierdex serve --hash-password <<< 'my password'`)");
+    }
+    println!("{}", tierdex_server::hash_secret(secret)?);
+    Ok(())
+}
+
+/// `--new-api-key ID --role ROLE`: a new key's file entry and header.
+fn new_api_key(id: &str, role: &str) -> Result<()> {
+    let role: tierdex_server::Role = role.parse().map_err(anyhow::Error::msg)?;
+    if id.is_empty() || id.contains(':') {
+        anyhow::bail!("an API key id must be non-empty and without `:`");
+    }
+    let (secret, encoded) = tierdex_server::new_api_key(id)?;
+    let entry = serde_json::json!({
+        "id": id,
+        "hash": tierdex_server::hash_secret(&secret)?,
+        "role": role.name(),
+    });
+    println!("# add to \"api_keys\" in the authentication file:\n{entry}");
+    println!("# clients send (shown once; only the hash is kept):\nAuthorization: ApiKey {encoded}");
+    Ok(())
+}
+
+/// Comma-separated items parsed one by one.
+fn list<T>(flag: &str, s: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(|i| parse(i).with_context(|| format!("{flag}: `{i}` is not valid")))
+        .collect()
+}
+
 /// Runs `tierdex serve` until SIGTERM or SIGINT.
 pub fn run(a: Args) -> Result<()> {
+    if a.hash_password {
+        return hash_password();
+    }
+    if let Some(id) = &a.new_api_key {
+        return new_api_key(id, &a.role);
+    }
+    let dir = a.dir.clone().context("the index directory is missing")?;
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
     if a.create.is_none() || a.read_only {
-        existing_dir(a.dir.to_str().unwrap_or_default()).map_err(anyhow::Error::msg)?;
+        existing_dir(dir.to_str().unwrap_or_default()).map_err(anyhow::Error::msg)?;
     }
     if a.refresh_ms == 0 {
         anyhow::bail!("--refresh-ms must be positive");
     }
-    let mut config = tierdex_server::ServerConfig::new(a.dir.clone());
+    if a.timeout_ms > a.max_timeout_ms {
+        anyhow::bail!(
+            "--timeout-ms {} is above --max-timeout-ms {}",
+            a.timeout_ms,
+            a.max_timeout_ms
+        );
+    }
+    if a.header_timeout_ms == 0 || a.idle_timeout_ms == 0 || a.max_connections == 0 {
+        anyhow::bail!("--header-timeout-ms, --idle-timeout-ms and --max-connections must be positive");
+    }
+    let cors_options_given = a.cors_allow_credentials
+        || a.cors_max_age_secs != 1_728_000
+        || a.cors_allow_methods != "OPTIONS,HEAD,GET,POST,PUT,DELETE"
+        || a.cors_allow_headers
+            != "X-Requested-With,Content-Type,Content-Length,Authorization,Accept,User-Agent,X-Elastic-Client-Meta";
+    if a.cors_allow_origin.is_empty() && cors_options_given {
+        anyhow::bail!("the --cors-* options take effect only with --cors-allow-origin");
+    }
+    let mut config = tierdex_server::ServerConfig::new(dir.clone());
     config.read_only = a.read_only;
     config.create = a.create;
     config.refresh_interval = Duration::from_millis(a.refresh_ms);
@@ -81,11 +204,38 @@ pub fn run(a: Args) -> Result<()> {
     config.cache = a.cache.build(threads)?.map(|c| *c.config());
     config.max_body_bytes = a.max_body_bytes;
     config.default_timeout = Duration::from_millis(a.timeout_ms);
+    config.max_timeout = Duration::from_millis(a.max_timeout_ms);
+    config.max_connections = a.max_connections;
+    config.header_timeout = Duration::from_millis(a.header_timeout_ms);
+    config.idle_timeout = Duration::from_millis(a.idle_timeout_ms);
+    config.insecure = a.insecure;
+    if let Some(f) = &a.auth {
+        config.auth = Some(std::sync::Arc::new(
+            tierdex_server::Auth::load(f).map_err(anyhow::Error::msg)?,
+        ));
+    }
+    config.cors = tierdex_server::Cors {
+        allow_origin: a.cors_allow_origin.clone(),
+        allow_methods: list("--cors-allow-methods", &a.cors_allow_methods, |m| {
+            m.to_ascii_uppercase().parse().ok()
+        })?,
+        allow_headers: list("--cors-allow-headers", &a.cors_allow_headers, |h| {
+            h.to_ascii_lowercase().parse().ok()
+        })?,
+        allow_credentials: a.cors_allow_credentials,
+        max_age: Duration::from_secs(a.cors_max_age_secs),
+    };
+    tierdex_server::check_exposure(a.addr, &config)?;
     if let Some(n) = a.index_name {
         config.index_name = n;
     }
     let name = config.index_name.clone();
-    let state = tierdex_server::state(config).with_context(|| format!("opening {}", a.dir.display()))?;
+    let auth = if config.auth.is_some() {
+        "authentication on"
+    } else {
+        "no authentication"
+    };
+    let state = tierdex_server::state(config).with_context(|| format!("opening {}", dir.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -95,7 +245,9 @@ pub fn run(a: Args) -> Result<()> {
         state.clone(),
         a.addr,
         |addr| {
-            eprintln!("serving index [{name}] on http://{addr} with {threads} query threads (SIGTERM or Ctrl-C stops)")
+            eprintln!(
+                "serving index [{name}] on http://{addr} with {threads} query threads, {auth} (SIGTERM or Ctrl-C stops)"
+            )
         },
         tierdex_server::termination(),
     ))?;

@@ -29,7 +29,7 @@ use tierdex::Field;
 use tierdex::update::wal::Op;
 use tierdex::Document;
 
-use crate::{ApiError, AppState, SearchJob, WriteParams, MAX_K};
+use crate::{ApiError, AppState, SearchJob, WriteParams, Written, MAX_K};
 
 /// URI parameters (`?q=...&size=...`).
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +38,8 @@ pub struct UriParams {
     pub q: Option<String>,
     /// Hits.
     pub size: Option<usize>,
+    /// First hit (only 0 is supported).
+    pub from: Option<u64>,
     /// Longest wait, Elasticsearch style (`500ms`, `2s`).
     pub timeout: Option<String>,
 }
@@ -201,18 +203,48 @@ fn check_index(state: &AppState, index: &str) -> Result<(), ApiError> {
     }
 }
 
-fn parse_timeout(s: &str) -> Result<std::time::Duration, ApiError> {
-    let (num, unit) = s
-        .trim()
-        .split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("bad timeout `{s}` (e.g. 500ms, 2s)")))?;
-    match unit {
-        "ms" => Ok(std::time::Duration::from_millis(n)),
-        "s" | "" => Ok(std::time::Duration::from_secs(n)),
-        "m" => Ok(std::time::Duration::from_secs(60 * n)),
-        _ => Err(ApiError::bad_request(format!("bad timeout `{s}` (e.g. 500ms, 2s)"))),
+/// An Elasticsearch time value (`500ms`, `2s`, `1m`): a whole number and a
+/// unit (`nanos`, `micros`, `ms`, `s`, `m`, `h`, `d`), checked against the
+/// server's maximum.
+fn parse_timeout(state: &AppState, s: &str) -> Result<std::time::Duration, ApiError> {
+    use std::time::Duration;
+    let bad = |why: &str| {
+        ApiError::bad_request(format!(
+            "bad [timeout] `{s}`: {why}; expected a whole number and a unit (nanos, micros, ms, s, m, h, d), e.g. \"500ms\" or \"2s\""
+        ))
+    };
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    if unit.is_empty() {
+        return Err(bad("the unit is missing"));
+    }
+    let n: u64 = num.parse().map_err(|_| bad("not a whole number within range"))?;
+    let secs = |per: u64| {
+        n.checked_mul(per)
+            .map(Duration::from_secs)
+            .ok_or_else(|| bad("too long"))
+    };
+    let d = match unit {
+        "nanos" => Duration::from_nanos(n),
+        "micros" => Duration::from_micros(n),
+        "ms" => Duration::from_millis(n),
+        "s" => secs(1)?,
+        "m" => secs(60)?,
+        "h" => secs(3600)?,
+        "d" => secs(86_400)?,
+        _ => return Err(bad("unknown unit")),
+    };
+    state.config().check_timeout(d, &format!("`{s}`"))
+}
+
+/// A whole number ≥ 0 from a body field, or a 400 naming the field.
+fn body_count(body: &Value, key: &str) -> Result<Option<u64>, ApiError> {
+    match body.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("[{key}] must be a whole number ≥ 0, not {v}"))),
     }
 }
 
@@ -280,14 +312,12 @@ pub async fn search(
             )));
         }
     }
-    if body.get("from").and_then(Value::as_u64).unwrap_or(0) != 0 {
+    if body_count(&body, "from")?.or(uri.from).unwrap_or(0) != 0 {
         return Err(ApiError::bad_request("[from] other than 0 is not supported"));
     }
     let (query, text) = request_query(state.searcher().schema(), &body, &uri)?;
-    let size = match body.get("size") {
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| ApiError::bad_request("[size] must be a number"))? as usize,
+    let size = match body_count(&body, "size")? {
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         None => uri.size.unwrap_or(10),
     };
     if size > MAX_K {
@@ -295,17 +325,41 @@ pub async fn search(
             "[size] {size} is above the limit of {MAX_K}"
         )));
     }
-    let track = !matches!(body.get("track_total_hits"), Some(Value::Bool(false)));
+    // Counts are always exact: a number asks for at least that much.
+    let track = match body.get("track_total_hits") {
+        None | Some(Value::Bool(true)) => true,
+        Some(Value::Bool(false)) => false,
+        Some(v) if v.is_u64() => true,
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "[track_total_hits] must be true, false or a whole number ≥ 0, not {v}"
+            )))
+        }
+    };
+    let source = match body.get("_source") {
+        None | Some(Value::Bool(true)) => true,
+        Some(Value::Bool(false)) => false,
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "[_source] {v} is not supported: true or false (source filtering is not implemented)"
+            )))
+        }
+    };
     let mode = match (size, track) {
         (0, _) => Mode::Count,
         (_, true) => Mode::TopKAndCount,
         (_, false) => Mode::TopK,
     };
-    let source = !matches!(body.get("_source"), Some(Value::Bool(false)));
     let highlight = body.get("highlight").map(|_| 150);
-    let timeout = match body.get("timeout").and_then(Value::as_str).or(uri.timeout.as_deref()) {
-        Some(t) => parse_timeout(t)?,
-        None => state.config().default_timeout,
+    let timeout = match (body.get("timeout"), uri.timeout.as_deref()) {
+        (Some(Value::String(t)), _) => parse_timeout(&state, t)?,
+        (None, Some(t)) => parse_timeout(&state, t)?,
+        (Some(v), _) => {
+            return Err(ApiError::bad_request(format!(
+                "[timeout] must be a string with a unit, e.g. \"500ms\" or \"2s\", not {v}"
+            )))
+        }
+        (None, None) => state.config().default_timeout,
     };
     let answer = state
         .search(SearchJob {
@@ -409,6 +463,7 @@ fn source_doc(schema: &Schema, id: String, v: &Value) -> Result<Document, ApiErr
         }
         d.fields.insert(k.clone(), Value::String(text));
     }
+    schema.check(&d).map_err(|e| mapper_error(e.to_string()))?;
     Ok(d)
 }
 
@@ -470,24 +525,23 @@ async fn put_doc(
     let v: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?;
     let doc = source_doc(state.searcher().schema(), id.clone(), &v)?;
-    let a = state.write(vec![Op::Add(doc)], p.wants_refresh()).await?;
-    let (status, result) = if a.replaced > 0 {
+    let w = state.write(vec![Op::Add(doc)], p.wants_refresh()).await?;
+    let (status, result) = if w.applied.replaced > 0 {
         (StatusCode::OK, "updated")
     } else {
         (StatusCode::CREATED, "created")
     };
-    Ok(doc_answer(state, &id, status, result, a.seq))
+    Ok(doc_answer(state, &id, status, result, &w))
 }
 
 /// The answer to a single-document write, in Elasticsearch's shape.
-fn doc_answer(state: &AppState, id: &str, status: StatusCode, result: &str, seq: u64) -> (StatusCode, Json<Value>) {
-    (
-        status,
-        Json(json!({
-            "_index": state.config().index_name, "_id": id, "_version": 1, "result": result,
-            "_shards": shards(), "_seq_no": seq, "_primary_term": 1,
-        })),
-    )
+fn doc_answer(state: &AppState, id: &str, status: StatusCode, result: &str, w: &Written) -> (StatusCode, Json<Value>) {
+    let mut v = json!({
+        "_index": state.config().index_name, "_id": id, "_version": 1, "result": result,
+        "_shards": shards(), "_seq_no": w.applied.seq, "_primary_term": 1,
+    });
+    w.annotate(&mut v);
+    (status, Json(v))
 }
 
 /// `POST /{index}/_doc`: adds a document under a new id.
@@ -520,15 +574,15 @@ pub async fn delete_doc(
     p: WriteQuery,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     check_index(&state, &index)?;
-    let a = state
+    let w = state
         .write(vec![Op::Delete(id.clone())], write_params(p)?.wants_refresh())
         .await?;
-    let (status, result) = if a.deleted > 0 {
+    let (status, result) = if w.applied.deleted > 0 {
         (StatusCode::OK, "deleted")
     } else {
         (StatusCode::NOT_FOUND, "not_found")
     };
-    Ok(doc_answer(&state, &id, status, result, a.seq))
+    Ok(doc_answer(&state, &id, status, result, &w))
 }
 
 /// `GET|POST /{index}/_refresh`.
@@ -565,8 +619,27 @@ struct BulkItem {
     op: Result<Op, ApiError>,
 }
 
-/// Parses an NDJSON bulk body. Errors in the framing (a bad action line)
-/// fail the whole request; errors in one document fail only its item.
+/// The `_id` of a bulk action: a string, or an integer taken as its decimal
+/// form (as Elasticsearch does); `None` when absent.
+fn bulk_id(meta: &Value) -> Result<Option<String>, ApiError> {
+    match meta.get("_id") {
+        None => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Err(ApiError::bad_request("[_id] must not be empty")),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Ok(Some(n.to_string())),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "[_id] must be a string or a whole number, not {v}"
+        ))),
+    }
+}
+
+/// The metadata keys a bulk action may hold; others (`if_seq_no`,
+/// `routing`, `pipeline`...) would change what the action means.
+const BULK_META: [&str; 2] = ["_index", "_id"];
+
+/// Parses an NDJSON bulk body. Errors in the framing (a line that is not an
+/// action) fail the whole request; errors in one action or its document
+/// fail only its item.
 fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Result<Vec<BulkItem>, ApiError> {
     let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("bulk body is not UTF-8"))?;
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
@@ -587,25 +660,39 @@ fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Res
             "delete" => "delete",
             other => return Err(at(format!("action [{other}] is not supported (index, create, delete)"))),
         };
-        let index = meta.get("_index").and_then(Value::as_str).or(default_index);
-        let id = meta.get("_id").and_then(Value::as_str).map(str::to_string);
-        let target = match index {
-            Some(i) => check_index(state, i),
-            None => Err(ApiError::bad_request("no index named for this action")),
+        let meta = meta
+            .as_object()
+            .ok_or_else(|| at(format!("the [{action}] action must hold an object")))?;
+        let unknown = meta.keys().find(|k| !BULK_META.contains(&k.as_str()));
+        let target = match (meta.get("_index"), default_index) {
+            (Some(Value::String(i)), _) => check_index(state, i),
+            (Some(v), _) => Err(ApiError::bad_request(format!("[_index] must be a string, not {v}"))),
+            (None, Some(i)) => check_index(state, i),
+            (None, None) => Err(ApiError::bad_request("no index named for this action")),
         };
+        let target = match unknown {
+            Some(k) => Err(ApiError::bad_request(format!(
+                "[{k}] is not supported in a bulk action (only _index and _id)"
+            ))),
+            None => target,
+        };
+        let id = bulk_id(&Value::Object(meta.clone()));
         if action == "delete" {
-            let id = id.ok_or_else(|| at("delete needs an _id".into()))?;
-            items.push(BulkItem {
-                action,
-                op: target.map(|_| Op::Delete(id.clone())),
-                id,
-            });
+            let (id, op) = match id {
+                Ok(Some(id)) => (id.clone(), target.map(|_| Op::Delete(id))),
+                Ok(None) => (String::new(), Err(ApiError::bad_request("delete needs an _id"))),
+                Err(e) => (String::new(), Err(e)),
+            };
+            items.push(BulkItem { action, op, id });
             continue;
         }
         let (_, source) = lines
             .next()
             .ok_or_else(|| at(format!("{action} without a document line")))?;
-        let id = id.unwrap_or_else(new_id);
+        let (id, target) = match id {
+            Ok(id) => (id.unwrap_or_else(new_id), target),
+            Err(e) => (String::new(), Err(e)),
+        };
         let op = target.and_then(|_| {
             let v: Value = serde_json::from_str(source)
                 .map_err(|e| ApiError::bad_request(format!("document is not JSON: {e}")))?;
@@ -682,17 +769,20 @@ async fn run_bulk(
         results.push(Value::Null);
     }
     let errors = results.iter().any(|r| !r.is_null());
-    let seq = if ops.is_empty() {
-        0
+    let written = if ops.is_empty() {
+        None
     } else {
-        state.write(ops, p.wants_refresh()).await?.seq
+        Some(state.write(ops, p.wants_refresh()).await?)
     };
+    let seq = written.as_ref().map_or(0, |w| w.applied.seq);
     for (at, status, result) in pending {
         let it = &items[at];
         results[at] = json!({ it.action: { "_index": name, "_id": it.id, "status": status, "result": result,
             "_shards": shards(), "_seq_no": seq, "_primary_term": 1, "_version": 1 } });
     }
-    Ok(Json(
-        json!({ "took": started.elapsed().as_millis() as u64, "errors": errors, "items": results }),
-    ))
+    let mut out = json!({ "took": started.elapsed().as_millis() as u64, "errors": errors, "items": results });
+    if let Some(w) = &written {
+        w.annotate(&mut out);
+    }
+    Ok(Json(out))
 }

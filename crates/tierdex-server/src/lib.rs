@@ -4,26 +4,45 @@
 //! Query evaluation runs on a dedicated pool of worker threads fed by a
 //! bounded queue, never on the async executor; when the queue is full the
 //! server answers 503 instead of growing memory. Request bodies are limited
-//! in size. Errors are JSON with a 4xx status (query syntax errors point at
-//! the position). SIGTERM or SIGINT stops accepting connections and lets the
-//! requests in flight finish.
+//! in size. Every error is JSON in Elasticsearch's shape, with a status that
+//! says whose fault it is (query syntax errors point at the position).
+//! SIGTERM or SIGINT stops accepting connections and lets the requests in
+//! flight finish.
+//!
+//! Connections are limited in number ([`ServerConfig::max_connections`],
+//! a JSON 503 beyond), and closed when a request's head takes longer than
+//! [`ServerConfig::header_timeout`] to arrive (or its body pauses that long)
+//! or when they stay idle for [`ServerConfig::idle_timeout`] (see `conn`).
+//!
+//! Security (see [`security`]): requests carrying an `Origin` header are
+//! refused (403) unless [`ServerConfig::cors`] allows that origin; writes
+//! must declare a JSON or NDJSON content type (415); with
+//! [`ServerConfig::auth`], every route but `/health` needs credentials (API
+//! keys or basic-auth users) whose role allows it (401, 403). [`serve`]
+//! refuses a non-loopback address without authentication unless
+//! [`ServerConfig::insecure`] says so.
 //!
 //! A request's `timeout` runs from its arrival: a search still queued then is
 //! never started, and one running is stopped inside the engine (the
-//! collectors read the clock every 1,024 documents), answered 504.
+//! collectors read the clock every 1,024 documents), answered 504. Timeouts
+//! above [`ServerConfig::max_timeout`] are refused with a 400.
 //!
 //! Updates go through the index's [`IndexWriter`] on blocking threads, at
 //! most [`ServerConfig::max_writes`] at a time (503 beyond): a write is
-//! acknowledged once it is in the synced write-ahead log. The writer's
-//! background thread (at a lower CPU priority than the query workers)
-//! refreshes every [`ServerConfig::refresh_interval`] (near-real-time search)
-//! and flushes when the buffer is full; a request may also ask for
-//! `?refresh=true`. Every search runs on one snapshot. On shutdown the
-//! buffer is flushed to segments.
+//! acknowledged (2xx) exactly when its batch is in the synced write-ahead
+//! log. The writer's background thread (at a lower CPU priority than the
+//! query workers) refreshes every [`ServerConfig::refresh_interval`]
+//! (near-real-time search) and flushes when the buffer is full; a request may
+//! also ask for `?refresh=true` (a refresh that fails after a durable write is
+//! reported in the answer as `"forced_refresh": false` with `refresh_error`,
+//! not as a failure of the write). Every search runs on one snapshot. On
+//! shutdown the buffer is flushed to segments.
 
+mod conn;
 pub mod es;
 mod metrics;
 mod pool;
+pub mod security;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,8 +62,10 @@ use tierdex::search::{Mode, SearchResults, Searcher};
 use tierdex::update::wal::Op;
 use tierdex::update::{Applied, IndexWriter, Strategy, WriterOptions};
 
+pub use conn::{fit_connections, FD_RESERVE};
 pub use metrics::Metrics;
 pub use pool::{Overloaded, Pool};
+pub use security::{hash_secret, new_api_key, Auth, Cors, OriginRule, Role};
 
 /// How to run a server.
 #[derive(Debug, Clone)]
@@ -75,11 +96,29 @@ pub struct ServerConfig {
     pub writer: WriterOptions,
     /// Write requests in progress at once; beyond, 503.
     pub max_writes: usize,
+    /// Longest timeout a request may ask for; above, 400.
+    pub max_timeout: Duration,
+    /// API keys and users allowed in (none: no authentication).
+    pub auth: Option<Arc<Auth>>,
+    /// Cross-origin requests allowed (none by default: refused).
+    pub cors: Cors,
+    /// Allow a non-loopback address without authentication.
+    pub insecure: bool,
+    /// Connections open at once; beyond, 503 (fitted under the process's
+    /// file-descriptor limit less [`FD_RESERVE`]).
+    pub max_connections: usize,
+    /// Longest a client may take to send a request's head (from its first
+    /// byte, or from the connection's opening), and longest pause within a
+    /// body.
+    pub header_timeout: Duration,
+    /// Longest a connection may stay idle between requests.
+    pub idle_timeout: Duration,
 }
 
 impl ServerConfig {
     /// Defaults for the index in `dir`: 2 workers, a queue of 1000, no cache,
-    /// 1 MiB bodies, 10 s timeout.
+    /// 10 MiB bodies, 10 s timeout (at most 60 s), no authentication, no
+    /// CORS, 1024 connections, 10 s to send a head, 60 s idle.
     pub fn new(dir: PathBuf) -> ServerConfig {
         let index_name = dir
             .file_name()
@@ -100,7 +139,44 @@ impl ServerConfig {
             refresh_interval: Duration::from_secs(1),
             writer: WriterOptions::default(),
             max_writes: 16,
+            max_timeout: Duration::from_secs(60),
+            auth: None,
+            cors: Cors::default(),
+            insecure: false,
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// Checks that the settings make sense together.
+    pub fn check(&self) -> tierdex::Result<()> {
+        let bad = |m: String| Err(tierdex::Error::InvalidArgument(m));
+        if self.default_timeout > self.max_timeout {
+            return bad(format!(
+                "the default timeout ({} ms) is above the maximum ({} ms)",
+                self.default_timeout.as_millis(),
+                self.max_timeout.as_millis()
+            ));
+        }
+        if self.header_timeout.is_zero() || self.idle_timeout.is_zero() {
+            return bad("the header and idle timeouts must be positive".into());
+        }
+        if self.max_connections == 0 {
+            return bad("the connection limit must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// `t` if a request may ask for it, else a 400 naming the maximum.
+    pub fn check_timeout(&self, t: Duration, asked: &str) -> Result<Duration, ApiError> {
+        if t > self.max_timeout {
+            return Err(ApiError::bad_request(format!(
+                "[timeout] {asked} is above this server's maximum of {} ms",
+                self.max_timeout.as_millis()
+            )));
+        }
+        Ok(t)
     }
 }
 
@@ -133,7 +209,7 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
-    fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             body: serde_json::json!({ "error": { "type": kind, "reason": message.into() }, "status": status.as_u16() }),
@@ -274,7 +350,9 @@ impl AppState {
     pub async fn search(self: &Arc<Self>, job: SearchJob) -> Result<Answer, ApiError> {
         let started = Instant::now();
         let timeout = job.timeout;
-        let deadline = started + timeout;
+        let deadline = started
+            .checked_add(timeout)
+            .ok_or_else(|| ApiError::bad_request(format!("[timeout] {} ms is too long", timeout.as_millis())))?;
         let state = self.clone();
         let text = job.text.clone();
         let rx = self
@@ -297,7 +375,7 @@ impl AppState {
         };
         // The engine stops at the deadline; the margin covers a worker that
         // is between two readings of the clock.
-        let answer = match tokio::time::timeout(timeout + Duration::from_millis(250), rx).await {
+        let answer = match tokio::time::timeout(timeout.saturating_add(Duration::from_millis(250)), rx).await {
             Err(_) | Ok(Ok(Err(tierdex::Error::TimedOut(_)))) => return Err(timed_out()),
             Ok(Err(_)) => {
                 return Err(ApiError::new(
@@ -330,8 +408,10 @@ impl AppState {
         }
     }
 
-    /// Applies `ops` (durable when this returns), then refreshes if asked.
-    pub async fn write(self: &Arc<Self>, ops: Vec<Op>, refresh: bool) -> Result<Applied, ApiError> {
+    /// Applies `ops` (durable when this returns `Ok`), then refreshes if
+    /// asked. Once the batch is applied the write succeeds: a refresh that
+    /// fails then is reported in [`Written::refresh`], not as an error.
+    pub async fn write(self: &Arc<Self>, ops: Vec<Op>, refresh: bool) -> Result<Written, ApiError> {
         let Some(w) = self.writer().cloned() else {
             return Err(ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -347,26 +427,32 @@ impl AppState {
                 "too many writes in progress; retry later",
             )
         })?;
-        let r = tokio::task::spawn_blocking(move || {
-            let a = w.apply(ops)?;
-            if refresh {
-                w.refresh()?;
+        let writer = w.clone();
+        let applied = match tokio::task::spawn_blocking(move || writer.apply(ops)).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => return Err(ApiError::engine(e)),
+            Err(e) => {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal_error",
+                    e.to_string(),
+                ))
             }
-            Ok::<_, tierdex::Error>(a)
-        })
-        .await;
-        match r {
-            Ok(Ok(a)) => {
-                self.metrics.updated(a.added, a.deleted);
-                Ok(a)
+        };
+        self.metrics.updated(applied.added, applied.deleted);
+        let refresh = if refresh {
+            let r = match tokio::task::spawn_blocking(move || w.refresh().map(|_| ())).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(e) => Err(format!("the refresh stopped: {e}")),
+            };
+            if let Err(e) = &r {
+                tracing::error!("refresh after an acknowledged write (seq {}) failed: {e}", applied.seq);
             }
-            Ok(Err(e)) => Err(ApiError::engine(e)),
-            Err(e) => Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                e.to_string(),
-            )),
-        }
+            Some(r)
+        } else {
+            None
+        };
+        Ok(Written { applied, refresh })
     }
 
     /// Makes every acknowledged update searchable now.
@@ -394,8 +480,32 @@ impl AppState {
     }
 }
 
+/// What an acknowledged write did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The batch, durable.
+    pub applied: Applied,
+    /// Whether the refresh asked for happened (`None`: none asked; the
+    /// error when it failed).
+    pub refresh: Option<Result<(), String>>,
+}
+
+impl Written {
+    /// Adds `forced_refresh` (and `refresh_error` when it failed) to an
+    /// answer, when a refresh was asked.
+    pub fn annotate(&self, v: &mut serde_json::Value) {
+        if let Some(r) = &self.refresh {
+            v["forced_refresh"] = r.is_ok().into();
+            if let Err(e) = r {
+                v["refresh_error"] = format!("the write is durable but not yet searchable: {e}").into();
+            }
+        }
+    }
+}
+
 /// Opens the index (and its writer unless read-only) and starts the workers.
 pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
+    config.check()?;
     let source = if config.read_only {
         Source::ReadOnly(Arc::new(Searcher::open_with(&config.dir, config.open)?))
     } else {
@@ -459,6 +569,40 @@ async fn json_errors(resp: Response) -> Response {
     out
 }
 
+/// True when `query` percent-decodes to UTF-8 (axum's extractors replace
+/// invalid sequences with U+FFFD, which would search something else).
+fn query_is_utf8(query: &str) -> bool {
+    let b = query.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h << 4 | l);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    std::str::from_utf8(&out).is_ok()
+}
+
+/// Middleware: a query string that is not UTF-8 is a 400.
+async fn utf8_query(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if req.uri().query().is_some_and(|q| !query_is_utf8(q)) {
+        return ApiError::bad_request("the query string is not valid UTF-8 once percent-decoded").into_response();
+    }
+    next.run(req).await
+}
+
 /// Every route of the server.
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.config.max_body_bytes;
@@ -486,23 +630,30 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/{index}/_bulk", post(es::bulk))
         .route("/{index}/_refresh", get(es::refresh).post(es::refresh))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(security::json_writes))
+        .layer(axum::middleware::from_fn(utf8_query))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), security::cors))
         .layer(axum::middleware::map_response(json_errors))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
 
-/// Serves on `addr` until SIGTERM or SIGINT; returns the bound address
-/// through `bound` as soon as it listens.
+/// Serves on `addr` until `shutdown` resolves (SIGTERM or SIGINT with
+/// [`termination`]); returns the bound address through `bound` as soon as
+/// it listens. A non-loopback `addr` without authentication is refused
+/// unless the configuration says `insecure`.
 pub async fn serve(
     state: Arc<AppState>,
     addr: SocketAddr,
     bound: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    if !addr.ip().is_loopback() {
-        tracing::warn!("listening on {addr}, which is not a loopback address");
-    }
+    check_exposure(addr, &state.config)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     bound(listener.local_addr()?);
     // Refreshes and flushes run on the writer's own low-priority thread for
@@ -510,9 +661,27 @@ pub async fn serve(
     let _maintainer = state
         .writer()
         .map(|w| w.maintain(state.config.refresh_interval.max(Duration::from_millis(10))));
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    conn::serve(listener, router(state.clone()), &state.config, shutdown).await
+}
+
+/// Refuses to serve on a non-loopback `addr` without authentication,
+/// unless `config.insecure` says so (then warns).
+pub fn check_exposure(addr: SocketAddr, config: &ServerConfig) -> std::io::Result<()> {
+    if addr.ip().is_loopback() || config.auth.is_some() {
+        return Ok(());
+    }
+    if !config.insecure {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing to listen on {addr}, which is not a loopback address, without authentication: \
+                 give an authentication file (tierdex serve --auth FILE), or say that anyone who can reach \
+                 {addr} may read and change the index (--insecure)"
+            ),
+        ));
+    }
+    tracing::warn!("listening on {addr}, which is not a loopback address, without authentication (--insecure)");
+    Ok(())
 }
 
 /// Resolves on SIGTERM or SIGINT.
@@ -555,7 +724,6 @@ async fn stats(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let mut v = serde_json::json!({
         "index": {
             "name": state.config.index_name,
-            "dir": state.config.dir,
             "docs": index.live_docs(),
             "deleted_docs": index.num_docs() - index.live_docs(),
             "segments": index.segments().len(),
@@ -619,32 +787,39 @@ pub fn parse_docs(body: &[u8]) -> Result<Vec<tierdex::Document>, ApiError> {
     Ok(docs)
 }
 
+/// The answer to a native write: what was applied, and the refresh.
+fn written_json(w: &Written) -> Json<serde_json::Value> {
+    let mut v = serde_json::to_value(w.applied).expect("serialisable");
+    w.annotate(&mut v);
+    Json(v)
+}
+
 async fn add_docs(
     State(state): State<Arc<AppState>>,
     params: Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>,
     body: axum::body::Bytes,
-) -> Result<Json<Applied>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let docs = parse_docs(&body)?;
     let ops = docs.into_iter().map(Op::Add).collect();
-    Ok(Json(state.write(ops, p.wants_refresh()).await?))
+    Ok(written_json(&state.write(ops, p.wants_refresh()).await?))
 }
 
 async fn delete_doc(
     State(state): State<Arc<AppState>>,
     axum::extract::Path(id): axum::extract::Path<String>,
     params: Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Applied>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let a = state.write(vec![Op::Delete(id.clone())], p.wants_refresh()).await?;
-    if a.deleted == 0 {
+    let w = state.write(vec![Op::Delete(id.clone())], p.wants_refresh()).await?;
+    if w.applied.deleted == 0 {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
             format!("no document [{id}]"),
         ));
     }
-    Ok(Json(a))
+    Ok(written_json(&w))
 }
 
 async fn refresh(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
@@ -722,10 +897,12 @@ fn search_job(state: &AppState, p: &SearchParams) -> Result<SearchJob, ApiError>
         k,
         source: false,
         highlight: p.highlight.unwrap_or(false).then_some(200),
-        timeout: p
-            .timeout
-            .map(Duration::from_millis)
-            .unwrap_or(state.config.default_timeout),
+        timeout: match p.timeout {
+            Some(ms) => state
+                .config
+                .check_timeout(Duration::from_millis(ms), &format!("{ms} ms"))?,
+            None => state.config.default_timeout,
+        },
     })
 }
 
