@@ -342,7 +342,7 @@ fn build_segment(
 /// Makes sure `dir` can receive a new index.
 fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {
     if !dir.exists() {
-        return std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e));
+        return crate::storage::create_dir_all(dir).map_err(|e| Error::io(dir, e));
     }
     if !dir.is_dir() {
         return Err(Error::InvalidArgument(format!(
