@@ -73,7 +73,7 @@ fn open_files_and_mappings_stay_bounded() {
         (Strategy::Geometric, Tier::Buffered),
     ] {
         let tmp = tempfile::tempdir().unwrap();
-        let (warm, end) = run(&tmp.path().join("idx"), strategy, tier, 80);
+        let (warm, end) = run(&tmp.path().join("idx"), strategy, tier, 50);
         eprintln!(
             "{strategy} on {tier:?}: fds {} -> {}, maps {} -> {}",
             warm.0, end.0, warm.1, end.1

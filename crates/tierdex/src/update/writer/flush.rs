@@ -158,9 +158,8 @@ impl IndexWriter {
             return;
         }
         if st.manifest.strategy.in_place() {
-            let r = self.merge_chain_parts(st).map(|_| FlushReport::default());
-            if let Err(e) = self.record_flush(st, r, true) {
-                tracing::error!("merging the chain's parts failed: {e}");
+            if let Err(e) = self.merge_chain_parts(st) {
+                let _ = self.record_flush(st, Err(e), true);
                 return;
             }
         }

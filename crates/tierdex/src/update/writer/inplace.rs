@@ -49,7 +49,9 @@ impl IndexWriter {
         report: &mut FlushReport,
     ) -> Result<Absorbed> {
         let mut cw = self.chain.lock().unwrap_or_else(|p| p.into_inner());
-        if cw.is_none() {
+        // None yet, or one a failed first flush made for another name.
+        let path = self.dir.join(chain.file_name(CHAIN_EXT));
+        if cw.as_ref().is_none_or(|w| w.chain().path != path) {
             let contiguous = chain.chain.as_ref().is_some_and(|c| c.contiguous);
             let (_, w) = ChainWriter::create(&self.dir, &chain.name, contiguous)?;
             *cw = Some(w.packing(self.options.pack_max));

@@ -47,7 +47,7 @@ use serde::Serialize;
 
 use crate::analysis::AnalyzerConfig;
 use crate::error::{Error, Result};
-use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
+use crate::index::manifest::{Manifest, SegmentMeta, CHAIN_EXT, MANIFEST};
 use crate::index::segment::{ext, open_chain};
 use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
 use crate::indexing::merge::merge_live;

@@ -209,7 +209,8 @@ impl IndexWriter {
         if let Some(w) = cw.as_mut() {
             w.abandon();
         }
-        if loaded.chain_writer.is_some() {
+        let chained = loaded.manifest.segments.iter().any(|s| s.chain.is_some());
+        if loaded.chain_writer.is_some() || !chained {
             *cw = loaded.chain_writer;
         }
         drop(cw);
