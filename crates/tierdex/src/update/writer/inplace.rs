@@ -315,24 +315,15 @@ impl IndexWriter {
         }
         let from = parts.len() - k;
         let base: u32 = parts[..from].iter().map(|p| p.max_doc).sum();
-        let docs = (base..meta.max_doc)
-            .map(|d| old.document(d))
-            .collect::<Result<Vec<Document>>>()?;
         let number = st.manifest.next_segment;
         st.manifest.next_segment += 1;
-        let mut part = write_segment(
+        let part = merge_part_documents(
             &self.dir,
+            &old,
+            base..meta.max_doc,
+            &parts[from..],
             &segment_name(number),
-            &st.manifest,
-            &st.analysis,
-            store_dictionary(st)?,
-            docs.iter(),
         )?;
-        for e in [ext::TERMS, ext::POSTINGS, ext::TERM_INFOS] {
-            if part.files.remove(e).is_some() {
-                let _ = std::fs::remove_file(self.dir.join(part.file_name(e)));
-            }
-        }
         let mut merged = meta.clone();
         let cm = merged.chain.as_mut().expect("chained");
         cm.parts.truncate(from);
@@ -349,7 +340,7 @@ impl IndexWriter {
         let mut report = FlushReport::default();
         let applied = st.manifest.applied_seq;
         self.commit_manifest(st, &before, applied, &mut report)?;
-        tracing::debug!(parts = k, docs = docs.len(), "merged the chain's newest parts");
+        tracing::debug!(parts = k, docs = meta.max_doc - base, "merged the chain's newest parts");
         st.dirty = true;
         Ok(())
     }

@@ -50,7 +50,7 @@ use crate::error::{Error, Result};
 use crate::index::manifest::{Manifest, SegmentMeta, CHAIN_EXT, MANIFEST};
 use crate::index::segment::{ext, open_chain};
 use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
-use crate::indexing::merge::merge_live;
+use crate::indexing::merge::{merge_live, merge_part_documents};
 use crate::indexing::{segment_name, SegmentWriter};
 use crate::layout::Format;
 use crate::schema::{Analysis, DocId, Document, Schema};
