@@ -125,3 +125,64 @@ fn deleting_most_documents_compacts_them_away() {
         }
     }
 }
+
+/// A compaction rewrites its segment without holding the writer: writes
+/// made meanwhile (deletions and replacements of the documents being
+/// rewritten among them) are kept, and none comes back.
+#[test]
+fn writes_during_a_compaction_are_kept() {
+    use std::collections::BTreeSet;
+    for strategy in [Strategy::Logarithmic, Strategy::InPlace] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let w = IndexWriter::create(
+            &dir,
+            Default::default(),
+            Default::default(),
+            strategy,
+            WriterOptions {
+                compact_deleted_ratio: 1.0,
+                ..WriterOptions::default()
+            },
+        )
+        .unwrap();
+        w.add((0..3000).map(|i| doc(i, 0)).collect()).unwrap();
+        w.flush().unwrap();
+        w.delete((0..3000).filter(|i| i % 3 != 0).map(|i| format!("d{i}")).collect())
+            .unwrap();
+        w.flush().unwrap();
+        let mut live: BTreeSet<usize> = (0..3000).filter(|i| i % 3 == 0).collect();
+        let mut replaced: BTreeSet<usize> = BTreeSet::new();
+        std::thread::scope(|s| {
+            let compaction = s.spawn(|| w.compact().unwrap());
+            for i in (0..3000).step_by(3) {
+                if i % 2 == 0 {
+                    w.delete(vec![format!("d{i}")]).unwrap();
+                    live.remove(&i);
+                } else {
+                    w.add(vec![doc(i, 1)]).unwrap();
+                    replaced.insert(i);
+                }
+                if compaction.is_finished() && i > 300 {
+                    break;
+                }
+            }
+            let r = compaction.join().unwrap();
+            assert!(r.segments_compacted >= 1, "{strategy}: {r:?}");
+        });
+        w.flush().unwrap();
+        let s = w.refresh().unwrap();
+        let index = s.index();
+        let got: BTreeSet<String> = (0..index.num_docs() as u32)
+            .filter(|&d| !index.is_deleted(d))
+            .map(|d| s.doc_id(d).unwrap())
+            .collect();
+        let want: BTreeSet<String> = live.iter().map(|i| format!("d{i}")).collect();
+        assert_eq!(got, want, "{strategy}");
+        assert_eq!(count(&s, "\"round 1\""), replaced.len() as u64, "{strategy}");
+        assert_eq!(count(&s, "\"round 0\""), (live.len() - replaced.len()) as u64, "{strategy}");
+        drop(w);
+        let s = Searcher::open(&dir).unwrap();
+        assert_eq!(s.index().live_docs(), live.len() as u64, "{strategy}");
+    }
+}

@@ -71,6 +71,8 @@ pub enum Op {
 pub struct Replay {
     /// Every batch in the log, in order, with its sequence number.
     pub batches: Vec<(u64, Vec<Op>)>,
+    /// Bytes of each batch's record, in the order of `batches`.
+    pub record_bytes: Vec<u64>,
     /// Bytes of a torn tail that were dropped (never acknowledged).
     pub torn_bytes: u64,
     /// What was cut off at a damaged record, when opened to truncate one.
@@ -238,6 +240,7 @@ impl Wal {
                         let ops: Vec<Op> = serde_json::from_slice(payload)
                             .map_err(|e| Error::corrupt(path, format!("record {s} at offset {at}: {e}")))?;
                         replay.batches.push((s, ops));
+                        replay.record_bytes.push((end - at) as u64);
                         seq += 1;
                         at = end;
                     }
@@ -605,8 +608,9 @@ impl Wal {
     }
 
     /// The batches of the log numbered after `after` and at most `upto`, in
-    /// order, read again from its files (a writer rebuilding its buffer).
-    pub fn read_range(&self, after: u64, upto: u64) -> Result<Vec<(u64, Vec<Op>)>> {
+    /// order, with the bytes of their records, read again from its files (a
+    /// writer rebuilding its buffer).
+    pub fn read_range(&self, after: u64, upto: u64) -> Result<Vec<(u64, Vec<Op>, u64)>> {
         let _st = self.lock();
         let mut out = Vec::new();
         for (first, path) in log::list(&self.dir)? {
@@ -623,14 +627,14 @@ impl Wal {
                 if s > after {
                     let ops: Vec<Op> = serde_json::from_slice(payload)
                         .map_err(|e| Error::corrupt(&path, format!("record {s} at offset {at}: {e}")))?;
-                    out.push((s, ops));
+                    out.push((s, ops, (end - at) as u64));
                 }
                 seq += 1;
                 at = end;
             }
         }
         match out.last() {
-            Some(&(s, _)) if s == upto => Ok(out),
+            Some(&(s, _, _)) if s == upto => Ok(out),
             None if upto <= after => Ok(out),
             _ => Err(Error::Internal(format!(
                 "the log no longer holds the records {}..={upto} it acknowledged",

@@ -81,8 +81,17 @@ impl IndexWriter {
             1
         };
         if self.flush_due(&st, slack) && !st.flushing && st.broken.is_none() {
-            match self.flush_locked(&mut st, None) {
-                Ok(_) => self.auto_compact(&mut st),
+            match self.flush_locked(&mut st) {
+                Ok(_) => {
+                    drop(st);
+                    // Without a maintainer, compactions come after this
+                    // writer's flushes (unless one is under way already).
+                    if !self.maintained.load(std::sync::atomic::Ordering::Relaxed) {
+                        if let Ok(_maintenance) = self.maintenance.try_lock() {
+                            self.after_flush_maintenance();
+                        }
+                    }
+                }
                 Err(e) => tracing::error!("flushing after batch {} failed (the batch is durable): {e}", ticket.seq),
             }
         }

@@ -78,13 +78,6 @@ pub(super) fn store_dictionary(st: &State) -> Result<Option<Arc<[u8]>>> {
     Ok(None)
 }
 
-/// Whether `p` is due for compaction: its deleted documents reach `ratio`
-/// of its documents (any deleted document when `ratio` is 0).
-pub(super) fn compactable(p: &Part, ratio: f64) -> bool {
-    let deleted = p.deletes.as_ref().map_or(0, |d| d.count()) as f64;
-    deleted > 0.0 && deleted >= ratio * p.reader.max_doc() as f64
-}
-
 impl IndexWriter {
     /// Writes the buffer to storage by the index's strategy and makes the
     /// result durable (see the module doc). The segments are written (and
@@ -104,7 +97,7 @@ impl IndexWriter {
         let mut st = self.lock();
         self.recover_locked(&mut st)?;
         let result = if st.buffer_live == 0 {
-            self.flush_locked(&mut st, None)
+            self.flush_locked(&mut st)
         } else {
             match self.plan_flush(&mut st) {
                 Err(e) => self.record_flush(&mut st, Err(e), false),
@@ -125,61 +118,15 @@ impl IndexWriter {
             }
         };
         match &result {
-            Ok(_) => self.auto_compact(&mut st),
+            Ok(_) => {
+                drop(st);
+                self.after_flush_maintenance();
+            }
             Err(_) => {
                 let _ = self.recover_locked(&mut st);
             }
         }
         result
-    }
-
-    /// Flushes, then rewrites every segment that holds deleted documents
-    /// without them, one at a time, each committed before the next (so
-    /// that it needs free space for one segment's live documents, not for
-    /// all of them).
-    pub fn compact(&self) -> Result<FlushReport> {
-        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
-        let mut st = self.lock();
-        self.recover_locked(&mut st)?;
-        let r = self.flush_locked(&mut st, Some(0.0));
-        if r.is_err() {
-            let _ = self.recover_locked(&mut st);
-        }
-        r
-    }
-
-    /// After a flush: compacts the segments whose deleted documents reach
-    /// [`WriterOptions::compact_deleted_ratio`] of their documents, and
-    /// merges an in-place chain's newest parts when they are too many (see
-    /// [`IndexWriter::merge_chain_parts`]). A failure is handled as a failed
-    /// flush's, and left to the next flush.
-    pub(super) fn auto_compact(&self, st: &mut State) {
-        if st.broken.is_some() {
-            return;
-        }
-        if st.manifest.strategy.in_place() {
-            if let Err(e) = self.merge_chain_parts(st) {
-                let _ = self.record_flush(st, Err(e), true);
-                return;
-            }
-        }
-        let ratio = self.options.compact_deleted_ratio;
-        if ratio >= 1.0 {
-            return;
-        }
-        let due = st.durable.iter().any(|p| compactable(p, ratio));
-        if !due {
-            return;
-        }
-        match self.flush_locked(st, Some(ratio)) {
-            Ok(r) => tracing::info!(
-                segments = r.segments_compacted,
-                bytes_written = r.bytes_written,
-                "compacted segments over {:.0}% deleted",
-                ratio * 100.0
-            ),
-            Err(e) => tracing::error!("automatic compaction failed: {e}"),
-        }
     }
 
     /// The locked first step of [`IndexWriter::flush`]: tombstones brought
@@ -445,16 +392,15 @@ impl IndexWriter {
         }
     }
 
-    /// A flush holding the state (with `compact`, then a compaction of the
-    /// segments whose deleted fraction reaches it).
-    pub(super) fn flush_locked(&self, st: &mut State, compact: Option<f64>) -> Result<FlushReport> {
-        let result = self.flush_inner(st, compact);
+    /// A flush holding the state.
+    pub(super) fn flush_locked(&self, st: &mut State) -> Result<FlushReport> {
+        let result = self.flush_inner(st);
         self.record_flush(st, result, true)
     }
 
-    pub(super) fn flush_inner(&self, st: &mut State, compact: Option<f64>) -> Result<FlushReport> {
+    pub(super) fn flush_inner(&self, st: &mut State) -> Result<FlushReport> {
         if st.manifest.strategy.in_place() {
-            return self.flush_inplace_locked(st, compact);
+            return self.flush_inplace_locked(st);
         }
         let started = Instant::now();
         let dir = self.dir.clone();
@@ -507,20 +453,6 @@ impl IndexWriter {
         st.refreshed_parts.clear();
         st.refreshed = 0;
         Self::point_ids_at(st, &fresh)?;
-        if let Some(ratio) = compact {
-            // One segment at a time, each committed before the next.
-            for i in 0..st.durable.len() {
-                if compactable(&st.durable[i], ratio) {
-                    let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-                    let merged = self.merge_parts(st, i..i + 1, &mut report)?;
-                    let number = merged.number;
-                    st.durable[i] = merged;
-                    report.segments_compacted += 1;
-                    self.commit_manifest(st, &before, applied, &mut report)?;
-                    Self::point_ids_at(st, &[number])?;
-                }
-            }
-        }
         self.after_flush(st, applied, report, started)
     }
 

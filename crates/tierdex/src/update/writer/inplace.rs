@@ -127,11 +127,8 @@ impl IndexWriter {
     }
 
     /// A flush of an in-place index holding the state: the buffer is
-    /// appended to the chain; with `compact`, plain segments and then a
-    /// chain whose deleted documents reach that fraction are rebuilt from
-    /// their live ones (a new chain file and part for the chain), which
-    /// gives their space back, each committed in turn.
-    pub(super) fn flush_inplace_locked(&self, st: &mut State, compact: Option<f64>) -> Result<FlushReport> {
+    /// appended to the chain.
+    pub(super) fn flush_inplace_locked(&self, st: &mut State) -> Result<FlushReport> {
         let started = Instant::now();
         let mut report = FlushReport::default();
         if st.buffer_live > 0 {
@@ -152,142 +149,18 @@ impl IndexWriter {
             };
             report = self.commit_inplace(st, plan, part, absorbed, report, started)?;
         }
-        let Some(ratio) = compact else {
-            if report.docs_flushed == 0 {
-                // Nothing buffered: the deletions of flushed documents still
-                // become durable tombstones.
-                for p in &mut st.durable {
-                    p.materialise(&st.analysis)?;
-                }
-                let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-                let applied = st.last_seq;
-                self.commit_manifest(st, &before, applied, &mut report)?;
-                report = self.after_flush(st, applied, report, started)?;
+        if report.docs_flushed == 0 {
+            // Nothing buffered: the deletions of flushed documents still
+            // become durable tombstones.
+            for p in &mut st.durable {
+                p.materialise(&st.analysis)?;
             }
-            return Ok(report);
-        };
-        for p in &mut st.durable {
-            p.materialise(&st.analysis)?;
-        }
-        // Plain segments (an index built in bulk before its first flush)
-        // are compacted as under the merge strategies.
-        let mut i = 0;
-        while i < st.durable.len() {
-            let p = &st.durable[i];
-            if p.reader.chain().is_none() && p.live() == 0 {
-                let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-                st.durable.remove(i);
-                let applied = st.last_seq;
-                self.commit_manifest(st, &before, applied, &mut report)?;
-                continue;
-            }
-            if p.reader.chain().is_none() && compactable(p, ratio) {
-                let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-                let merged = self.merge_parts(st, i..i + 1, &mut report)?;
-                let mut id = String::new();
-                for d in 0..merged.reader.max_doc() {
-                    merged.reader.external_id(d, &mut id)?;
-                    if let Some(loc) = st.ids.get_mut(&id) {
-                        if matches!(*loc, Loc::Durable { seg, .. } if seg == st.durable[i].number) {
-                            *loc = Loc::Durable {
-                                seg: merged.number,
-                                local: d,
-                            };
-                        }
-                    }
-                }
-                st.durable[i] = merged;
-                report.segments_compacted += 1;
-                let applied = st.last_seq;
-                self.commit_manifest(st, &before, applied, &mut report)?;
-            }
-            i += 1;
-        }
-        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-        let Some(i) = st
-            .durable
-            .iter()
-            .position(|p| p.reader.chain().is_some() && compactable(p, ratio))
-        else {
+            let before: Vec<SegmentMeta> = st.manifest.segments.clone();
             let applied = st.last_seq;
             self.commit_manifest(st, &before, applied, &mut report)?;
-            return self.after_flush(st, applied, report, started);
-        };
-        // The live documents, in order, into a new chain.
-        let old = st.durable[i].reader.clone();
-        let del = st.durable[i].deletes.clone();
-        let mut docs = Vec::with_capacity(old.max_doc() as usize);
-        for d in 0..old.max_doc() {
-            if !del.as_ref().is_some_and(|x| x.contains(d)) {
-                docs.push(old.document(d)?);
-            }
+            report = self.after_flush(st, applied, report, started)?;
         }
-        report.bytes_merged += old.meta().bytes();
-        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-        let chain_number = st.manifest.next_segment;
-        let part_number = chain_number + 1;
-        st.manifest.next_segment += 2;
-        let contiguous = st.manifest.strategy == Strategy::InPlaceContiguous;
-        let mut meta = SegmentMeta::empty_chain(segment_name(chain_number), contiguous);
-        let (_, cw) = ChainWriter::create(&self.dir, &meta.name, contiguous)?;
-        let mut cw = cw.packing(self.options.pack_max);
-        if !docs.is_empty() {
-            let part = write_segment(
-                &self.dir,
-                &segment_name(part_number),
-                &st.manifest,
-                &st.analysis,
-                store_dictionary(st)?,
-                docs.iter(),
-            )?;
-            let part_reader = SegmentReader::open(&self.dir, &part, st.manifest.postings_format(), &st.storage)?;
-            let mut absorbed = cw.absorb(&part_reader, 0)?;
-            drop(part_reader);
-            report.bytes_written += part.bytes() + absorbed.writes.bytes + absorbed.log_len;
-            for f in grow_chain(&mut meta, part, &absorbed, &cw)? {
-                let _ = std::fs::remove_file(self.dir.join(f));
-            }
-            // A new chain no snapshot shares yet.
-            cw.publish(&mut absorbed);
-            cw.commit(&absorbed, meta.chain.as_ref().expect("chained"), 0);
-        }
-        let reader = self.open_chained(st, &meta, &cw, None)?;
-        let mut map = Vec::with_capacity(old.max_doc() as usize);
-        let mut next = 0u32;
-        for d in 0..old.max_doc() {
-            if del.as_ref().is_some_and(|x| x.contains(d)) {
-                map.push(u32::MAX);
-            } else {
-                map.push(next);
-                next += 1;
-            }
-        }
-        let old_number = st.durable[i].number;
-        let mut p = Part::new(chain_number, reader, None);
-        p.pending = st.durable[i]
-            .pending
-            .iter()
-            .filter_map(|&l| map.get(l as usize).copied())
-            .filter(|&t| t != u32::MAX)
-            .collect();
-        for loc in st.ids.values_mut() {
-            if let Loc::Durable { seg, local } = *loc {
-                if seg == old_number {
-                    if let Some(&to) = map.get(local as usize).filter(|&&t| t != u32::MAX) {
-                        *loc = Loc::Durable {
-                            seg: chain_number,
-                            local: to,
-                        };
-                    }
-                }
-            }
-        }
-        st.durable[i] = p;
-        report.segments_compacted += 1;
-        let applied = st.last_seq;
-        self.commit_manifest(st, &before, applied, &mut report)?;
-        *self.chain.lock().unwrap_or_else(|p| p.into_inner()) = Some(cw);
-        self.after_flush(st, applied, report, started)
+        Ok(report)
     }
 
     /// Bounds the parts of the chained segment (each flush adds one, with

@@ -15,7 +15,12 @@
 //!   newest segments, and the manifest (naming the last log record it holds)
 //!   is replaced atomically; then the log is trimmed.
 //! * [`IndexWriter::compact`] rewrites every segment holding deleted
-//!   documents without them.
+//!   documents without them; after a flush, so does a segment whose deleted
+//!   documents reach [`WriterOptions::compact_deleted_ratio`].
+//! * A failed flush or compaction (a full disk, too many open files) does
+//!   not stop the writer: what it wrote is removed, and when it had changed
+//!   the writer's state, that state is rebuilt from the index and the log
+//!   ([`recovery`]); automatic flushes retry with a growing delay.
 //!
 //! A crash at any point leaves the last manifest and the log: reopening
 //! removes files no manifest names and replays the log records after the
@@ -23,13 +28,14 @@
 //! directory (a file lock).
 //!
 //! The writer's concerns, one file each: [`buffer`] (applying batches),
-//! [`refresh`], [`flush`] (and compaction), [`inplace`] (flushes of the
+//! [`refresh`], [`flush`], [`compact`], [`inplace`] (flushes of the
 //! in-place strategies), [`commit`] (the manifest, the lock file, removal of
 //! orphaned files), [`recovery`] (opening after a crash) and [`maintainer`]
 //! (the background thread); [`state`] holds what they share.
 
 mod buffer;
 mod commit;
+mod compact;
 mod flush;
 mod inplace;
 mod maintainer;

@@ -145,13 +145,13 @@ impl IndexWriter {
         // and the writer opens all the same.
         let mut flushing = true;
         let mut replayed = 0;
-        for (seq, ops) in replay.batches {
+        for ((seq, ops), bytes) in replay.batches.into_iter().zip(replay.record_bytes) {
             if seq <= applied {
                 continue;
             }
             let due = {
                 let mut st = w.lock();
-                st.log_bytes += serde_json::to_vec(&ops).map_or(0, |p| p.len() as u64);
+                st.log_bytes += bytes;
                 w.apply_locked(&mut st, seq, ops)?;
                 flushing && w.over_budget(&st, 1)
             };
@@ -226,8 +226,8 @@ impl IndexWriter {
         st.log_bytes = 0;
         st.flushing = false;
         st.last_seq = st.manifest.applied_seq;
-        for (seq, ops) in batches {
-            st.log_bytes += serde_json::to_vec(&ops).map_or(0, |p| p.len() as u64);
+        for (seq, ops, bytes) in batches {
+            st.log_bytes += bytes;
             self.apply_locked(st, seq, ops)?;
         }
         st.stats.segments = st.durable.len();
