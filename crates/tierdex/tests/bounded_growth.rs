@@ -155,20 +155,23 @@ fn writes_during_a_compaction_are_kept() {
         let mut replaced: BTreeSet<usize> = BTreeSet::new();
         std::thread::scope(|s| {
             let compaction = s.spawn(|| w.compact().unwrap());
-            for i in (0..3000).step_by(3) {
-                if i % 2 == 0 {
-                    w.delete(vec![format!("d{i}")]).unwrap();
+            let ids: Vec<usize> = (0..3000).step_by(3).collect();
+            for chunk in ids.chunks(20) {
+                let (gone, again): (Vec<usize>, Vec<usize>) = chunk.iter().partition(|&&i| i % 2 == 0);
+                w.delete(gone.iter().map(|i| format!("d{i}")).collect()).unwrap();
+                w.add(again.iter().map(|&i| doc(i, 1)).collect()).unwrap();
+                for i in gone {
                     live.remove(&i);
-                } else {
-                    w.add(vec![doc(i, 1)]).unwrap();
-                    replaced.insert(i);
                 }
-                if compaction.is_finished() && i > 300 {
+                replaced.extend(again);
+                if compaction.is_finished() && chunk[0] > 300 {
                     break;
                 }
             }
             let r = compaction.join().unwrap();
-            assert!(r.segments_compacted >= 1, "{strategy}: {r:?}");
+            // Compacted, or merged with the flushed buffer (which drops the
+            // deleted documents too) by the compaction's flush.
+            assert!(r.segments_compacted >= 1 || r.segments_merged >= 2, "{strategy}: {r:?}");
         });
         w.flush().unwrap();
         let s = w.refresh().unwrap();
@@ -180,7 +183,11 @@ fn writes_during_a_compaction_are_kept() {
         let want: BTreeSet<String> = live.iter().map(|i| format!("d{i}")).collect();
         assert_eq!(got, want, "{strategy}");
         assert_eq!(count(&s, "\"round 1\""), replaced.len() as u64, "{strategy}");
-        assert_eq!(count(&s, "\"round 0\""), (live.len() - replaced.len()) as u64, "{strategy}");
+        assert_eq!(
+            count(&s, "\"round 0\""),
+            (live.len() - replaced.len()) as u64,
+            "{strategy}"
+        );
         drop(w);
         let s = Searcher::open(&dir).unwrap();
         assert_eq!(s.index().live_docs(), live.len() as u64, "{strategy}");
