@@ -95,12 +95,19 @@ fn read_only_opens_see_a_committed_state_while_a_writer_works() {
         w.flush().unwrap();
         let written = AtomicU64::new(1);
         let stop = AtomicBool::new(false);
+        let opened = AtomicU64::new(0);
         let (opens, queries, flushes) = std::thread::scope(|s| {
             let writer = s.spawn(|| {
                 let mut flushes = 0;
                 let started = Instant::now();
                 let mut b = 1;
-                while started.elapsed() < Duration::from_millis(1500) {
+                // A second and a half, and enough of both sides however
+                // slow the machine (within reason).
+                while (started.elapsed() < Duration::from_millis(1500)
+                    || flushes < 8
+                    || opened.load(Ordering::Relaxed) < 6)
+                    && started.elapsed() < Duration::from_secs(60)
+                {
                     w.add(batch(b)).unwrap();
                     written.store(b + 1, Ordering::Relaxed);
                     // Replace an older batch whole, delete another whole.
@@ -133,6 +140,7 @@ fn read_only_opens_see_a_committed_state_while_a_writer_works() {
                     let searcher = Searcher::open_with(&dir, options)
                         .unwrap_or_else(|e| panic!("{strategy}: read-only open {opens} failed: {e}"));
                     opens += 1;
+                    opened.store(opens, Ordering::Relaxed);
                     // Every other one kept while the writer commits several
                     // more flushes (space they freed must not be reused
                     // under it), the others dropped soon (more opens race
