@@ -56,6 +56,7 @@ pub fn run(a: Args) -> Result<()> {
             "deleted_docs": index.num_docs() - index.live_docs(),
             "strategy": m.strategy,
             "applied_seq": m.applied_seq,
+            "unapplied_log_records": index.unapplied_log_records(),
             "analyzer": m.analyzer,
             "codec": m.codec,
             "layout": m.layout,
@@ -104,6 +105,13 @@ pub fn run(a: Args) -> Result<()> {
     }
     if a.verify {
         println!("  every page of every file verified: OK");
+    }
+    if index.unapplied_log_records() > 0 {
+        println!(
+            "  {} acknowledged batches are only in the write-ahead log, not in the segments above \
+             (a writer applies them: a running one at its next flush, else `tierdex compact`)",
+            index.unapplied_log_records()
+        );
     }
     let width = schema.names().iter().map(|n| n.len()).max().unwrap_or(0);
     for f in schema.fields() {

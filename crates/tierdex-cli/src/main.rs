@@ -26,6 +26,11 @@ struct Cli {
     /// More logging (-v: info, -vv: debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Permissions of the index files this command creates, in octal:
+    /// owner-only by default; 640 lets the group read (directories get the
+    /// matching search bits: 750).
+    #[arg(long, global = true, default_value = "600", value_parser = parse_file_mode)]
+    file_mode: u32,
     #[command(subcommand)]
     command: Command,
 }
@@ -80,6 +85,10 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    if let Err(e) = tierdex::storage::set_file_mode(cli.file_mode) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Index(a) => index::run(a),
         Command::Search(a) => search::run(a),
@@ -99,6 +108,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A file mode in octal (`600`, `0640`) that [`tierdex::storage::set_file_mode`] accepts.
+fn parse_file_mode(s: &str) -> Result<u32, String> {
+    let mode = u32::from_str_radix(s, 8).map_err(|_| format!("`{s}` is not an octal file mode such as 600 or 640"))?;
+    if mode & !0o666 != 0 || mode & 0o600 != 0o600 {
+        return Err(format!(
+            "{s}: the owner must keep read and write, and index files take no execute or special bits"
+        ));
+    }
+    Ok(mode)
 }
 
 /// Formats a byte count for people.

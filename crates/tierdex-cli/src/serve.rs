@@ -30,6 +30,11 @@ pub struct Args {
     /// Buffered documents before the writer flushes a segment.
     #[arg(long, default_value_t = 10_000)]
     buffer_docs: usize,
+    /// Open even though the write-ahead log holds a damaged record, cutting
+    /// it there (that batch and every later one are lost; see `tierdex
+    /// compact --help`).
+    #[arg(long, conflicts_with = "read_only")]
+    truncate_corrupt_log: bool,
     /// Write requests in progress at once; beyond, 503.
     #[arg(long, default_value_t = 16)]
     max_writes: usize,
@@ -197,6 +202,7 @@ pub fn run(a: Args) -> Result<()> {
     config.create = a.create;
     config.refresh_interval = Duration::from_millis(a.refresh_ms);
     config.writer.buffer_docs = a.buffer_docs;
+    config.writer.truncate_corrupt_log = a.truncate_corrupt_log;
     config.max_writes = a.max_writes;
     config.threads = threads;
     config.queue = a.queue;

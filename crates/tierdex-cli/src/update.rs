@@ -27,6 +27,12 @@ pub struct WriterArgs {
     /// Buffer at most this many MiB of text before writing a segment.
     #[arg(long, default_value_t = 64)]
     buffer_mb: usize,
+    /// Open the index even though its write-ahead log holds a damaged
+    /// record (the open fails otherwise, naming it): the log is cut there,
+    /// and the batch it held and every later one are lost. Copy the log
+    /// file aside first if they matter.
+    #[arg(long)]
+    truncate_corrupt_log: bool,
 }
 
 impl WriterArgs {
@@ -34,8 +40,23 @@ impl WriterArgs {
         WriterOptions {
             buffer_docs: self.buffer_docs,
             buffer_bytes: self.buffer_mb.max(1) << 20,
+            truncate_corrupt_log: self.truncate_corrupt_log,
             ..WriterOptions::default()
         }
+    }
+}
+
+/// Flushes `w`; a failure is a warning, since the changes are durable in
+/// the write-ahead log already (a full disk must not make deletions fail:
+/// they are how space is given back).
+fn flush_or_warn(w: &IndexWriter, what: &str) {
+    if let Err(e) = w.flush() {
+        eprintln!(
+            "warning: the {what} are durable in the write-ahead log, but writing them into the index failed: {e:#}; \
+             the next writer of the index applies them (`tierdex compact {}` once the cause is gone); until then \
+             `tierdex search` does not see them",
+            w.dir().display()
+        );
     }
 }
 
@@ -197,7 +218,7 @@ pub fn add(a: AddArgs) -> Result<()> {
         send(&mut batch)?;
     }
     pb.set_prefix("flushing");
-    w.flush()?;
+    flush_or_warn(&w, "additions");
     pb.finish_and_clear();
     let flush = w.stats().maintenance;
     let v = serde_json::json!({
@@ -228,7 +249,7 @@ pub fn delete(a: DeleteArgs) -> Result<()> {
     }
     let w = open(&a.dir, a.writer.options(), None)?;
     let applied = w.delete(ids)?;
-    w.flush()?;
+    flush_or_warn(&w, "deletions");
     let flush = w.stats().maintenance;
     let v = serde_json::json!({ "deleted": applied.deleted, "not_found": applied.not_found });
     print_report(v, &flush, &w, a.json)

@@ -193,6 +193,13 @@ impl Searcher {
         self.snapshot
     }
 
+    /// Acknowledged batches that were only in the write-ahead log when the
+    /// index was opened, and that this searcher does not see (see
+    /// [`Index::unapplied_log_records`]).
+    pub fn unapplied_log_records(&self) -> u64 {
+        self.index.unapplied_log_records()
+    }
+
     /// The underlying index.
     pub fn index(&self) -> &Index {
         &self.index

@@ -33,7 +33,7 @@ fn child_appender() {
     let Ok(dir) = std::env::var(CHILD_DIR) else {
         return;
     };
-    let (wal, replay) = Wal::open(std::path::Path::new(&dir), 0).unwrap();
+    let (wal, replay) = Wal::open(std::path::Path::new(&dir), 0, false).unwrap();
     let start = replay.batches.len() as u64;
     std::thread::scope(|s| {
         for t in 0..2u64 {
@@ -82,7 +82,7 @@ fn acknowledged_batches_survive_kill_9() {
         child.wait().unwrap();
         let acked = reader.join().unwrap();
         let (_, replay) =
-            Wal::open(dir.path(), 0).unwrap_or_else(|e| panic!("round {round}: the log does not open: {e}"));
+            Wal::open(dir.path(), 0, false).unwrap_or_else(|e| panic!("round {round}: the log does not open: {e}"));
         for (seq, id) in &acked {
             let Some((_, ops)) = replay.batches.iter().find(|(s, _)| s == seq) else {
                 panic!("round {round}: acknowledged batch {seq} ({id}) is lost");

@@ -19,7 +19,7 @@ pub const LOCK_FILE: &str = "write.lock";
 /// The lock lasts as long as the returned file is open.
 pub fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
-    let f = File::options()
+    let f = crate::storage::mode::create_options()
         .create(true)
         .truncate(false)
         .write(true)

@@ -16,7 +16,8 @@ use crate::index::strategy::Strategy;
 pub use crate::layout::chain::PackedRun;
 use crate::layout::{Codec, Format, Layout};
 use crate::schema::{Field, Schema};
-use crate::storage::FileInfo;
+use crate::storage::faults::{self, FaultOp};
+use crate::storage::{mode, FileInfo};
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -180,6 +181,11 @@ pub struct Manifest {
     /// Last write-ahead-log sequence number the segments hold (0: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub applied_seq: u64,
+    /// Commits so far: each [`Manifest::store`] numbers its manifest one
+    /// more (readers' leases name it, see [`crate::index::lease`]; 0 in
+    /// indexes written before it existed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u64,
     /// Hash of everything above, checked on load.
     #[serde(default)]
     pub checksum: String,
@@ -205,6 +211,7 @@ impl Manifest {
             next_segment: 0,
             strategy: Strategy::default(),
             applied_seq: 0,
+            generation: 0,
             checksum: String::new(),
         }
     }
@@ -246,17 +253,23 @@ impl Manifest {
         Ok(m)
     }
 
-    /// Writes `dir/manifest.json` atomically (temporary file, fsync, rename).
+    /// Writes `dir/manifest.json` atomically (temporary file, fsync, rename),
+    /// as the next generation.
     pub fn store(&mut self, dir: &Path) -> Result<()> {
+        self.generation += 1;
         self.checksum = self.compute_checksum();
         let path = dir.join(MANIFEST);
         let tmp = dir.join(format!("{MANIFEST}.tmp"));
         let text = serde_json::to_vec_pretty(self).expect("manifest serialises");
         let io = |e| Error::io(&tmp, e);
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        f.write_all(&text).map_err(io)?;
-        f.write_all(b"\n").map_err(io)?;
-        f.sync_all().map_err(io)?;
+        let mut f = faults::check(&tmp, FaultOp::Create)
+            .and_then(|_| mode::create_options().write(true).create(true).truncate(true).open(&tmp))
+            .map_err(io)?;
+        faults::check(&tmp, FaultOp::Write)
+            .and_then(|_| f.write_all(&text))
+            .and_then(|_| f.write_all(b"\n"))
+            .map_err(io)?;
+        faults::check(&tmp, FaultOp::Sync).and_then(|_| f.sync_all()).map_err(io)?;
         std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();

@@ -2,6 +2,8 @@
 
 internal!(deletes);
 internal!(lock);
+internal!(lease);
+internal!(log);
 internal!(manifest);
 internal!(segment);
 internal!(strategy);
@@ -53,6 +55,12 @@ pub struct SegmentView {
 }
 
 /// An open index: segments searched as one, with global statistics.
+///
+/// Opened read-only ([`Index::open`]) while a writer works on the index,
+/// it reads one committed state: a file the manifest named that the writer
+/// replaced or removed meanwhile makes the open start over with the new
+/// manifest (a few times, then the error is reported); a reader of an
+/// in-place index holds a lease on what it read ([`lease`]).
 pub struct Index {
     dir: PathBuf,
     manifest: Manifest,
@@ -64,7 +72,14 @@ pub struct Index {
     stats: Vec<FieldStats>,
     max_doc: u64,
     live_docs: u64,
+    /// Log records after the manifest's, found at open.
+    unapplied: u64,
+    _lease: Option<lease::ReaderLease>,
 }
+
+/// Opens of a read-only index that start over when a writer changed the
+/// manifest under them.
+const OPEN_ATTEMPTS: u32 = 20;
 
 impl Index {
     /// Whether `dir` holds an index (a manifest; not checked further).
@@ -72,9 +87,91 @@ impl Index {
         dir.join(manifest::MANIFEST).is_file()
     }
 
-    /// Opens the index in `dir`.
+    /// Opens the index in `dir` (see the type's doc on a writer working
+    /// meanwhile). Warns when the write-ahead log holds acknowledged batches
+    /// that the segments do not ([`Index::unapplied_log_records`]).
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Index> {
-        let manifest = Manifest::load(dir)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let manifest = Manifest::load(dir)?;
+            let generation = manifest.generation;
+            let checksum = manifest.checksum.clone();
+            let lease = match manifest.segments.iter().any(|s| s.chain.is_some()) {
+                true => match lease::ReaderLease::take(dir, generation) {
+                    Ok(l) => {
+                        // The writer may have reused space of this
+                        // generation before it saw the lease: start over.
+                        if Manifest::load(dir)?.generation >= generation + 2 && attempt < OPEN_ATTEMPTS {
+                            continue;
+                        }
+                        Some(l)
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot take a reader's lease on {} ({e}): a writer working on the index meanwhile \
+                             may make this reader's answers fail",
+                            dir.display()
+                        );
+                        None
+                    }
+                },
+                false => None,
+            };
+            match Self::open_manifest(dir, manifest, options) {
+                Ok(mut index) => {
+                    index._lease = lease;
+                    index.unapplied = index.check_log();
+                    return Ok(index);
+                }
+                Err(e) => {
+                    let moved = Manifest::load(dir).is_ok_and(|m| m.checksum != checksum);
+                    if !moved || attempt >= OPEN_ATTEMPTS {
+                        return Err(e);
+                    }
+                    tracing::debug!("{} changed while opening it ({e}): opening it again", dir.display());
+                    std::thread::sleep(std::time::Duration::from_millis(attempt as u64));
+                }
+            }
+        }
+    }
+
+    /// Counts the log records after the manifest's, warning when there are
+    /// any (or when the log is damaged).
+    fn check_log(&self) -> u64 {
+        match log::unapplied(&self.dir, self.manifest.applied_seq) {
+            Ok(found) => {
+                if let Some(problem) = &found.problem {
+                    tracing::warn!("the write-ahead log of {} is damaged: {problem}", self.dir.display());
+                }
+                if found.unapplied > 0 {
+                    tracing::warn!(
+                        "{} acknowledged batches are only in the write-ahead log of {}: this reader does not \
+                         see them; a writer applies them (a running one when it flushes, else open the index \
+                         with one: tierdex add, delete, compact or serve)",
+                        found.unapplied,
+                        self.dir.display()
+                    );
+                }
+                found.unapplied
+            }
+            Err(e) => {
+                tracing::warn!("cannot read the write-ahead log of {}: {e}", self.dir.display());
+                0
+            }
+        }
+    }
+
+    /// Acknowledged batches found at open in the write-ahead log after the
+    /// last one the segments hold: changes this index does not show (a
+    /// writer is running and has not flushed them, or stopped before it
+    /// did; the next writer to open the index applies them). Always 0 for a
+    /// writer's snapshots, which hold them.
+    pub fn unapplied_log_records(&self) -> u64 {
+        self.unapplied
+    }
+
+    fn open_manifest(dir: &Path, manifest: Manifest, options: OpenOptions) -> Result<Index> {
         let storage = Storage::new(options.tier)?;
         let analysis = Analysis::new(manifest.schema(), manifest.analyzer);
         let mut views = Vec::with_capacity(manifest.segments.len());
@@ -135,6 +232,8 @@ impl Index {
             stats,
             max_doc: base,
             live_docs: live,
+            unapplied: 0,
+            _lease: None,
         })
     }
 

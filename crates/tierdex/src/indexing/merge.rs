@@ -218,6 +218,72 @@ pub fn merge_live(
     })
 }
 
+/// Writes documents `docs` of `reader` (the newest parts of a chained
+/// segment, whose metas are `parts`, deleted documents included: the
+/// chain numbers them) as one part `name` in `dir`: norms, stored documents
+/// (copied without recompression when the dictionary allows) and ids, no
+/// postings. Its statistics are the parts' summed.
+pub fn merge_part_documents(
+    dir: &Path,
+    reader: &SegmentReader,
+    docs: std::ops::Range<DocId>,
+    parts: &[SegmentMeta],
+    name: &str,
+) -> Result<SegmentMeta> {
+    let path = |e: &str| dir.join(format!("{name}.{e}"));
+    let n_fields = parts.iter().map(|m| m.fields.len()).max().unwrap_or(0);
+    let mut stats = vec![FieldStats::default(); n_fields];
+    for m in parts {
+        for (s, f) in stats.iter_mut().zip(&m.fields) {
+            s.add(f);
+        }
+    }
+    let (lo, hi) = (docs.start as usize, docs.end as usize);
+    let mut norms_file = FileWriter::create(path(ext::NORMS))?;
+    for f in (0..n_fields).map(|i| Field::from_id(i as u8)) {
+        match reader.norms(f).get(lo..hi) {
+            Some(n) => norms_file.write_all(n)?,
+            None => norms_file.write_zeros(hi - lo)?,
+        }
+    }
+    let mut files = BTreeMap::new();
+    files.insert(ext::NORMS.to_string(), norms_file.finish()?);
+    let mut stores: Vec<&crate::store::StoreReader> = Vec::new();
+    for d in docs.clone() {
+        let (s, _) = reader.store_of(d)?;
+        if !stores.last().is_some_and(|l| std::ptr::eq(*l, s)) {
+            stores.push(s);
+        }
+    }
+    let mut store = StoreWriter::create_for_merge(
+        &path(ext::STORE),
+        &path(ext::STORE_INDEX),
+        StoreOptions::default(),
+        &stores,
+    )?;
+    let mut ids = IdsWriter::new();
+    let mut id = String::new();
+    for d in docs.clone() {
+        let (source, local) = reader.store_of(d)?;
+        store.copy_from(source, local)?;
+        reader.external_id(d, &mut id)?;
+        ids.push(&id);
+    }
+    let store = store.finish()?;
+    files.insert(ext::STORE.to_string(), store.data);
+    files.insert(ext::STORE_INDEX.to_string(), store.index);
+    files.insert(ext::IDS.to_string(), ids.finish(&path(ext::IDS))?);
+    Ok(SegmentMeta {
+        name: name.to_string(),
+        max_doc: docs.end - docs.start,
+        fields: stats,
+        num_terms: 0,
+        files,
+        deletes: None,
+        chain: None,
+    })
+}
+
 /// The union of the sources' terms in the layout's write order
 /// ([`Layout::term_order`]): one stream per field, merged.
 struct TermsInOrder<'a> {

@@ -237,7 +237,7 @@ impl Target {
             !empty
         } else {
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+                crate::storage::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
             }
             true
         };
@@ -247,7 +247,7 @@ impl Target {
             dir.to_path_buf()
         };
         if aside {
-            std::fs::create_dir(&work).map_err(|e| Error::io(&work, e))?;
+            crate::storage::mode::create_dir(&work).map_err(|e| Error::io(&work, e))?;
             locks.push(lock_dir(&work)?);
         }
         Ok(Target {

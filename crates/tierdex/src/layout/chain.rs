@@ -379,7 +379,7 @@ pub struct Chain {
 impl Chain {
     /// Opens the chain file at `path` with the dictionary of its log.
     pub fn open(path: &Path, writable: bool, dict: ChainDict) -> Result<Arc<Chain>> {
-        let file = File::options()
+        let file = crate::storage::mode::create_options()
             .read(true)
             .write(writable)
             .create(writable)
@@ -603,6 +603,24 @@ impl Space {
     /// Free slots of every size.
     pub fn free_slots(&self) -> usize {
         self.slots.values().map(Vec::len).sum()
+    }
+
+    /// The free space as pieces: runs of blocks, and slots (below the end
+    /// of the file).
+    pub fn free_pieces(&self) -> Vec<Piece> {
+        let runs = self.blocks.runs.iter().map(|(&start, &n)| Piece {
+            at: start * BLOCK_BYTES,
+            len: 0,
+            capacity: n * BLOCK_BYTES,
+        });
+        let slots = self.slots.iter().flat_map(|(&class, ats)| {
+            ats.iter().map(move |&at| Piece {
+                at,
+                len: 0,
+                capacity: class,
+            })
+        });
+        runs.chain(slots).collect()
     }
 }
 

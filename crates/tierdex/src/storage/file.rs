@@ -13,9 +13,10 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::error::{Error, Result};
 use crate::storage::direct::{BufferPool, PoolStats};
-use crate::storage::io;
+use crate::storage::faults::{self, FaultOp};
 use crate::storage::tier::{self, FileSource};
 pub use crate::storage::tier::{Madvise, Tier, TierOptions};
+use crate::storage::{io, mode};
 
 /// Checksum granularity: one checksum per page of content.
 pub const PAGE_SIZE: usize = 4096;
@@ -47,7 +48,15 @@ impl FileWriter {
     /// Creates (truncates) `path`.
     pub fn create(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let file = faults::check(&path, FaultOp::Create)
+            .and_then(|_| {
+                mode::create_options()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&path)
+            })
+            .map_err(|e| Error::io(&path, e))?;
         Ok(FileWriter {
             out: BufWriter::with_capacity(1 << 20, file),
             path,
@@ -70,7 +79,9 @@ impl FileWriter {
 
     /// Appends `bytes` to the content.
     pub fn write_all(&mut self, mut bytes: &[u8]) -> Result<()> {
-        self.out.write_all(bytes).map_err(|e| Error::io(&self.path, e))?;
+        faults::check(&self.path, FaultOp::Write)
+            .and_then(|_| self.out.write_all(bytes))
+            .map_err(|e| Error::io(&self.path, e))?;
         self.written += bytes.len() as u64;
         while !bytes.is_empty() {
             let take = (PAGE_SIZE - self.page_fill).min(bytes.len());
@@ -130,7 +141,9 @@ impl FileWriter {
         self.out.write_all(&table).map_err(io)?;
         self.out.write_all(&footer).map_err(io)?;
         let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(io)?;
+        faults::check(&path, FaultOp::Sync)
+            .and_then(|_| file.sync_all())
+            .map_err(io)?;
         Ok(FileInfo {
             content_len: self.written,
             checksum: table_hash,

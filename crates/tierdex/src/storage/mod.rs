@@ -22,12 +22,15 @@
 
 internal!(batch);
 internal!(direct);
+internal!(faults);
 mod file;
 pub mod io;
+pub mod mode;
 mod tier;
 internal!(uring);
 mod window;
 
 pub use file::{FileInfo, FileWriter, IndexFile, Madvise, Storage, Tier, TierOptions, FOOTER_LEN, PAGE_SIZE};
 pub use io::IoStats;
+pub use mode::{create_dir_all, file_mode, set_file_mode};
 pub use window::PageWindow;

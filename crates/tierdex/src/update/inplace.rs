@@ -39,6 +39,7 @@ use fst::Streamer;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
+use crate::index::lease;
 use crate::index::manifest::{ChainMeta, PackedRun, SegmentMeta, CHAIN_EXT, CHAIN_LOG_EXT};
 use crate::index::segment::SegmentReader;
 use crate::layout::chain::{
@@ -65,15 +66,23 @@ pub struct Absorbed {
 }
 
 /// The writer's side of a chain: its file, log and free-space map.
+///
+/// Space a flush frees (moved data, merged runs) is held back, tagged with
+/// the generation of the manifest that committed the flush, until it is
+/// safe to reuse: once a later commit is made (a search of this process
+/// may still be reading it until then), and once no reader of another
+/// process holds a lease on an older generation ([`lease`]). A writer
+/// opened while such readers live holds back all the free space it finds.
 pub struct ChainWriter {
     chain: Arc<Chain>,
+    dir: PathBuf,
     log: File,
     log_path: PathBuf,
     committed: ChainMeta,
     space: Space,
-    /// Space freed by the last flush: reusable once the next one commits
-    /// (a search may still be reading it until then).
-    freed: Vec<Piece>,
+    /// Space freed by committed flushes, not reusable yet, with the
+    /// generation that freed it.
+    held: Vec<(u64, Piece)>,
     /// Space freed by the flush being committed.
     freeing: Vec<Piece>,
     /// Terms of at most this many bytes are packed.
@@ -82,14 +91,15 @@ pub struct ChainWriter {
 
 impl ChainWriter {
     /// The writer of chained segment `meta` whose chain is `chain` (opened
-    /// writable). Drops what a crashed flush left past the committed log.
-    pub fn open(dir: &Path, meta: &SegmentMeta, chain: Arc<Chain>) -> Result<ChainWriter> {
+    /// writable), as committed by manifest generation `generation`. Drops
+    /// what a crashed flush left past the committed log.
+    pub fn open(dir: &Path, meta: &SegmentMeta, chain: Arc<Chain>, generation: u64) -> Result<ChainWriter> {
         let committed = meta
             .chain
             .clone()
             .ok_or_else(|| Error::Internal(format!("segment {} is not chained", meta.name)))?;
         let log_path = dir.join(meta.file_name(CHAIN_LOG_EXT));
-        let log = File::options()
+        let log = crate::storage::mode::create_options()
             .read(true)
             .write(true)
             .create(true)
@@ -110,16 +120,44 @@ impl ChainWriter {
                 .collect();
             Space::derive(committed.file_len, dict.pieces().chain(&runs))
         };
-        Ok(ChainWriter {
+        let mut w = ChainWriter {
             chain,
+            dir: dir.to_path_buf(),
             log,
             log_path,
             committed,
             space,
-            freed: Vec::new(),
+            held: Vec::new(),
             freeing: Vec::new(),
             pack_max: PACK_MAX,
-        })
+        };
+        // Readers of older generations may read what is free now (space
+        // freed by the flushes before this open, which left no record).
+        if lease::oldest(dir)?.is_some_and(|g| g < generation) {
+            let free = w.space.free_pieces();
+            tracing::info!(
+                "readers of older commits of {} are open: its {} free pieces are held until they close",
+                meta.name,
+                free.len()
+            );
+            w.space = Space::derive(
+                w.committed.file_len,
+                w.space_in_use().iter().chain(&free),
+            );
+            w.held = free.into_iter().map(|p| (generation, p)).collect();
+        }
+        Ok(w)
+    }
+
+    /// The pieces in use: every term's, and the packed runs.
+    fn space_in_use(&self) -> Vec<Piece> {
+        let dict = self.chain.dict.read().unwrap_or_else(|p| p.into_inner());
+        let runs = self.committed.runs.iter().map(|r| Piece {
+            at: r.first_block * BLOCK_BYTES,
+            len: 0,
+            capacity: r.blocks * BLOCK_BYTES,
+        });
+        dict.pieces().copied().chain(runs).collect()
     }
 
     /// Packs terms of at most `pack_max` bytes (default [`PACK_MAX`]; 0
@@ -135,7 +173,7 @@ impl ChainWriter {
         let path = dir.join(meta.file_name(CHAIN_EXT));
         let chain = Chain::open(&path, true, Default::default())?;
         chain.file.set_len(0).map_err(|e| Error::io(&path, e))?;
-        let w = ChainWriter::open(dir, &meta, chain)?;
+        let w = ChainWriter::open(dir, &meta, chain, 0)?;
         Ok((meta, w))
     }
 
@@ -370,17 +408,28 @@ impl ChainWriter {
         });
     }
 
-    /// Records that the manifest now covers `absorbed` (and applies it to
-    /// the shared dictionary); the runs freed by the previous flush become
-    /// reusable.
-    pub fn commit(&mut self, absorbed: &Absorbed, meta: &ChainMeta) {
-        for p in self.freed.drain(..).filter(|p| !p.is_packed()) {
-            match p.capacity < BLOCK_BYTES {
-                true => self.space.free_slot(p.at, p.capacity),
-                false => self.space.blocks.free(p.at / BLOCK_BYTES, p.capacity / BLOCK_BYTES),
-            }
+    /// Records that manifest generation `generation` now covers `absorbed`
+    /// (published with [`ChainWriter::publish`]); the space freed by earlier
+    /// commits becomes reusable when no reader may still read it (see the
+    /// type's doc).
+    pub fn commit(&mut self, absorbed: &Absorbed, meta: &ChainMeta, generation: u64) {
+        self.held
+            .extend(self.freeing.drain(..).filter(|p| !p.is_packed()).map(|p| (generation, p)));
+        if self.held.iter().any(|&(g, _)| g < generation) {
+            // Unreadable leases protect everything.
+            let oldest = lease::oldest(&self.dir).unwrap_or(Some(0));
+            let space = &mut self.space;
+            self.held.retain(|&(g, p)| {
+                let free = g < generation && oldest.is_none_or(|o| o >= g);
+                if free {
+                    match p.capacity < BLOCK_BYTES {
+                        true => space.free_slot(p.at, p.capacity),
+                        false => space.blocks.free(p.at / BLOCK_BYTES, p.capacity / BLOCK_BYTES),
+                    }
+                }
+                !free
+            });
         }
-        self.freed = std::mem::take(&mut self.freeing);
         self.committed = meta.clone();
         self.committed.log_len = absorbed.log_len;
         self.committed.file_len = absorbed.file_len;
@@ -397,6 +446,22 @@ impl ChainWriter {
     /// Terms in the dictionary.
     pub fn num_terms(&self) -> u64 {
         self.chain.dict.read().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+
+    /// Terms in the dictionary once `absorbed` is published.
+    pub fn num_terms_after(&self, absorbed: &Absorbed) -> u64 {
+        let dict = self.chain.dict.read().unwrap_or_else(|p| p.into_inner());
+        let new = absorbed.deltas.iter().filter(|d| dict.ord(&d.key).is_none()).count();
+        (dict.len() + new) as u64
+    }
+
+    /// Whether this writer's chain is that of chained segment `meta` in
+    /// `dir` as committed by `cm` (nothing absorbed since but abandoned).
+    pub fn is_committed(&self, dir: &Path, meta: &SegmentMeta, cm: &ChainMeta) -> bool {
+        self.chain.path == dir.join(meta.file_name(CHAIN_EXT))
+            && self.committed.log_len == cm.log_len
+            && self.committed.file_len == cm.file_len
+            && self.committed.runs == cm.runs
     }
 
     /// Forgets an absorbed flush that will not be committed: its blocks

@@ -8,9 +8,13 @@ pub(super) fn text_bytes(d: &Document) -> usize {
 }
 
 impl IndexWriter {
-    /// Applies a batch: logged, applied to the buffer, and durable when this
-    /// returns (visible to searches after the next refresh). Flushes when the
-    /// buffer is over its budget.
+    /// Applies a batch: logged, and once the log is synced applied to the
+    /// buffer (visible to searches after the next refresh); returns then,
+    /// the batch durable. Batches are applied in log order, so a batch is
+    /// never applied unless it is durable, and a batch whose log write or
+    /// sync fails is reported failed and never applied. Flushes when the
+    /// buffer or the log is over its budget (a failed flush does not fail
+    /// the batch: it is durable in the log, and the flush is tried again).
     pub fn apply(&self, ops: Vec<Op>) -> Result<Applied> {
         for op in &ops {
             if let Op::Add(d) = op {
@@ -29,28 +33,110 @@ impl IndexWriter {
                 }
             }
         }
-        let (applied, seq) = {
-            let mut st = self.lock();
-            Self::usable(&st)?;
-            let seq = self.wal.write(&ops)?;
-            let applied = self.apply_locked(&mut st, seq, ops)?;
-            let slack = if self.maintained.load(std::sync::atomic::Ordering::Relaxed) {
-                2
-            } else {
-                1
-            };
-            if self.over_budget(&st, slack) && !st.flushing {
-                self.flush_locked(&mut st, false)?;
+        let adds = ops.iter().any(|op| matches!(op, Op::Add(_)));
+        if adds && self.wal.space_low() {
+            // What is left of the log's reserve is kept for deletions.
+            return Err(self.wal.disk_full());
+        }
+        let ticket = {
+            let mut st = self.lock_ready()?;
+            if adds && self.over_budget(&st, 4) {
+                if let Some(f) = &st.flush_failure {
+                    tracing::warn!(
+                        "refusing additions: the buffer is four times over its budget and flushing it fails ({})",
+                        f.error
+                    );
+                    return Err(copy_error(&f.error));
+                }
             }
-            (applied, seq)
+            let ticket = self.wal.write(&ops)?;
+            st.pending.push(Pending {
+                ticket,
+                ops: Some(ops),
+                result: None,
+            });
+            ticket
         };
-        self.wal.sync(seq)?;
-        Ok(applied)
+        let synced = self.wal.sync(ticket);
+        // A state left broken meanwhile is rebuilt first when it can be; if
+        // not, the batch still goes into it (the rebuild replays it).
+        let mut st = match self.lock_ready() {
+            Ok(st) => st,
+            Err(_) => self.lock(),
+        };
+        let applied = self.apply_durable(&mut st);
+        let mine = st
+            .pending
+            .iter()
+            .position(|p| p.ticket == ticket)
+            .map(|i| st.pending.remove(i));
+        synced?;
+        applied?;
+        let result = mine
+            .and_then(|p| p.result)
+            .ok_or_else(|| Error::Internal(format!("durable batch {} was not applied", ticket.seq)))?;
+        let slack = if self.maintained.load(std::sync::atomic::Ordering::Relaxed) {
+            2
+        } else {
+            1
+        };
+        if self.flush_due(&st, slack) && !st.flushing && st.broken.is_none() {
+            match self.flush_locked(&mut st) {
+                Ok(_) => {
+                    drop(st);
+                    // Without a maintainer, compactions come after this
+                    // writer's flushes (unless one is under way already).
+                    if !self.maintained.load(std::sync::atomic::Ordering::Relaxed) {
+                        if let Ok(_maintenance) = self.maintenance.try_lock() {
+                            self.after_flush_maintenance();
+                        }
+                    }
+                }
+                Err(e) => tracing::error!("flushing after batch {} failed (the batch is durable): {e}", ticket.seq),
+            }
+        }
+        Ok(result)
     }
 
+    /// Applies the durable batches of `pending`, in log order, up to the
+    /// first one not yet durable.
+    pub(super) fn apply_durable(&self, st: &mut State) -> Result<()> {
+        loop {
+            let mut next: Option<(usize, Status)> = None;
+            for (i, p) in st.pending.iter().enumerate() {
+                if p.ops.is_none() {
+                    continue;
+                }
+                let status = self.wal.status(p.ticket);
+                if status == Status::Discarded {
+                    continue;
+                }
+                if next.is_none_or(|(j, _)| p.ticket.seq < st.pending[j].ticket.seq) {
+                    next = Some((i, status));
+                }
+            }
+            let Some((i, Status::Durable)) = next else {
+                return Ok(());
+            };
+            let ops = st.pending[i].ops.take().expect("not applied yet");
+            let ticket = st.pending[i].ticket;
+            let a = self.apply_locked(st, ticket.seq, ops)?;
+            st.log_bytes += ticket.bytes;
+            st.pending[i].result = Some(a);
+        }
+    }
+
+    /// The buffer or the applied log is `times` over its budget.
     pub(super) fn over_budget(&self, st: &State, times: usize) -> bool {
         st.buffer_live >= self.options.buffer_docs.saturating_mul(times)
             || st.buffer_bytes >= self.options.buffer_bytes.saturating_mul(times)
+            || st.log_bytes >= (self.options.log_budget() as u64).saturating_mul(times as u64)
+    }
+
+    /// An automatic flush is due: over budget, and not waiting to retry a
+    /// failed one.
+    pub(super) fn flush_due(&self, st: &State, times: usize) -> bool {
+        self.over_budget(st, times) && st.flush_failure.as_ref().is_none_or(|f| Instant::now() >= f.retry_at)
     }
 
     pub(super) fn apply_locked(&self, st: &mut State, seq: u64, ops: Vec<Op>) -> Result<Applied> {
@@ -95,7 +181,7 @@ impl IndexWriter {
                 }
             }
             Loc::Buffer(slot) => {
-                if let Some(d) = st.buffer[slot as usize].take() {
+                if let Some(d) = st.buffer.get_mut(slot as usize).and_then(Option::take) {
                     st.buffer_live -= 1;
                     st.buffer_bytes -= text_bytes(&d);
                 }

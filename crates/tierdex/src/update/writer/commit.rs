@@ -43,7 +43,9 @@ pub(super) fn remove_orphans(dir: &Path, manifest: &Manifest, at_open: bool) -> 
 impl IndexWriter {
     /// Writes the tombstones that changed, then the manifest (the commit
     /// point) holding the log up to `applied`; checkpoints the log and
-    /// removes the files no longer referenced.
+    /// removes the files no longer referenced. An error means the manifest
+    /// was not replaced; once it is, what follows only tidies up (a failure
+    /// there is logged and left to the next commit).
     pub(super) fn commit_manifest(
         &self,
         st: &mut State,
@@ -76,7 +78,12 @@ impl IndexWriter {
         st.manifest.segments = metas;
         st.manifest.applied_seq = applied;
         st.manifest.store(dir)?;
-        self.wal.checkpoint(applied)?;
-        remove_orphans(dir, &st.manifest, false)
+        if let Err(e) = self.wal.checkpoint(applied) {
+            tracing::warn!("trimming the log after a commit: {e} (the next commit tries again)");
+        }
+        if let Err(e) = remove_orphans(dir, &st.manifest, false) {
+            tracing::warn!("removing files the commit no longer refers to: {e} (the next commit tries again)");
+        }
+        Ok(())
     }
 }

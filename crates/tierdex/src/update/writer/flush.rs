@@ -10,6 +10,8 @@ pub(super) struct FlushPlan {
     pub(super) n: usize,
     /// The last log record they hold.
     pub(super) seq: u64,
+    /// Bytes of the log records applied up to `seq` since the last flush.
+    pub(super) log_bytes: u64,
     /// Number of the buffer's segment.
     pub(super) number: u64,
     /// The live buffered documents, with their slots.
@@ -81,37 +83,50 @@ impl IndexWriter {
     /// result durable (see the module doc). The segments are written (and
     /// merged) without holding the writer's state, so writes go on meanwhile;
     /// what they change in the flushed part is carried over at the end.
+    ///
+    /// A flush that fails leaves the index as its last commit and the log
+    /// hold it, removes what it wrote, and is tried again by the next
+    /// flush (automatic flushes wait a little longer after each failure);
+    /// no acknowledged batch is lost, and writes go on meanwhile. When the
+    /// failure came after the flush had changed the writer's state, the
+    /// state is rebuilt from the index and the log first (see
+    /// [`IndexWriter::recover_locked`]).
     pub fn flush(&self) -> Result<FlushReport> {
         let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         let started = Instant::now();
-        let plan = {
-            let mut st = self.lock();
-            Self::usable(&st)?;
-            if st.buffer_live == 0 {
-                return self.flush_locked(&mut st, false);
-            }
+        let mut st = self.lock();
+        self.recover_locked(&mut st)?;
+        let result = if st.buffer_live == 0 {
+            self.flush_locked(&mut st)
+        } else {
             match self.plan_flush(&mut st) {
-                Ok(plan) => plan,
-                Err(e) => {
-                    st.failed = Some(e.to_string());
-                    return Err(e);
+                Err(e) => self.record_flush(&mut st, Err(e), false),
+                Ok(plan) => {
+                    drop(st);
+                    let built = self.build_flush(&plan);
+                    st = self.lock();
+                    st.flushing = false;
+                    match built {
+                        Ok(built) => {
+                            let r = self.commit_flush(&mut st, plan, built, started);
+                            self.record_flush(&mut st, r, true)
+                        }
+                        // Nothing changed but files no manifest names.
+                        Err(e) => self.record_flush(&mut st, Err(e), false),
+                    }
                 }
             }
         };
-        let built = self.build_flush(&plan);
-        let mut st = self.lock();
-        st.flushing = false;
-        let result = built.and_then(|built| self.commit_flush(&mut st, plan, built, started));
-        Self::record_flush(&mut st, result)
-    }
-
-    /// Flushes, then rewrites every segment that holds deleted documents
-    /// without them.
-    pub fn compact(&self) -> Result<FlushReport> {
-        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
-        let mut st = self.lock();
-        Self::usable(&st)?;
-        self.flush_locked(&mut st, true)
+        match &result {
+            Ok(_) => {
+                drop(st);
+                self.after_flush_maintenance();
+            }
+            Err(_) => {
+                let _ = self.recover_locked(&mut st);
+            }
+        }
+        result
     }
 
     /// The locked first step of [`IndexWriter::flush`]: tombstones brought
@@ -160,6 +175,7 @@ impl IndexWriter {
             chain,
             n: st.buffer.len(),
             seq: st.last_seq,
+            log_bytes: st.log_bytes,
             number,
             docs,
             at,
@@ -284,6 +300,7 @@ impl IndexWriter {
         st.durable.push(part);
         // The documents written since stay in the buffer.
         Self::drain_flushed(st, plan.n);
+        st.log_bytes = st.log_bytes.saturating_sub(plan.log_bytes);
         self.commit_manifest(st, &plan.manifest.segments, plan.seq, &mut report)?;
         self.after_flush(st, plan.seq, report, started)
     }
@@ -313,7 +330,10 @@ impl IndexWriter {
         started: Instant,
     ) -> Result<FlushReport> {
         st.dirty = true;
-        self.refresh_locked(st)?;
+        if let Err(e) = self.refresh_locked(st) {
+            // Committed all the same: the next refresh tries again.
+            tracing::warn!("refreshing after a flush: {e}");
+        }
         st.stats.flushes += 1;
         st.stats.segments = st.durable.len();
         st.stats.flushed_seq = applied;
@@ -322,10 +342,19 @@ impl IndexWriter {
         Ok(report)
     }
 
-    /// Adds a flush's report to the totals; an error stops the writer.
-    pub(super) fn record_flush(st: &mut State, result: Result<FlushReport>) -> Result<FlushReport> {
+    /// Adds a flush's report to the totals. After an error, automatic
+    /// flushes wait before trying again, the files the flush wrote are
+    /// removed, and, when the flush had changed the state (`changed`), the
+    /// state is marked for a rebuild.
+    pub(super) fn record_flush(
+        &self,
+        st: &mut State,
+        result: Result<FlushReport>,
+        changed: bool,
+    ) -> Result<FlushReport> {
         match result {
             Ok(r) => {
+                st.flush_failure = None;
                 let m = &mut st.stats.maintenance;
                 m.docs_flushed += r.docs_flushed;
                 m.segments_merged += r.segments_merged;
@@ -338,20 +367,40 @@ impl IndexWriter {
                 Ok(r)
             }
             Err(e) => {
-                st.failed = Some(e.to_string());
+                let backoff = st
+                    .flush_failure
+                    .as_ref()
+                    .map_or(FLUSH_BACKOFF, |f| (f.backoff * 2).min(MAX_FLUSH_BACKOFF));
+                tracing::error!(
+                    "flush failed ({e}); the index stays as last committed and the log keeps every acknowledged batch; \
+                     the next automatic flush is in {:.1} s",
+                    backoff.as_secs_f64()
+                );
+                st.flush_failure = Some(FlushFailure {
+                    error: copy_error(&e),
+                    retry_at: Instant::now() + backoff,
+                    backoff,
+                });
+                st.flushing = false;
+                if changed {
+                    st.broken = Some(e.to_string());
+                } else if let Err(cleanup) = remove_orphans(&self.dir, &st.manifest, false) {
+                    tracing::warn!("removing what the failed flush wrote: {cleanup}");
+                }
                 Err(e)
             }
         }
     }
 
-    pub(super) fn flush_locked(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
-        let result = self.flush_inner(st, compact);
-        Self::record_flush(st, result)
+    /// A flush holding the state.
+    pub(super) fn flush_locked(&self, st: &mut State) -> Result<FlushReport> {
+        let result = self.flush_inner(st);
+        self.record_flush(st, result, true)
     }
 
-    pub(super) fn flush_inner(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
+    pub(super) fn flush_inner(&self, st: &mut State) -> Result<FlushReport> {
         if st.manifest.strategy.in_place() {
-            return self.flush_inplace_locked(st, compact);
+            return self.flush_inplace_locked(st);
         }
         let started = Instant::now();
         let dir = self.dir.clone();
@@ -394,29 +443,31 @@ impl IndexWriter {
             fresh.push(st.durable[at].number);
             report.segments_merged = k;
         }
-        if compact {
-            for i in 0..st.durable.len() {
-                if st.durable[i].deletes.as_ref().is_some_and(|d| !d.is_empty()) {
-                    let merged = self.merge_parts(st, i..i + 1, &mut report)?;
-                    fresh.push(merged.number);
-                    st.durable[i] = merged;
-                    report.segments_compacted += 1;
-                }
-            }
-        }
         let applied = st.last_seq;
         self.commit_manifest(st, &before, applied, &mut report)?;
         // The buffer is now in the segments.
         st.buffer.clear();
         st.buffer_live = 0;
         st.buffer_bytes = 0;
+        st.log_bytes = 0;
         st.refreshed_parts.clear();
         st.refreshed = 0;
+        Self::point_ids_at(st, &fresh)?;
+        self.after_flush(st, applied, report, started)
+    }
+
+    /// Points the ids of the documents of segments `fresh` at them.
+    pub(super) fn point_ids_at(st: &mut State, fresh: &[u64]) -> Result<()> {
+        let State { durable, ids, .. } = st;
         let mut id = String::new();
-        for p in st.durable.iter().filter(|p| fresh.contains(&p.number)) {
+        for p in durable.iter().filter(|p| fresh.contains(&p.number)) {
+            let del = p.deletes.as_deref();
             for d in 0..p.reader.max_doc() {
+                if del.is_some_and(|x| x.contains(d)) {
+                    continue;
+                }
                 p.reader.external_id(d, &mut id)?;
-                st.ids.insert(
+                ids.insert(
                     id.clone(),
                     Loc::Durable {
                         seg: p.number,
@@ -425,7 +476,7 @@ impl IndexWriter {
                 );
             }
         }
-        self.after_flush(st, applied, report, started)
+        Ok(())
     }
 
     /// Merges `st.durable[range]` without their deleted documents into a new

@@ -5,12 +5,13 @@ use super::*;
 
 /// Grows chained segment `meta` by `part` (the flushed documents' segment,
 /// whose postings `absorbed` appended to the chain of `cw`): the part's
-/// postings files leave it, its documents and statistics join, the chain's
-/// dictionary takes the flush's changes. Returns the files to remove.
+/// postings files leave it, its documents and statistics join. The chain's
+/// dictionary is left as it is: [`ChainWriter::publish`] applies the flush
+/// once the manifest holds it. Returns the files to remove.
 pub(super) fn grow_chain(
     meta: &mut SegmentMeta,
     mut part: SegmentMeta,
-    absorbed: &mut Absorbed,
+    absorbed: &Absorbed,
     cw: &ChainWriter,
 ) -> Result<Vec<String>> {
     let mut removed = Vec::new();
@@ -29,8 +30,7 @@ pub(super) fn grow_chain(
     for (f, pf) in meta.fields.iter_mut().zip(&part.fields) {
         f.add(pf);
     }
-    cw.publish(absorbed);
-    meta.num_terms = cw.num_terms();
+    meta.num_terms = cw.num_terms_after(absorbed);
     let cm = meta.chain.as_mut().expect("a chained segment");
     cm.parts.push(part);
     cm.log_len = absorbed.log_len;
@@ -49,7 +49,9 @@ impl IndexWriter {
         report: &mut FlushReport,
     ) -> Result<Absorbed> {
         let mut cw = self.chain.lock().unwrap_or_else(|p| p.into_inner());
-        if cw.is_none() {
+        // None yet, or one a failed first flush made for another name.
+        let path = self.dir.join(chain.file_name(CHAIN_EXT));
+        if cw.as_ref().is_none_or(|w| w.chain().path != path) {
             let contiguous = chain.chain.as_ref().is_some_and(|c| c.contiguous);
             let (_, w) = ChainWriter::create(&self.dir, &chain.name, contiguous)?;
             *cw = Some(w.packing(self.options.pack_max));
@@ -90,7 +92,7 @@ impl IndexWriter {
         let cw = cw_guard.as_mut().expect("the flush made the chain");
         // The part's postings files, no longer referenced, go with the
         // manifest commit's orphan removal.
-        grow_chain(&mut meta, part, &mut absorbed, cw)?;
+        grow_chain(&mut meta, part, &absorbed, cw)?;
         let old = st.durable.iter().position(|p| p.number == number);
         let reader = self.open_chained(st, &meta, cw, old.map(|i| &*st.durable[i].reader))?;
         let mut p = Part::new(number, reader, None);
@@ -112,9 +114,12 @@ impl IndexWriter {
             None => st.durable.push(p),
         }
         Self::drain_flushed(st, plan.n);
+        st.log_bytes = st.log_bytes.saturating_sub(plan.log_bytes);
         self.commit_manifest(st, &plan.manifest.segments, plan.seq, &mut report)?;
+        // Committed: searches may see the flush's chunks now.
+        cw.publish(&mut absorbed);
         let cm = meta.chain.as_ref().expect("chained");
-        cw.commit(&absorbed, cm);
+        cw.commit(&absorbed, cm, st.manifest.generation);
         drop(cw_guard);
         report.segments_merged = 0;
         tracing::debug!(secs = t_commit.elapsed().as_secs_f64(), "in-place flush committed");
@@ -122,10 +127,8 @@ impl IndexWriter {
     }
 
     /// A flush of an in-place index holding the state: the buffer is
-    /// appended to the chain; with `compact`, a chain holding deleted
-    /// documents is then rebuilt from its live ones (new chain file, new
-    /// parts), which gives their space back.
-    pub(super) fn flush_inplace_locked(&self, st: &mut State, compact: bool) -> Result<FlushReport> {
+    /// appended to the chain.
+    pub(super) fn flush_inplace_locked(&self, st: &mut State) -> Result<FlushReport> {
         let started = Instant::now();
         let mut report = FlushReport::default();
         if st.buffer_live > 0 {
@@ -146,136 +149,73 @@ impl IndexWriter {
             };
             report = self.commit_inplace(st, plan, part, absorbed, report, started)?;
         }
-        if !compact {
-            if report.docs_flushed == 0 {
-                // Nothing buffered: the deletions of flushed documents still
-                // become durable tombstones.
-                for p in &mut st.durable {
-                    p.materialise(&st.analysis)?;
-                }
-                let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-                let applied = st.last_seq;
-                self.commit_manifest(st, &before, applied, &mut report)?;
-                report = self.after_flush(st, applied, report, started)?;
+        if report.docs_flushed == 0 {
+            // Nothing buffered: the deletions of flushed documents still
+            // become durable tombstones.
+            for p in &mut st.durable {
+                p.materialise(&st.analysis)?;
             }
-            return Ok(report);
-        }
-        for p in &mut st.durable {
-            p.materialise(&st.analysis)?;
-        }
-        // Plain segments (an index built in bulk before its first flush)
-        // are compacted as under the merge strategies.
-        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-        let mut plain_compacted = false;
-        for i in 0..st.durable.len() {
-            let p = &st.durable[i];
-            if p.reader.chain().is_none() && p.deletes.as_ref().is_some_and(|d| !d.is_empty()) {
-                let merged = self.merge_parts(st, i..i + 1, &mut report)?;
-                let mut id = String::new();
-                for d in 0..merged.reader.max_doc() {
-                    merged.reader.external_id(d, &mut id)?;
-                    if let Some(loc) = st.ids.get_mut(&id) {
-                        if matches!(*loc, Loc::Durable { seg, .. } if seg == st.durable[i].number) {
-                            *loc = Loc::Durable {
-                                seg: merged.number,
-                                local: d,
-                            };
-                        }
-                    }
-                }
-                st.durable[i] = merged;
-                report.segments_compacted += 1;
-                plain_compacted = true;
-            }
-        }
-        st.durable.retain(|p| p.live() > 0 || p.reader.chain().is_some());
-        if plain_compacted {
+            let before: Vec<SegmentMeta> = st.manifest.segments.clone();
             let applied = st.last_seq;
             self.commit_manifest(st, &before, applied, &mut report)?;
+            report = self.after_flush(st, applied, report, started)?;
         }
-        let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-        let Some(i) = st
-            .durable
-            .iter()
-            .position(|p| p.reader.chain().is_some() && p.deletes.as_ref().is_some_and(|d| !d.is_empty()))
-        else {
-            let applied = st.last_seq;
-            self.commit_manifest(st, &before, applied, &mut report)?;
-            return self.after_flush(st, applied, report, started);
+        Ok(report)
+    }
+
+    /// Bounds the parts of the chained segment (each flush adds one, with
+    /// its own store, ids and norms files, all kept open): its newest parts
+    /// merge by size as the geometric strategy merges segments, so that an
+    /// index of `n` flushes keeps O(log n) parts. The documents of the
+    /// merged parts, deleted ones included (their numbers must not change),
+    /// are written as one part; the chain itself is untouched.
+    pub(super) fn merge_chain_parts(&self, st: &mut State) -> Result<()> {
+        let Some(i) = st.durable.iter().position(|p| p.reader.chain().is_some()) else {
+            return Ok(());
         };
-        // The live documents, in order, into a new chain.
         let old = st.durable[i].reader.clone();
-        let del = st.durable[i].deletes.clone();
-        let mut docs = Vec::with_capacity(old.max_doc() as usize);
-        for d in 0..old.max_doc() {
-            if !del.as_ref().is_some_and(|x| x.contains(d)) {
-                docs.push(old.document(d)?);
-            }
+        let meta = old.meta();
+        let parts = &meta.chain.as_ref().expect("chained").parts;
+        let sizes: Vec<u64> = parts.iter().map(|p| p.max_doc as u64).collect();
+        // The flush unit: the buffer's budget, or the newest part when
+        // flushes come sooner (explicit ones, or on the log's size).
+        let unit = sizes
+            .last()
+            .map_or(1, |&s| s.min(self.options.buffer_docs as u64).max(1));
+        let k = Strategy::Geometric.merge_count(&sizes, unit);
+        if k < 2 {
+            return Ok(());
         }
-        report.bytes_merged += old.meta().bytes();
+        let from = parts.len() - k;
+        let base: u32 = parts[..from].iter().map(|p| p.max_doc).sum();
+        let number = st.manifest.next_segment;
+        st.manifest.next_segment += 1;
+        let part = merge_part_documents(
+            &self.dir,
+            &old,
+            base..meta.max_doc,
+            &parts[from..],
+            &segment_name(number),
+        )?;
+        let mut merged = meta.clone();
+        let cm = merged.chain.as_mut().expect("chained");
+        cm.parts.truncate(from);
+        cm.parts.push(part);
+        let reader = {
+            let cw = self.chain.lock().unwrap_or_else(|p| p.into_inner());
+            let cw = cw
+                .as_ref()
+                .ok_or_else(|| Error::Internal("a chained segment without its writer".into()))?;
+            self.open_chained(st, &merged, cw, Some(&old))?
+        };
         let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-        let chain_number = st.manifest.next_segment;
-        let part_number = chain_number + 1;
-        st.manifest.next_segment += 2;
-        let contiguous = st.manifest.strategy == Strategy::InPlaceContiguous;
-        let mut meta = SegmentMeta::empty_chain(segment_name(chain_number), contiguous);
-        let (_, cw) = ChainWriter::create(&self.dir, &meta.name, contiguous)?;
-        let mut cw = cw.packing(self.options.pack_max);
-        if !docs.is_empty() {
-            let part = write_segment(
-                &self.dir,
-                &segment_name(part_number),
-                &st.manifest,
-                &st.analysis,
-                store_dictionary(st)?,
-                docs.iter(),
-            )?;
-            let part_reader = SegmentReader::open(&self.dir, &part, st.manifest.postings_format(), &st.storage)?;
-            let mut absorbed = cw.absorb(&part_reader, 0)?;
-            drop(part_reader);
-            report.bytes_written += part.bytes() + absorbed.writes.bytes + absorbed.log_len;
-            for f in grow_chain(&mut meta, part, &mut absorbed, &cw)? {
-                let _ = std::fs::remove_file(self.dir.join(f));
-            }
-            cw.commit(&absorbed, meta.chain.as_ref().expect("chained"));
-        }
-        let reader = self.open_chained(st, &meta, &cw, None)?;
-        let mut map = Vec::with_capacity(old.max_doc() as usize);
-        let mut next = 0u32;
-        for d in 0..old.max_doc() {
-            if del.as_ref().is_some_and(|x| x.contains(d)) {
-                map.push(u32::MAX);
-            } else {
-                map.push(next);
-                next += 1;
-            }
-        }
-        let old_number = st.durable[i].number;
-        let mut p = Part::new(chain_number, reader, None);
-        p.pending = st.durable[i]
-            .pending
-            .iter()
-            .filter_map(|&l| map.get(l as usize).copied())
-            .filter(|&t| t != u32::MAX)
-            .collect();
-        for loc in st.ids.values_mut() {
-            if let Loc::Durable { seg, local } = *loc {
-                if seg == old_number {
-                    if let Some(&to) = map.get(local as usize).filter(|&&t| t != u32::MAX) {
-                        *loc = Loc::Durable {
-                            seg: chain_number,
-                            local: to,
-                        };
-                    }
-                }
-            }
-        }
-        st.durable[i] = p;
-        report.segments_compacted += 1;
-        let applied = st.last_seq;
+        st.durable[i].reader = Arc::new(reader);
+        let mut report = FlushReport::default();
+        let applied = st.manifest.applied_seq;
         self.commit_manifest(st, &before, applied, &mut report)?;
-        *self.chain.lock().unwrap_or_else(|p| p.into_inner()) = Some(cw);
-        self.after_flush(st, applied, report, started)
+        tracing::debug!(parts = k, docs = meta.max_doc - base, "merged the chain's newest parts");
+        st.dirty = true;
+        Ok(())
     }
 
     /// The reader of chained segment `meta` over `cw`'s chain, reusing the

@@ -1,5 +1,6 @@
 //! The background maintainer: refreshes on an interval and flushes once
-//! the buffer is over its budget, at a lower CPU priority than searches.
+//! the buffer or the log is over its budget (waiting longer after each
+//! failed flush), at a lower CPU priority than searches.
 
 use super::*;
 
@@ -50,7 +51,7 @@ impl IndexWriter {
                     let result = (|| {
                         let due = {
                             let st = w.lock();
-                            w.over_budget(&st, 1)
+                            w.flush_due(&st, 1)
                         };
                         if due {
                             w.flush()?;

@@ -15,7 +15,12 @@
 //!   newest segments, and the manifest (naming the last log record it holds)
 //!   is replaced atomically; then the log is trimmed.
 //! * [`IndexWriter::compact`] rewrites every segment holding deleted
-//!   documents without them.
+//!   documents without them; after a flush, so does a segment whose deleted
+//!   documents reach [`WriterOptions::compact_deleted_ratio`].
+//! * A failed flush or compaction (a full disk, too many open files) does
+//!   not stop the writer: what it wrote is removed, and when it had changed
+//!   the writer's state, that state is rebuilt from the index and the log
+//!   ([`recovery`]); automatic flushes retry with a growing delay.
 //!
 //! A crash at any point leaves the last manifest and the log: reopening
 //! removes files no manifest names and replays the log records after the
@@ -23,13 +28,14 @@
 //! directory (a file lock).
 //!
 //! The writer's concerns, one file each: [`buffer`] (applying batches),
-//! [`refresh`], [`flush`] (and compaction), [`inplace`] (flushes of the
+//! [`refresh`], [`flush`], [`compact`], [`inplace`] (flushes of the
 //! in-place strategies), [`commit`] (the manifest, the lock file, removal of
 //! orphaned files), [`recovery`] (opening after a crash) and [`maintainer`]
 //! (the background thread); [`state`] holds what they share.
 
 mod buffer;
 mod commit;
+mod compact;
 mod flush;
 mod inplace;
 mod maintainer;
@@ -47,10 +53,10 @@ use serde::Serialize;
 
 use crate::analysis::AnalyzerConfig;
 use crate::error::{Error, Result};
-use crate::index::manifest::{Manifest, SegmentMeta, MANIFEST};
+use crate::index::manifest::{Manifest, SegmentMeta, CHAIN_EXT, MANIFEST};
 use crate::index::segment::{ext, open_chain};
 use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
-use crate::indexing::merge::merge_live;
+use crate::indexing::merge::{merge_live, merge_part_documents};
 use crate::indexing::{segment_name, SegmentWriter};
 use crate::layout::Format;
 use crate::schema::{Analysis, DocId, Document, Schema};
@@ -58,7 +64,7 @@ use crate::search::Searcher;
 use crate::storage::{Storage, Tier, TierOptions};
 use crate::store::StoreOptions;
 use crate::update::inplace::{Absorbed, ChainWriter};
-use crate::update::wal::{Op, Wal};
+use crate::update::wal::{Op, Status, Ticket, Wal};
 use crate::update::Strategy;
 
 use buffer::*;
@@ -87,6 +93,19 @@ pub struct WriterOptions {
     /// into merged runs instead of updated in place
     /// ([`crate::layout::chain::PACK_MAX`] by default; 0 packs none).
     pub pack_max: u64,
+    /// Flush once the log records applied since the last flush hold this
+    /// many bytes, replaced and deleted documents included (`None`: twice
+    /// `buffer_bytes`). Bounds the log, and the buffer, when the same
+    /// documents are replaced over and over.
+    pub max_log_bytes: Option<usize>,
+    /// After a flush, a segment (or an in-place index's chain) whose deleted
+    /// documents reach this fraction of its documents is compacted
+    /// (rewritten without them). 1.0 or more turns automatic compaction off.
+    pub compact_deleted_ratio: f64,
+    /// Open even when the log holds a damaged record, cutting the log there
+    /// (the damaged batch and every later one are lost, and said so in the
+    /// log). Without it such a log is an error naming the record.
+    pub truncate_corrupt_log: bool,
 }
 
 impl Default for WriterOptions {
@@ -97,7 +116,32 @@ impl Default for WriterOptions {
             tier: TierOptions::default(),
             max_refresh_segments: 8,
             pack_max: crate::layout::chain::PACK_MAX,
+            max_log_bytes: None,
+            compact_deleted_ratio: 0.5,
+            truncate_corrupt_log: false,
         }
+    }
+}
+
+impl WriterOptions {
+    /// Bytes of applied log records that make a flush due.
+    pub fn log_budget(&self) -> usize {
+        self.max_log_bytes.unwrap_or(self.buffer_bytes.saturating_mul(2))
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.buffer_docs == 0 || self.buffer_bytes == 0 || self.log_budget() == 0 {
+            return Err(Error::InvalidArgument(
+                "the buffer and log budgets must be positive".into(),
+            ));
+        }
+        if self.compact_deleted_ratio.is_nan() || self.compact_deleted_ratio <= 0.0 {
+            return Err(Error::InvalidArgument(format!(
+                "compact_deleted_ratio must be above 0 (1.0 turns automatic compaction off), not {}",
+                self.compact_deleted_ratio
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -243,7 +287,7 @@ impl IndexWriter {
                 "the {strategy} strategy keeps each term's postings as grouped regions: use the grouped layout"
             )));
         }
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        crate::storage::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = lock_dir(dir)?;
         if dir.join(MANIFEST).exists() {
             return Err(Error::Conflict(format!("{} already holds an index", dir.display())));
@@ -272,13 +316,18 @@ impl IndexWriter {
         }
     }
 
-    fn usable(st: &State) -> Result<()> {
-        match &st.failed {
-            Some(why) => Err(Error::Unavailable(format!(
-                "the writer stopped after an error ({why}); reopen the index to recover"
-            ))),
-            None => Ok(()),
+    /// The state, rebuilt first if a failure left it broken (taking the
+    /// maintenance lock for that, so the caller must not hold it).
+    fn lock_ready(&self) -> Result<StateGuard<'_>> {
+        let st = self.lock();
+        if st.broken.is_none() {
+            return Ok(st);
         }
+        drop(st);
+        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.lock();
+        self.recover_locked(&mut st)?;
+        Ok(st)
     }
 
     /// The index directory.

@@ -42,7 +42,7 @@ pub(super) fn buffer_dir(dir: &Path) -> PathBuf {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let private = shm.join(format!("tierdex-buffer-{}-{nanos:x}", std::process::id()));
-        if std::fs::create_dir(&private).is_ok() {
+        if crate::storage::mode::create_dir(&private).is_ok() {
             return private;
         }
     }
@@ -55,7 +55,7 @@ impl IndexWriter {
     pub fn refresh(&self) -> Result<Arc<Searcher>> {
         let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = self.lock();
-        Self::usable(&st)?;
+        self.recover_locked(&mut st)?;
         self.refresh_locked(&mut st)?;
         Ok(self.searcher())
     }
@@ -178,7 +178,7 @@ impl IndexWriter {
     /// memory (its files are removed once loaded).
     pub(super) fn write_refresh_part(&self, st: &mut State, slots: Vec<u32>) -> Result<Part> {
         let dir = self.buffer_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        crate::storage::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let number = st.next_refresh;
         st.next_refresh += 1;
         let name = format!("r{number:06}");

@@ -83,8 +83,18 @@ pub(super) struct State {
     pub(super) last_seq: u64,
     /// Applied changes not yet visible to searches.
     pub(super) dirty: bool,
-    /// A flush failed half way: the in-memory state cannot be trusted.
-    pub(super) failed: Option<String>,
+    /// A flush failed half way: the in-memory state no longer matches the
+    /// index and is rebuilt from the directory and the log before the
+    /// writer goes on (see [`IndexWriter::recover_locked`]).
+    pub(super) broken: Option<String>,
+    /// Batches written to the log and not yet applied (waiting for their
+    /// sync, or for an earlier batch's).
+    pub(super) pending: Vec<Pending>,
+    /// Bytes of log records applied since the last flush took the buffer.
+    pub(super) log_bytes: u64,
+    /// The last flush failed: automatic flushes wait until it is time to
+    /// try again.
+    pub(super) flush_failure: Option<FlushFailure>,
     /// A flush is writing segments without holding the state: `apply` must
     /// not start another one.
     pub(super) flushing: bool,
@@ -94,6 +104,49 @@ pub(super) struct State {
     /// merged-away segment read into memory takes milliseconds.
     pub(super) retired: Vec<Arc<Searcher>>,
     pub(super) stats: WriterStats,
+}
+
+/// A batch written to the log, applied once durable and in log order.
+pub(super) struct Pending {
+    pub(super) ticket: Ticket,
+    /// Taken when applied.
+    pub(super) ops: Option<Vec<Op>>,
+    /// What applying it did.
+    pub(super) result: Option<Applied>,
+}
+
+/// A failed flush: its error, and when automatic flushes try again.
+pub(super) struct FlushFailure {
+    pub(super) error: Error,
+    pub(super) retry_at: Instant,
+    pub(super) backoff: std::time::Duration,
+}
+
+/// First wait before an automatic flush retries a failed one; it doubles
+/// up to [`MAX_FLUSH_BACKOFF`].
+pub(super) const FLUSH_BACKOFF: std::time::Duration = std::time::Duration::from_millis(500);
+/// Longest wait between automatic flush attempts while they fail.
+pub(super) const MAX_FLUSH_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A copy of `e` to report again (the I/O error's code and path kept, so
+/// that a full disk still reads as one).
+pub(super) fn copy_error(e: &Error) -> Error {
+    match e {
+        Error::Io { path, source } => Error::io(
+            path,
+            match source.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(source.kind(), source.to_string()),
+            },
+        ),
+        Error::Corrupt { path, reason } => Error::corrupt(path, reason.clone()),
+        Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+        Error::NotFound(m) => Error::NotFound(m.clone()),
+        Error::Conflict(m) => Error::Conflict(m.clone()),
+        Error::Internal(m) => Error::Internal(m.clone()),
+        Error::TimedOut(ms) => Error::TimedOut(*ms),
+        other => Error::Unavailable(other.to_string()),
+    }
 }
 
 /// The writer's state, locked; releasing it publishes the counters.
