@@ -52,40 +52,44 @@ impl QueryLimits {
         Ok(())
     }
 
-    /// Checks the clause count, nesting and text bytes of `query` (in time
-    /// proportional to at most `max_clauses`, without recursion).
+    /// Checks the clause count, nesting and text bytes of `query`, in time
+    /// proportional to at most `max_clauses` and without allocating (the
+    /// recursion stops below `max_depth`).
     pub fn check(&self, query: &Query) -> Result<()> {
-        let mut clauses = usize::from(!matches!(query, Query::Boolean(_)));
-        if clauses > self.max_clauses {
+        let mut seen = Seen {
+            clauses: usize::from(!matches!(query, Query::Boolean(_))),
+            bytes: 0,
+        };
+        if seen.clauses > self.max_clauses {
             return Err(self.too_many_clauses());
         }
-        let mut bytes = 0usize;
-        let mut stack = vec![(query, 0usize)];
-        while let Some((q, depth)) = stack.pop() {
-            match q {
-                Query::Term { text, .. } | Query::Phrase { text, .. } => {
-                    bytes = bytes.saturating_add(text.len());
-                    if bytes > self.max_bytes {
-                        return Err(too_large(
-                            format!("its terms and phrases hold more than {} bytes", self.max_bytes),
-                            "max_bytes",
-                        ));
-                    }
+        self.check_node(query, 0, &mut seen)
+    }
+
+    fn check_node(&self, query: &Query, depth: usize, seen: &mut Seen) -> Result<()> {
+        match query {
+            Query::Term { text, .. } | Query::Phrase { text, .. } => {
+                seen.bytes = seen.bytes.saturating_add(text.len());
+                if seen.bytes > self.max_bytes {
+                    return Err(too_large(
+                        format!("its terms and phrases hold more than {} bytes", self.max_bytes),
+                        "max_bytes",
+                    ));
                 }
-                Query::Boolean(children) => {
-                    if depth > self.max_depth {
-                        return Err(too_large(
-                            format!("groups nested more than {} levels deep", self.max_depth),
-                            "max_depth",
-                        ));
-                    }
-                    for c in children {
-                        clauses += 1;
-                        if clauses > self.max_clauses {
-                            return Err(self.too_many_clauses());
-                        }
-                        stack.push((&c.query, depth + 1));
-                    }
+            }
+            Query::Boolean(children) => {
+                if depth > self.max_depth.min(Self::DEPTH_CEILING) {
+                    return Err(too_large(
+                        format!("groups nested more than {} levels deep", self.max_depth),
+                        "max_depth",
+                    ));
+                }
+                seen.clauses = seen.clauses.saturating_add(children.len());
+                if seen.clauses > self.max_clauses {
+                    return Err(self.too_many_clauses());
+                }
+                for c in children {
+                    self.check_node(&c.query, depth + 1, seen)?;
                 }
             }
         }
@@ -128,7 +132,72 @@ impl Default for QueryLimits {
     }
 }
 
+/// What [`QueryLimits::check`] has counted so far.
+struct Seen {
+    clauses: usize,
+    bytes: usize,
+}
+
 /// A query over the limit `name`: bad input.
 fn too_large(what: String, name: &str) -> Error {
     Error::InvalidArgument(format!("query too large: {what} (query limit `{name}`)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::ast::{Clause, Occur};
+
+    fn term(text: &str) -> Query {
+        Query::Term {
+            field: None,
+            text: text.to_string(),
+        }
+    }
+
+    fn group(queries: Vec<Query>) -> Query {
+        Query::Boolean(
+            queries
+                .into_iter()
+                .map(|query| Clause {
+                    occur: Occur::Should,
+                    query,
+                })
+                .collect(),
+        )
+    }
+
+    /// The limit named in the error of `query`, if any.
+    fn over(limits: &QueryLimits, query: &Query) -> Option<String> {
+        limits.check(query).err().map(|e| {
+            let message = e.to_string();
+            let start = message.find("limit `").unwrap() + 7;
+            message[start..message.len() - 2].to_string()
+        })
+    }
+
+    #[test]
+    fn limits_hold_exactly_at_their_values() {
+        let limits = QueryLimits {
+            max_bytes: 6,
+            max_clauses: 3,
+            max_depth: 2,
+            ..QueryLimits::default()
+        };
+        assert_eq!(over(&limits, &group(vec![term("ab"), term("cd"), term("ef")])), None);
+        let four = group(vec![term("a"), term("b"), term("c"), term("d")]);
+        assert_eq!(over(&limits, &four).as_deref(), Some("max_clauses"));
+        let bytes = group(vec![term("abc"), term("defg")]);
+        assert_eq!(over(&limits, &bytes).as_deref(), Some("max_bytes"));
+        // A group counts as a clause; the top-level boolean does not, a
+        // lone leaf does.
+        assert_eq!(over(&limits, &group(vec![group(vec![term("a"), term("b")])])), None);
+        assert_eq!(over(&limits, &term("a")), None);
+        // Two groups inside the top level, as `((a))` parses.
+        let deep = group(vec![group(vec![group(vec![term("a")])])]);
+        assert_eq!(over(&limits, &deep), None);
+        let deeper = group(vec![group(vec![group(vec![group(vec![])])])]);
+        assert_eq!(over(&limits, &deeper).as_deref(), Some("max_depth"));
+        assert!(QueryLimits::default().validate().is_ok());
+    }
 }
