@@ -185,20 +185,42 @@ pub enum QueryError {
         /// The fields the index has.
         known: Vec<String>,
     },
+    /// Query syntax that tierdex recognises but does not implement
+    /// (wildcards, fuzzy and proximity `~`, boosts, ranges, regular
+    /// expressions...): refused rather than read as plain words.
+    #[error("unsupported query syntax at position {position}: {operator} is not supported")]
+    Unsupported {
+        /// Byte offset of the operator's first character.
+        position: usize,
+        /// The operator, named for people (``wildcard `*` ``).
+        operator: String,
+    },
+    /// The query is over one of its size limits (`QueryLimits`).
+    #[error("query too large at position {position}: {message}")]
+    TooLarge {
+        /// Byte offset where the limit was passed.
+        position: usize,
+        /// Which limit, and by how much.
+        message: String,
+    },
 }
 
 impl QueryError {
     /// Byte offset in the query text where the error was found.
     pub fn position(&self) -> usize {
         match self {
-            QueryError::Syntax { position, .. } | QueryError::UnknownField { position, .. } => *position,
+            QueryError::Syntax { position, .. }
+            | QueryError::UnknownField { position, .. }
+            | QueryError::Unsupported { position, .. }
+            | QueryError::TooLarge { position, .. } => *position,
         }
     }
 
     /// What is wrong, without the position.
     pub fn message(&self) -> String {
         match self {
-            QueryError::Syntax { message, .. } => message.clone(),
+            QueryError::Syntax { message, .. } | QueryError::TooLarge { message, .. } => message.clone(),
+            QueryError::Unsupported { operator, .. } => format!("{operator} is not supported"),
             QueryError::UnknownField { field, known, .. } => {
                 format!("unknown field `{field}` (known fields: {})", known.join(", "))
             }

@@ -9,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
 pub use crate::query::collector::Hit;
-use crate::query::collector::{Deadline, TopK};
+use crate::query::collector::{Cutoff, Deadline, TopK};
 use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
+pub use crate::query::limits::QueryLimits;
 use crate::query::planner::{prefetch_zones, Planner};
 pub use crate::query::weight::Plan;
 use crate::query::weight::{Build, ScoringContext, SegmentJob};
@@ -125,6 +126,7 @@ pub struct Searcher {
     phrase_filters: FilterUse,
     /// The fields unqualified query terms search.
     default_fields: Vec<Field>,
+    limits: QueryLimits,
 }
 
 /// Source of [`Searcher::snapshot`] numbers: increasing over the process.
@@ -153,6 +155,7 @@ impl Searcher {
             scoring,
             snapshot,
             phrase_filters: FilterUse::Auto,
+            limits: QueryLimits::default(),
         }
     }
 
@@ -175,9 +178,27 @@ impl Searcher {
         &self.default_fields
     }
 
-    /// Parses `query` against the index's fields.
+    /// Parses `query` against the index's fields, within the query limits.
     pub fn parse(&self, query: &str) -> Result<ast::Query> {
-        Ok(crate::query::parser::parse_with(query, self.index.schema())?)
+        Ok(crate::query::parser::parse_limited(
+            query,
+            self.index.schema(),
+            &self.limits,
+        )?)
+    }
+
+    /// Sets the size limits of the queries this searcher parses and plans
+    /// ([`QueryLimits::default`] until then); refuses limits that cannot
+    /// be honoured ([`QueryLimits::validate`]).
+    pub fn set_query_limits(&mut self, limits: QueryLimits) -> Result<()> {
+        limits.validate()?;
+        self.limits = limits;
+        Ok(())
+    }
+
+    /// The size limits of the queries this searcher parses and plans.
+    pub fn query_limits(&self) -> &QueryLimits {
+        &self.limits
     }
 
     /// Sets when phrase queries test their Bloom filters (indexes built
@@ -211,9 +232,18 @@ impl Searcher {
         self.search_parsed(&q, mode, k)
     }
 
-    /// Plans a parsed query against this index.
+    /// Plans a parsed query against this index (refusing queries over the
+    /// query limits with [`Error::InvalidArgument`]).
     pub fn plan(&self, query: &ast::Query) -> Result<Plan> {
-        Planner::with_default_fields(&self.index, &self.default_fields).plan(query)
+        self.planner(None).plan(query)
+    }
+
+    /// A planner with this searcher's default fields and query limits,
+    /// stopping at `cutoff`.
+    pub(crate) fn planner(&self, cutoff: Option<Cutoff>) -> Planner<'_> {
+        Planner::with_default_fields(&self.index, &self.default_fields)
+            .with_limits(self.limits)
+            .with_cutoff(cutoff)
     }
 
     /// Runs an already parsed query.
@@ -222,8 +252,9 @@ impl Searcher {
     }
 
     /// Runs an already parsed query, stopping with [`Error::TimedOut`] once
-    /// `deadline` has passed (checked every 1,024 documents and between
-    /// segments).
+    /// `deadline` has passed: checked before each term lookup of planning,
+    /// before opening each cursor and each term of a bitset count, between
+    /// segments and every 1,024 documents.
     pub fn search_until(
         &self,
         query: &ast::Query,
@@ -231,8 +262,9 @@ impl Searcher {
         k: usize,
         deadline: Option<std::time::Instant>,
     ) -> Result<SearchResults> {
-        let plan = self.plan(query)?;
-        self.execute_until(&plan, mode, k, deadline)
+        let started = std::time::Instant::now();
+        let plan = self.planner(Cutoff::new(deadline, started)).plan(query)?;
+        self.execute_from(&plan, mode, k, deadline, started)
     }
 
     /// Runs a plan.
@@ -248,7 +280,19 @@ impl Searcher {
         k: usize,
         deadline: Option<std::time::Instant>,
     ) -> Result<SearchResults> {
-        let started = std::time::Instant::now();
+        self.execute_from(plan, mode, k, deadline, std::time::Instant::now())
+    }
+
+    /// [`Searcher::execute_until`] of a query that started at `started`.
+    fn execute_from(
+        &self,
+        plan: &Plan,
+        mode: Mode,
+        k: usize,
+        deadline: Option<std::time::Instant>,
+        started: std::time::Instant,
+    ) -> Result<SearchResults> {
+        let cutoff = Cutoff::new(deadline, started);
         let mut clock = Deadline::new(deadline);
         let stopped = || Error::TimedOut(started.elapsed().as_millis() as u64);
         let k = if mode == Mode::Count { 0 } else { k };
@@ -269,7 +313,7 @@ impl Searcher {
             }
             let deleted = self.index.deletes(i).map(|d| d.bits());
             if bitset_count {
-                let mut m = plan.matches(seg)?;
+                let mut m = plan.matches(seg, cutoff.as_ref())?;
                 if let Some(d) = deleted {
                     m.subtract(d);
                 }
@@ -280,6 +324,7 @@ impl Searcher {
             }
             let mut build = Build::new(seg, &self.scoring);
             build.filters = self.phrase_filters;
+            build.cutoff = cutoff;
             let tier = self.index.storage().options();
             if tier.prefetches() {
                 build.prefetch = prefetch_zones(&**plan, seg, tier.prefetch_threshold)?;

@@ -548,3 +548,147 @@ fn bench() {
         count_tokens(&all),
     );
 }
+
+/// Bytes the tokenizer examined while `f` ran (on this thread).
+fn scanned_by(f: impl FnOnce()) -> u64 {
+    let before = tokenizer::SCANNED.with(|s| s.get());
+    f();
+    tokenizer::SCANNED.with(|s| s.get()) - before
+}
+
+/// The tokenizer as it was before it worked in linear time: after cutting
+/// a long segment it segments the rest of the region again, scanning the
+/// remainder of the segment each time. The reference for the linear one.
+fn restarting_reference_spans(text: &str, max: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut base = 0;
+    'restart: loop {
+        for (offset, word) in text[base..].split_word_bound_indices() {
+            if !word.chars().any(char::is_alphanumeric) {
+                continue;
+            }
+            let start = base + offset;
+            if let Some((cut, _)) = word.char_indices().nth(max) {
+                if word[..cut].chars().any(char::is_alphanumeric) {
+                    out.push((start, start + cut));
+                }
+                base = start + cut;
+                continue 'restart;
+            }
+            out.push((start, start + word.len()));
+        }
+        return out;
+    }
+}
+
+/// Long runs: every piece but the last has `max` characters.
+fn pieces(text: &str, max: usize) -> Vec<(usize, usize)> {
+    let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).step_by(max).collect();
+    let mut out: Vec<_> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+    if let Some(&last) = bounds.last() {
+        out.push((last, text.len()));
+    }
+    out
+}
+
+#[test]
+fn long_runs_are_tokenized_in_linear_time() {
+    // Before, each cut scanned the rest of the run again: n²/510 bytes.
+    for unit in [
+        "a",
+        "_",
+        "é",
+        "a\u{301}",
+        "\u{203F}",
+        "中",
+        "1.",
+        "x\u{200D}",
+        "\u{301}",
+    ] {
+        let text = unit.repeat(200_000 / unit.len());
+        let mut spans = Vec::new();
+        let work = scanned_by(|| tokenizer::tokenize(&text, MAX_TOKEN_CHARS, &mut |s, e, _| spans.push((s, e))));
+        let n = text.len() as u64;
+        assert!(work <= 16 * n, "{unit:?}: {work} bytes examined for {n}");
+    }
+}
+
+#[test]
+fn a_few_megabytes_of_one_character() {
+    for unit in ["a", "é", "Z"] {
+        let text = unit.repeat(3_000_000 / unit.len());
+        let mut spans = Vec::new();
+        tokenizer::tokenize(&text, MAX_TOKEN_CHARS, &mut |s, e, _| spans.push((s, e)));
+        assert_eq!(spans, pieces(&text, MAX_TOKEN_CHARS), "{unit:?}");
+    }
+    // Surrounded by other text, and through the whole analyzer.
+    let text = format!("before {} after", "é".repeat(1_000_000));
+    let tokens = analyze_all(&Analyzer::default(), &text);
+    assert_eq!(tokens.len(), 2 + 1_000_000usize.div_ceil(MAX_TOKEN_CHARS));
+    assert_eq!(tokens[0].0, "before");
+    assert_eq!(tokens[1].0, "é".repeat(MAX_TOKEN_CHARS));
+    assert_eq!(tokens.last().unwrap().0, "after");
+}
+
+#[test]
+fn long_mixed_runs_match_the_restarting_reference() {
+    let max = MAX_TOKEN_CHARS;
+    for unit in [
+        "a\u{301}",
+        "\u{301}a",
+        "\u{301}",
+        "a.",
+        "a.b",
+        "1,",
+        "\u{203F}",
+        "\u{203F}a",
+        "é\u{200D}",
+        "👍\u{200D}",
+        "\u{1F1EB}\u{1F1F7}",
+        "\u{1F1EB}",
+        "a\u{AD}",
+        "é ",
+        "\u{A0}",
+        "カー",
+        "א\"",
+        "a\u{301}\u{301}\u{301}\u{301}\u{301}\u{301}\u{301}b",
+    ] {
+        for n in [max - 1, max, max + 1, 3 * max + 7, 2000] {
+            let text = format!("x {}.y", unit.repeat(n));
+            assert_eq!(
+                hybrid_spans(&text, max),
+                restarting_reference_spans(&text, max),
+                "{unit:?} x {n}"
+            );
+        }
+    }
+}
+
+/// Non-ASCII characters for runs: the classes that join (letters, marks,
+/// ExtendNumLet, ZWJ) are weighted up.
+fn run_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        3 => prop::sample::select(vec!['a', 'é', 'Z', '1', '_', '\u{203F}', 'カ']),
+        3 => prop::sample::select(vec!['\u{301}', '\u{93E}', '\u{200D}', '\u{AD}']),
+        2 => prop::sample::select(vec!['.', '\'', ',', ':', '\u{2019}', '"', ' ', '\u{A0}']),
+        1 => non_ascii_char(),
+        1 => ascii_char(),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn linear_cutting_matches_the_restarting_reference(
+        text in prop::collection::vec((run_char(), 1usize..40), 0..12)
+            .prop_map(|v| v.into_iter().map(|(c, n)| c.to_string().repeat(n)).collect::<String>()),
+        max in 1usize..12,
+    ) {
+        let reference = restarting_reference_spans(&text, max);
+        prop_assert_eq!(hybrid_spans(&text, max), reference.clone());
+        let mut whole = Vec::new();
+        tokenizer::unicode_region(&text, 0, text.len(), max, &mut |s, e, _| whole.push((s, e)));
+        prop_assert_eq!(whole, reference);
+    }
+}

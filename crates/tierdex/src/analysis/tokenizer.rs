@@ -32,8 +32,29 @@
 //! (when they contain an alphanumeric character), and segmentation restarts
 //! right after them as at the start of a text, like Lucene's scanner, whose
 //! buffer is capped at `maxTokenLength`.
+//!
+//! Both paths do this in linear time: a restart never scans the rest of the
+//! long segment again. The ASCII path stops scanning a segment once it has
+//! more than `max_chars` bytes; the general path segments a bounded window
+//! after each cut (see [`unicode_region`]).
 
 use unicode_segmentation::UnicodeSegmentation;
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes the tokenizer has examined on this thread (for the tests that
+    /// check it works in linear time).
+    pub(crate) static SCANNED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `bytes` examined (tests only; nothing in other builds).
+#[inline(always)]
+fn scanned(bytes: usize) {
+    #[cfg(test)]
+    SCANNED.with(|s| s.set(s.get() + bytes as u64));
+    #[cfg(not(test))]
+    let _ = bytes;
+}
 
 /// How the term of a token must be lowercased.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,6 +263,7 @@ pub(crate) fn ascii_region(
     if from >= to {
         return;
     }
+    scanned(to - from);
     let mut finish = |start: usize, end: usize, alnum: bool, upper: bool| {
         if end - start > max_chars {
             ascii_scalar(text, start, end, max_chars, emit);
@@ -322,17 +344,21 @@ pub(crate) fn ascii_scalar(
     let mut i = from;
     loop {
         // Skip to the first byte of the next segment with letters or digits.
+        let skip_from = i;
         while i < b.len() && CLASS[b[i] as usize] & CORE == 0 {
             i += 1;
         }
+        scanned(i - skip_from);
         if i >= b.len() {
             return;
         }
         let start = i;
         // Union of the classes of the segment's letters, digits and `_`.
         let mut seen = 0;
+        // Past `limit` the segment is too long: where it ends does not matter.
+        let limit = b.len().min(start.saturating_add(max_chars).saturating_add(1));
         loop {
-            while i < b.len() {
+            while i < limit {
                 let c = CLASS[b[i] as usize];
                 if c & CORE == 0 {
                     break;
@@ -341,7 +367,7 @@ pub(crate) fn ascii_scalar(
                 i += 1;
             }
             // `i > start` here; an infix joins when the next byte qualifies.
-            if i + 1 < b.len() {
+            if i < limit && i + 1 < b.len() {
                 let c = CLASS[b[i] as usize];
                 if c & (MID_LETTER | MID_NUM) != 0 {
                     let prev = CLASS[b[i - 1] as usize];
@@ -357,6 +383,7 @@ pub(crate) fn ascii_scalar(
             }
             break;
         }
+        scanned(i - start);
         if i - start > max_chars {
             // Too long: emit the first `max_chars` bytes and restart after them.
             let end = start + max_chars;
@@ -389,6 +416,11 @@ pub(crate) fn ascii_scalar(
 /// bounds filtered on alphanumerics, i.e. `unicode_word_indices` without
 /// that crate's own ASCII shortcut, so this is an independent reference for
 /// the fast path).
+///
+/// Segmentation runs lazily over the rest of the region until a segment is
+/// cut. After a cut it restarts on a *window* of a few times `max_chars`
+/// characters ([`window_phase`]): segmenting the whole rest again would
+/// scan the remainder of the long segment after every cut (quadratic time).
 pub(crate) fn unicode_region(
     text: &str,
     from: usize,
@@ -396,25 +428,177 @@ pub(crate) fn unicode_region(
     max_chars: usize,
     emit: &mut impl FnMut(usize, usize, Case),
 ) {
-    let mut base = from;
-    'restart: loop {
-        for (offset, word) in text[base..to].split_word_bound_indices() {
-            if !word.chars().any(char::is_alphanumeric) {
+    let mut phase = Phase::Lazy { base: from, skip: from };
+    loop {
+        phase = match phase {
+            Phase::Lazy { base, skip } => lazy_phase(text, base, skip, to, max_chars, emit),
+            Phase::Window { base } => window_phase(text, base, to, max_chars, emit),
+            Phase::Done => return,
+        };
+    }
+}
+
+/// What [`unicode_region`] does next.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Segment `text[base..to]` lazily, from the first segment at or after
+    /// `skip` (those before it are already done).
+    Lazy { base: usize, skip: usize },
+    /// A cut left `base` as the start of a new text: try a window first.
+    Window { base: usize },
+    /// The region is done.
+    Done,
+}
+
+/// Emits the segment `text[start..end]` (known whole, not cut before):
+/// its first `max_chars` characters and the restart after them when it is
+/// longer (`Some(restart)`), or all of it.
+#[inline]
+fn whole_segment(
+    text: &str,
+    start: usize,
+    end: usize,
+    max_chars: usize,
+    emit: &mut impl FnMut(usize, usize, Case),
+) -> Option<usize> {
+    let word = &text[start..end];
+    if !word.chars().any(char::is_alphanumeric) {
+        return None;
+    }
+    if word.len() > max_chars {
+        if let Some((cut, _)) = word.char_indices().nth(max_chars) {
+            if word[..cut].chars().any(char::is_alphanumeric) {
+                emit(start, start + cut, Case::Unicode);
+            }
+            return Some(start + cut);
+        }
+    }
+    emit(start, end, Case::Unicode);
+    None
+}
+
+/// Segments `text[base..to]` lazily, from the segment starting at `skip`,
+/// up to the first cut.
+fn lazy_phase(
+    text: &str,
+    base: usize,
+    skip: usize,
+    to: usize,
+    max_chars: usize,
+    emit: &mut impl FnMut(usize, usize, Case),
+) -> Phase {
+    for (offset, word) in text[base..to].split_word_bound_indices() {
+        scanned(word.len());
+        let start = base + offset;
+        if start < skip {
+            continue;
+        }
+        if let Some(restart) = whole_segment(text, start, start + word.len(), max_chars, emit) {
+            return Phase::Window { base: restart };
+        }
+    }
+    Phase::Done
+}
+
+/// After a cut: segments `text[base..to]` as a text of its own, looking at
+/// a window `text[base..w]` only, as long as that decides.
+///
+/// A boundary decision at a position `p` of the window is the same as in
+/// the whole text when `text[p]` is Extend, Format or ZWJ (WB4: decided by
+/// the character before), when `text[p]` is alphanumeric (no rule looks
+/// past such a character: the look-ahead of WB6, WB7b and WB12 follows a
+/// MidLetter, MidNum, MidNumLet or quote, none of them alphanumeric), or
+/// when at least two characters that are not Extend/Format/ZWJ follow it in
+/// the window; everything else sits at the window's end ([`reliable_end`]).
+/// Segments ending before that point are the whole text's. The segment
+/// across it has no boundary before it: when that part already has more
+/// than `max_chars` characters the segment is cut. Otherwise the window
+/// doubles, up to a limit past which the rest is segmented lazily.
+///
+/// One difference from segmenting the rest lazily: a long segment whose
+/// known part has no alphanumeric character is cut rather than skipped
+/// whole (as the ASCII path does); the pieces yield no token either way.
+fn window_phase(
+    text: &str,
+    base: usize,
+    to: usize,
+    max_chars: usize,
+    emit: &mut impl FnMut(usize, usize, Case),
+) -> Phase {
+    // Start of the first segment not yet emitted or skipped.
+    let mut done = base;
+    let mut chars = max_chars.saturating_add(17);
+    let most = 64 * max_chars.saturating_add(1);
+    loop {
+        let w = text[base..to].char_indices().nth(chars).map_or(to, |(i, _)| base + i);
+        scanned(w - base);
+        let reliable = if w < to { reliable_end(text, base, w) } else { to };
+        for (offset, word) in text[base..w].split_word_bound_indices() {
+            scanned(word.len());
+            let start = base + offset;
+            let end = start + word.len();
+            if start < done {
                 continue;
             }
-            let start = base + offset;
-            if word.len() > max_chars {
-                if let Some((cut, _)) = word.char_indices().nth(max_chars) {
-                    let piece = &word[..cut];
-                    if piece.chars().any(char::is_alphanumeric) {
-                        emit(start, start + cut, Case::Unicode);
-                    }
-                    base = start + cut;
-                    continue 'restart;
+            if end < reliable || w == to {
+                if let Some(restart) = whole_segment(text, start, end, max_chars, emit) {
+                    return Phase::Window { base: restart };
                 }
+                done = end;
+                continue;
             }
-            emit(start, start + word.len(), Case::Unicode);
+            // Across the reliable end: at least `text[start..reliable]`.
+            if let Some((cut, _)) = text[start..reliable.max(start)].char_indices().nth(max_chars) {
+                if text[start..start + cut].chars().any(char::is_alphanumeric) {
+                    emit(start, start + cut, Case::Unicode);
+                }
+                return Phase::Window { base: start + cut };
+            }
+            break;
         }
-        return;
+        if w == to {
+            return Phase::Done;
+        }
+        if chars >= most {
+            return Phase::Lazy { base, skip: done };
+        }
+        chars *= 2;
     }
+}
+
+/// The first position of `text[base..w]` (`w` before the end of the text)
+/// whose boundary decision may depend on what follows `w` (see
+/// [`window_phase`]); `w` when there is none.
+fn reliable_end(text: &str, base: usize, w: usize) -> usize {
+    let mut end = w;
+    let mut following = 0;
+    for (i, c) in text[base..w].char_indices().rev() {
+        scanned(c.len_utf8());
+        if is_ignorable(c) {
+            continue;
+        }
+        if following == 2 {
+            break;
+        }
+        if !c.is_alphanumeric() {
+            end = base + i;
+        }
+        following += 1;
+    }
+    end
+}
+
+/// Whether `c` has the word-break class Extend, Format or ZWJ, which rule
+/// WB4 makes transparent: exactly the characters that never start a new
+/// segment after a `.` (no other rule joins a `.` to what follows it).
+fn is_ignorable(c: char) -> bool {
+    if c.is_ascii() {
+        return false;
+    }
+    let mut buf = [0u8; 5];
+    buf[0] = b'.';
+    let len = 1 + c.encode_utf8(&mut buf[1..]).len();
+    // The buffer holds a `.` and one whole character.
+    let pair = std::str::from_utf8(&buf[..len]).unwrap_or(".");
+    pair.split_word_bounds().nth(1).is_none()
 }

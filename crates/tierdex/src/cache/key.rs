@@ -9,10 +9,12 @@
 //! analyses text itself.
 
 use std::hash::{Hash, Hasher};
+use std::time::Instant;
 
 use crate::error::Result;
 use crate::index::Index;
 use crate::query::ast::{self, Occur};
+use crate::query::collector::Cutoff;
 use crate::query::planner::Planner;
 pub use crate::query::weight::QueryKey;
 use crate::search::{Mode, Searcher};
@@ -68,19 +70,30 @@ pub struct Canonical {
 }
 
 impl Canonical {
-    /// Canonicalises `query` by planning it as `searcher` would.
+    /// Canonicalises `query` by planning it as `searcher` would (within
+    /// its query limits).
     pub fn new(searcher: &Searcher, query: &ast::Query) -> Result<Canonical> {
-        Self::with_planner(searcher.index(), searcher.default_fields(), query)
+        Self::new_until(searcher, query, None)
+    }
+
+    /// [`Canonical::new`], stopping with
+    /// [`Error::TimedOut`](crate::error::Error::TimedOut) once `deadline`
+    /// has passed (checked before each term lookup).
+    pub fn new_until(searcher: &Searcher, query: &ast::Query, deadline: Option<Instant>) -> Result<Canonical> {
+        Self::from_planner(searcher.planner(Cutoff::new(deadline, Instant::now())), query)
     }
 
     /// Canonicalises `query` by planning it on `index`, unqualified clauses
-    /// searching `default_fields`.
+    /// searching `default_fields` (with the default query limits).
     pub fn with_planner(
         index: &Index,
         default_fields: &[crate::schema::Field],
         query: &ast::Query,
     ) -> Result<Canonical> {
-        let mut planner = Planner::with_default_fields(index, default_fields);
+        Self::from_planner(Planner::with_default_fields(index, default_fields), query)
+    }
+
+    fn from_planner(mut planner: Planner<'_>, query: &ast::Query) -> Result<Canonical> {
         let plan = planner.plan(query)?;
         let key = plan.key().clone();
         let mut words = Vec::new();

@@ -333,7 +333,7 @@ impl ResultCache {
         k: usize,
         deadline: Option<std::time::Instant>,
     ) -> Result<(SearchResults, Outcome)> {
-        let canon = Canonical::new(searcher, query)?;
+        let canon = Canonical::new_until(searcher, query, deadline)?;
         self.get_or_eval(searcher.snapshot(), thread, &canon, query, mode, k, |q| {
             searcher.search_until(q, mode, k, deadline)
         })

@@ -8,6 +8,7 @@ use std::any::Any;
 use crate::common::BitSet;
 use crate::error::{Error, Result};
 use crate::index::SegmentReader;
+use crate::query::collector::Cutoff;
 use crate::query::scorer::{advance_by, first_error, seek_by, Scorer};
 use crate::query::term::{TermScorer, TermWeight};
 use crate::query::weight::{
@@ -305,20 +306,20 @@ impl Weight for BooleanWeight {
         }
     }
 
-    fn matches(&self, seg: &SegmentReader) -> Result<BitSet> {
+    fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
         let mut acc = if self.must.is_empty() {
             let mut acc = BitSet::new(seg.max_doc());
             for p in &self.should {
-                acc.union_with(&p.matches(seg)?);
+                acc.union_with(&p.matches(seg, cutoff)?);
             }
             acc
         } else {
-            let mut acc = self.must[0].matches(seg)?;
+            let mut acc = self.must[0].matches(seg, cutoff)?;
             for p in &self.must[1..] {
                 if acc.is_empty() {
                     break;
                 }
-                acc.intersect_with(&p.matches(seg)?);
+                acc.intersect_with(&p.matches(seg, cutoff)?);
             }
             acc
         };
@@ -326,7 +327,7 @@ impl Weight for BooleanWeight {
             if acc.is_empty() {
                 break;
             }
-            acc.subtract(&p.matches(seg)?);
+            acc.subtract(&p.matches(seg, cutoff)?);
         }
         Ok(acc)
     }

@@ -5,6 +5,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use crate::common::BitSet;
+use crate::error::{Error, Result};
 use crate::query::scorer::Scorer;
 use crate::schema::{DocId, TERMINATED};
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,42 @@ impl TopK {
             })
             .collect()
     }
+}
+
+/// The deadline of the stages before the document loops (planning, opening
+/// cursors, bitset counting), which read the clock at every check; with
+/// when the query started, to report how long it ran.
+#[derive(Debug, Clone, Copy)]
+pub struct Cutoff {
+    at: std::time::Instant,
+    started: std::time::Instant,
+}
+
+impl Cutoff {
+    /// Stops at `at` (none with `None`); the query started at `started`.
+    pub fn new(at: Option<std::time::Instant>, started: std::time::Instant) -> Option<Cutoff> {
+        at.map(|at| Cutoff { at, started })
+    }
+
+    /// [`Error::TimedOut`] once the deadline has passed.
+    #[inline]
+    pub fn check(&self) -> Result<()> {
+        if std::time::Instant::now() >= self.at {
+            return Err(self.timed_out());
+        }
+        Ok(())
+    }
+
+    /// The error of a query stopped now.
+    pub fn timed_out(&self) -> Error {
+        Error::TimedOut(self.started.elapsed().as_millis() as u64)
+    }
+}
+
+/// [`Cutoff::check`] of an optional cutoff.
+#[inline]
+pub fn check(cutoff: Option<&Cutoff>) -> Result<()> {
+    cutoff.map_or(Ok(()), Cutoff::check)
 }
 
 /// A point in time after which evaluation stops. The clock is read once

@@ -1,6 +1,7 @@
 //! Queries: parsing, planning, scoring and the algorithms that evaluate them.
 //!
-//! * [`parser`] turns query text into the [`ast`].
+//! * [`parser`] turns query text into the [`ast`], within the size
+//!   [`limits`] (which the planner enforces again).
 //! * [`planner`] analyses and expands it into a tree of [`weight::Weight`]s
 //!   with global statistics (a [`weight::Plan`]).
 //! * A weight per kind of node: [`term`], [`phrase`], [`boolean`]; each
@@ -16,6 +17,7 @@ internal!(boolean);
 internal!(collector);
 internal!(count);
 pub mod highlight;
+pub mod limits;
 pub mod parser;
 internal!(phrase);
 internal!(planner);
@@ -23,4 +25,5 @@ internal!(scorer);
 internal!(term);
 internal!(weight);
 
+pub use limits::QueryLimits;
 pub use parser::{parse, QueryError};

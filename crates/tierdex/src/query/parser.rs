@@ -35,19 +35,45 @@
 //!   need a clause on both sides; `NOT` is a prefix like `-`. After an
 //!   operator or keyword a clause must follow, and a clause cannot carry two
 //!   operators (`+-a`, `-NOT a` are errors). `title:AND` is the term `AND`.
+//! * `&&`, `||` (as whole words) and `!` (at the start of a clause) are
+//!   Lucene's symbols for `AND`, `OR` and `NOT`; inside a word they are
+//!   ordinary characters (`yahoo!`).
 //! * `\` escapes the next character, whatever it is, in terms, field names
 //!   and phrases (`\"`, `\:`, `\(`, `\)`, `\+`, `\-`, `\\`, `\ `, `\AND`): it
 //!   loses any special meaning and is part of the text. A `\` at the very end
 //!   of the query is an error.
+//!
+//! # Syntax that is refused
+//!
+//! Lucene syntax that tierdex does not implement is an error
+//! ([`QueryError::Unsupported`], naming the operator and its position)
+//! rather than words searched for: wildcards (`*`, `?` anywhere in a word,
+//! `*:*`), fuzzy and proximity searches (`~`, also after a phrase: `"a b"~2`),
+//! boosts (`^`), ranges (`[`, `]`, `{`, `}` anywhere in a word, and
+//! `field:>x`, `field:>=x`, `field:<x`, `field:<=x`), regular expressions (a
+//! word starting with `/`) and `_exists_:field`. Escaped (`\*`) or inside a
+//! phrase these characters are text, and elsewhere in a word `/`, `!`, `<`,
+//! `>`, `&`, `|` are ordinary characters (`and/or`, `TCP/IP`).
+//!
+//! # Limits
+//!
+//! [`parse_limited`] refuses text longer than [`QueryLimits::max_bytes`]
+//! before reading it, more than [`QueryLimits::max_clauses`] clauses and
+//! groups nested deeper than [`QueryLimits::max_depth`]
+//! ([`QueryError::TooLarge`], or a syntax error for the nesting); [`parse`]
+//! and [`parse_with`] apply the defaults. The planner enforces the limits
+//! that need analysed text (terms, phrase length).
 //!
 //! The result is always a [`Query::Boolean`] (empty for a blank query).
 //! Parsing is a single left-to-right pass (linear time); errors carry the
 //! byte offset of the offending character, and parsing never panics.
 
 use super::ast::{Clause, Occur, Query};
+use super::limits::QueryLimits;
 use crate::schema::{Field, Schema};
 
-/// Deepest nesting of parenthesised groups that [`parse`] accepts.
+/// Deepest nesting of parenthesised groups that [`parse`] accepts (the
+/// default [`QueryLimits::max_depth`]).
 pub const MAX_DEPTH: usize = 64;
 
 pub use crate::error::QueryError;
@@ -61,10 +87,34 @@ pub fn parse(text: &str) -> Result<Query, QueryError> {
 
 /// Parses `text` into a [`Query`] over the fields of `schema`.
 pub fn parse_with(text: &str, schema: &Schema) -> Result<Query, QueryError> {
+    parse_limited(text, schema, &QueryLimits::default())
+}
+
+/// Parses `text` into a [`Query`] over the fields of `schema`, within
+/// `limits` (a `max_depth` above [`QueryLimits::DEPTH_CEILING`] counts as
+/// the ceiling).
+pub fn parse_limited(text: &str, schema: &Schema, limits: &QueryLimits) -> Result<Query, QueryError> {
+    if text.len() > limits.max_bytes {
+        let mut position = limits.max_bytes;
+        while !text.is_char_boundary(position) {
+            position -= 1;
+        }
+        return Err(QueryError::TooLarge {
+            position,
+            message: format!(
+                "the query is {} bytes long, over the limit of {} bytes (query limit `max_bytes`)",
+                text.len(),
+                limits.max_bytes
+            ),
+        });
+    }
     let mut parser = Parser {
         src: text,
         pos: 0,
         schema,
+        max_clauses: limits.max_clauses,
+        max_depth: limits.max_depth.min(QueryLimits::DEPTH_CEILING),
+        clauses: 0,
     };
     let clauses = parser.clauses(0, None, None)?;
     Ok(Query::Boolean(clauses))
@@ -74,12 +124,34 @@ pub fn parse_with(text: &str, schema: &Schema) -> Result<Query, QueryError> {
 /// caret `^` at the error position followed by the message.
 ///
 /// Control characters of the query (newlines, tabs) are shown as spaces so
-/// that the caret lines up (columns are counted in characters).
+/// that the caret lines up (columns are counted in characters). Of a long
+/// query only the 60 characters on either side of the error are shown,
+/// with `…` where it is cut.
 pub fn render_error(query: &str, err: &QueryError) -> String {
-    let position = err.position().min(query.len());
-    let shown: String = query.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    let column = query.char_indices().take_while(|&(i, _)| i < position).count();
-    format!("{shown}\n{}^ {}", " ".repeat(column), err.message())
+    const CONTEXT: usize = 60;
+    let mut position = err.position().min(query.len());
+    while !query.is_char_boundary(position) {
+        position -= 1;
+    }
+    let start = query[..position]
+        .char_indices()
+        .rev()
+        .nth(CONTEXT - 1)
+        .map_or(0, |(i, _)| i);
+    let end = query[position..]
+        .char_indices()
+        .nth(CONTEXT)
+        .map_or(query.len(), |(i, _)| position + i);
+    let (before, after) = (
+        if start > 0 { "…" } else { "" },
+        if end < query.len() { "…" } else { "" },
+    );
+    let shown: String = query[start..end]
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let column = before.chars().count() + query[start..position].chars().count();
+    format!("{before}{shown}{after}\n{}^ {}", " ".repeat(column), err.message())
 }
 
 /// Prints `query` in the query syntax, so that [`parse`] gives back the same
@@ -121,11 +193,12 @@ fn print_query(query: &Query, schema: &Schema, out: &mut String) {
     match query {
         Query::Term { field, text } => {
             print_field(*field, schema, out);
-            let keyword = matches!(text.as_str(), "AND" | "OR" | "NOT");
+            let keyword = matches!(text.as_str(), "AND" | "OR" | "NOT" | "&&" | "||");
             for (i, c) in text.chars().enumerate() {
                 let special = c.is_whitespace()
                     || matches!(c, '(' | ')' | '"' | '\\' | ':')
-                    || (i == 0 && (keyword || matches!(c, '+' | '-')));
+                    || is_operator_char(c)
+                    || (i == 0 && (keyword || matches!(c, '+' | '-' | '!' | '/' | '<' | '>')));
                 if special {
                     out.push('\\');
                 }
@@ -166,15 +239,14 @@ enum Keyword {
     Not,
 }
 
-impl Keyword {
-    fn name(self) -> &'static str {
-        match self {
-            Keyword::And => "AND",
-            Keyword::Or => "OR",
-            Keyword::Not => "NOT",
-        }
-    }
-}
+/// The spellings of the keywords that are whole words.
+const KEYWORDS: [(&str, Keyword); 5] = [
+    ("AND", Keyword::And),
+    ("OR", Keyword::Or),
+    ("NOT", Keyword::Not),
+    ("&&", Keyword::And),
+    ("||", Keyword::Or),
+];
 
 /// A clause prefix: `+`, `-` or `NOT`.
 #[derive(Debug, Clone, Copy)]
@@ -189,6 +261,11 @@ fn ends_word(c: char) -> bool {
     c.is_whitespace() || matches!(c, '(' | ')' | '"')
 }
 
+/// Characters of unsupported operators wherever they are in a word.
+fn is_operator_char(c: char) -> bool {
+    matches!(c, '*' | '?' | '~' | '^' | '[' | ']' | '{' | '}')
+}
+
 fn syntax(position: usize, message: impl Into<String>) -> QueryError {
     QueryError::Syntax {
         position,
@@ -201,6 +278,10 @@ struct Parser<'a> {
     src: &'a str,
     pos: usize,
     schema: &'a Schema,
+    max_clauses: usize,
+    max_depth: usize,
+    /// Clauses so far, at any depth.
+    clauses: usize,
 }
 
 impl Parser<'_> {
@@ -215,12 +296,31 @@ impl Parser<'_> {
     }
 
     /// The keyword starting at the current position, if the word there is
-    /// exactly `AND`, `OR` or `NOT`.
-    fn peek_keyword(&self) -> Option<Keyword> {
+    /// exactly `AND`, `OR`, `NOT`, `&&` or `||`, and its spelling.
+    fn peek_keyword(&self) -> Option<(Keyword, &'static str)> {
         let rest = &self.src[self.pos..];
-        [Keyword::And, Keyword::Or, Keyword::Not].into_iter().find(|k| {
-            rest.strip_prefix(k.name())
+        KEYWORDS.into_iter().find_map(|(name, k)| {
+            rest.strip_prefix(name)
                 .is_some_and(|after| after.chars().next().is_none_or(ends_word))
+                .then_some((k, name))
+        })
+    }
+
+    /// Refuses `c`, at the current position, when it is the operator of
+    /// syntax tierdex does not implement; `at_start`: it starts a word.
+    fn refuse_operator(&self, c: char, at_start: bool) -> Result<(), QueryError> {
+        let operator = match c {
+            '*' if at_start && self.src[self.pos..].starts_with("*:*") => "match-all query `*:*`".to_string(),
+            '*' | '?' => format!("wildcard `{c}`"),
+            '~' => "fuzzy or proximity search `~`".to_string(),
+            '^' => "boost `^`".to_string(),
+            '[' | ']' | '{' | '}' => format!("range query `{c}`"),
+            '/' if at_start => "regular expression `/`".to_string(),
+            _ => return Ok(()),
+        };
+        Err(QueryError::Unsupported {
+            position: self.pos,
+            operator,
         })
     }
 
@@ -229,8 +329,8 @@ impl Parser<'_> {
     /// field of the enclosing `field:( ... )` group.
     fn clauses(&mut self, depth: usize, field: Option<Field>, open: Option<usize>) -> Result<Vec<Clause>, QueryError> {
         let mut clauses: Vec<Clause> = Vec::new();
-        // A pending `AND`/`OR` and its position.
-        let mut conjunction: Option<(Keyword, usize)> = None;
+        // A pending `AND`/`OR`, its spelling and its position.
+        let mut conjunction: Option<(Keyword, &str, usize)> = None;
         loop {
             self.skip_whitespace();
             let at = self.pos;
@@ -251,21 +351,18 @@ impl Parser<'_> {
                 _ => false,
             };
             if end_of_group {
-                if let Some((keyword, position)) = conjunction {
-                    return Err(syntax(
-                        position,
-                        format!("`{}` must be followed by a clause", keyword.name()),
-                    ));
+                if let Some((_, name, position)) = conjunction {
+                    return Err(syntax(position, format!("`{name}` must be followed by a clause")));
                 }
                 return Ok(clauses);
             }
             let keyword = self.peek_keyword();
-            if let Some(k @ (Keyword::And | Keyword::Or)) = keyword {
+            if let Some((k @ (Keyword::And | Keyword::Or), name)) = keyword {
                 if clauses.is_empty() || conjunction.is_some() {
-                    return Err(syntax(at, format!("`{}` must come between two clauses", k.name())));
+                    return Err(syntax(at, format!("`{name}` must come between two clauses")));
                 }
-                conjunction = Some((k, at));
-                self.pos += k.name().len();
+                conjunction = Some((k, name, at));
+                self.pos += name.len();
                 continue;
             }
             let modifier = match (self.peek(), keyword) {
@@ -279,7 +376,12 @@ impl Parser<'_> {
                     position: at,
                     name: "-",
                 }),
-                (_, Some(Keyword::Not)) => Some(Modifier {
+                (Some('!'), _) => Some(Modifier {
+                    occur: Occur::MustNot,
+                    position: at,
+                    name: "!",
+                }),
+                (_, Some((Keyword::Not, _))) => Some(Modifier {
                     occur: Occur::MustNot,
                     position: at,
                     name: "NOT",
@@ -290,7 +392,7 @@ impl Parser<'_> {
                 self.pos += m.name.len();
                 self.skip_whitespace();
                 let nothing = match self.peek() {
-                    None | Some(')') | Some('+') | Some('-') => true,
+                    None | Some(')') | Some('+') | Some('-') | Some('!') => true,
                     Some(_) => self.peek_keyword().is_some(),
                 };
                 if nothing {
@@ -300,8 +402,15 @@ impl Parser<'_> {
                     ));
                 }
             }
+            self.clauses += 1;
+            if self.clauses > self.max_clauses {
+                return Err(QueryError::TooLarge {
+                    position: at,
+                    message: format!("more than {} clauses (query limit `max_clauses`)", self.max_clauses),
+                });
+            }
             let query = self.atom(depth, field)?;
-            let and = matches!(conjunction, Some((Keyword::And, _)));
+            let and = matches!(conjunction, Some((Keyword::And, ..)));
             if and {
                 if let Some(previous) = clauses.last_mut() {
                     if previous.occur != Occur::MustNot {
@@ -338,6 +447,7 @@ impl Parser<'_> {
                 text.push(self.escaped()?);
                 continue;
             }
+            self.refuse_operator(c, self.pos == start)?;
             self.pos += c.len_utf8();
             if c == ':' && !name_checked && !text.is_empty() {
                 name_checked = true;
@@ -362,6 +472,12 @@ impl Parser<'_> {
                     }
                 }
                 let Some(known) = known else {
+                    if text == "_exists_" {
+                        return Err(QueryError::Unsupported {
+                            position: start,
+                            operator: "existence query `_exists_:`".to_string(),
+                        });
+                    }
                     return Err(QueryError::UnknownField {
                         field: text,
                         position: start,
@@ -371,6 +487,10 @@ impl Parser<'_> {
                 return match next {
                     Some('"') => self.phrase(Some(known)),
                     Some('(') => self.group(depth, Some(known)),
+                    Some(c @ ('<' | '>')) => Err(QueryError::Unsupported {
+                        position: self.pos,
+                        operator: format!("range query `{text}:{c}`"),
+                    }),
                     _ => self.word(known),
                 };
             }
@@ -382,6 +502,7 @@ impl Parser<'_> {
 
     /// The rest of a word after `field:`: the term text (colons included).
     fn word(&mut self, field: Field) -> Result<Query, QueryError> {
+        let start = self.pos;
         let mut text = String::new();
         while let Some(c) = self.peek() {
             if ends_word(c) {
@@ -391,6 +512,7 @@ impl Parser<'_> {
                 text.push(self.escaped()?);
                 continue;
             }
+            self.refuse_operator(c, self.pos == start)?;
             self.pos += c.len_utf8();
             text.push(c);
         }
@@ -441,8 +563,11 @@ impl Parser<'_> {
     /// A group starting at the `(` at the current position.
     fn group(&mut self, depth: usize, field: Option<Field>) -> Result<Query, QueryError> {
         let open = self.pos;
-        if depth >= MAX_DEPTH {
-            return Err(syntax(open, format!("groups nested more than {MAX_DEPTH} levels deep")));
+        if depth >= self.max_depth {
+            return Err(syntax(
+                open,
+                format!("groups nested more than {} levels deep", self.max_depth),
+            ));
         }
         self.pos += 1;
         let clauses = self.clauses(depth + 1, field, Some(open))?;
@@ -731,11 +856,33 @@ mod tests {
         let (position, message) = syntax_err(&text);
         assert_eq!(position, MAX_DEPTH);
         assert!(message.contains("nested"), "{message}");
-        // Very deep input: an error, no stack overflow.
+        // Very deep input: an error, no stack overflow (with the size
+        // limits out of the way).
+        let unlimited = QueryLimits {
+            max_bytes: usize::MAX,
+            max_clauses: usize::MAX,
+            ..QueryLimits::default()
+        };
         let text = "(".repeat(1_000_000);
-        assert_eq!(syntax_err(&text).0, MAX_DEPTH);
+        let err = limited_err(&text, &unlimited);
+        assert!(
+            matches!(
+                err,
+                QueryError::Syntax {
+                    position: MAX_DEPTH,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         let text = "-(".repeat(100_000);
-        assert_eq!(syntax_err(&text).0, 2 * MAX_DEPTH + 1);
+        let err = limited_err(&text, &unlimited);
+        assert!(
+            matches!(err, QueryError::Syntax { position, .. } if position == 2 * MAX_DEPTH + 1),
+            "{err:?}"
+        );
+        // With the default limits too.
+        assert_eq!(syntax_err(&"(".repeat(30_000)).0, MAX_DEPTH);
     }
 
     #[test]
@@ -757,6 +904,252 @@ mod tests {
             err.to_string(),
             "unknown field `foo` at position 3 (known fields: title, body)"
         );
+    }
+
+    /// The position and operator of an unsupported-syntax error.
+    fn unsupported(text: &str) -> (usize, String) {
+        match parse(text) {
+            Err(QueryError::Unsupported { position, operator }) => (position, operator),
+            other => panic!("{text:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unsupported_syntax_is_refused() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("tea*", 3, "wildcard `*`"),
+            ("te?t", 2, "wildcard `?`"),
+            ("what is love?", 12, "wildcard `?`"),
+            ("a *", 2, "wildcard `*`"),
+            ("*:*", 0, "match-all query `*:*`"),
+            ("title:te*", 8, "wildcard `*`"),
+            ("title:*", 6, "wildcard `*`"),
+            ("chien~1", 5, "fuzzy or proximity search `~`"),
+            ("chien~", 5, "`~`"),
+            (r#""ref name"~4"#, 10, "`~`"),
+            (r#"title:"ref name"~4"#, 16, "`~`"),
+            ("term^2", 4, "boost `^`"),
+            (r#""a b"^2"#, 5, "boost `^`"),
+            ("(a b)^2", 5, "boost `^`"),
+            ("[a TO b]", 0, "range query `[`"),
+            ("{a TO b}", 0, "range query `{`"),
+            ("x title:[a TO b}", 8, "range query `[`"),
+            ("a b]", 3, "range query `]`"),
+            ("/joh?n/", 0, "regular expression `/`"),
+            ("title:/x/", 6, "regular expression `/`"),
+            ("title:>=5", 6, "range query `title:>`"),
+            ("body:<x", 5, "range query `body:<`"),
+            ("_exists_:title", 0, "existence query `_exists_:`"),
+            ("+(a -b\\ c*)", 9, "wildcard `*`"),
+        ];
+        for &(text, position, operator) in cases {
+            let (p, o) = unsupported(text);
+            assert_eq!(p, position, "{text:?}: {o}");
+            assert!(o.contains(operator), "{text:?}: {o}");
+        }
+        let query = "chien~1";
+        assert_eq!(
+            render_error(query, &parse(query).unwrap_err()),
+            "chien~1\n     ^ fuzzy or proximity search `~` is not supported"
+        );
+        assert_eq!(
+            parse("tea*").unwrap_err().to_string(),
+            "unsupported query syntax at position 3: wildcard `*` is not supported"
+        );
+    }
+
+    #[test]
+    fn operator_characters_escaped_in_phrases_or_inside_words_are_text() {
+        assert_eq!(
+            ok(r"tea\* a\?b c\~1 x\^2 \[a \{b\} \/x/ title:\>5 \_exists_\:x"),
+            [
+                should(term("tea*")),
+                should(term("a?b")),
+                should(term("c~1")),
+                should(term("x^2")),
+                should(term("[a")),
+                should(term("{b}")),
+                should(term("/x/")),
+                should(fterm(Field::TITLE, ">5")),
+                should(term("_exists_:x")),
+            ]
+        );
+        assert_eq!(
+            ok(r#""a* b? c~1 d^2 [e TO f] /g/ !h""#),
+            [should(phrase(None, "a* b? c~1 d^2 [e TO f] /g/ !h"))]
+        );
+        // Punctuation inside ordinary words, as the tokenizer reads it.
+        assert_eq!(
+            ok("u.s 1,000 network's and/or TCP/IP yahoo! a>b <b> x&y a|b a&&b"),
+            [
+                should(term("u.s")),
+                should(term("1,000")),
+                should(term("network's")),
+                should(term("and/or")),
+                should(term("TCP/IP")),
+                should(term("yahoo!")),
+                should(term("a>b")),
+                should(term("<b>")),
+                should(term("x&y")),
+                should(term("a|b")),
+                should(term("a&&b")),
+            ]
+        );
+    }
+
+    #[test]
+    fn lucene_boolean_symbols() {
+        assert_eq!(ok("a && b"), [must(term("a")), must(term("b"))]);
+        assert_eq!(ok("a || b"), [should(term("a")), should(term("b"))]);
+        assert_eq!(ok("!a b"), [must_not(term("a")), should(term("b"))]);
+        assert_eq!(ok("a && !b"), [must(term("a")), must_not(term("b"))]);
+        assert_eq!(ok("! a"), [must_not(term("a"))]);
+        assert_eq!(ok("!(a)"), [must_not(Query::Boolean(vec![should(term("a"))]))]);
+        assert_eq!(
+            ok(r"\&& \!a \||"),
+            [should(term("&&")), should(term("!a")), should(term("||"))]
+        );
+        for (text, position, message) in [
+            ("&& a", 0, "`&&` must come between"),
+            ("a ||", 2, "`||` must be followed"),
+            ("a !", 2, "`!` must be followed"),
+            ("!-a", 0, "`!` must be followed"),
+            ("-!a", 0, "`-` must be followed"),
+        ] {
+            let (p, m) = syntax_err(text);
+            assert_eq!(p, position, "{text:?}: {m}");
+            assert!(m.contains(message), "{text:?}: {m}");
+        }
+    }
+
+    /// The error of `text` parsed over the default schema within `limits`.
+    fn limited_err(text: &str, limits: &QueryLimits) -> QueryError {
+        parse_limited(text, &Schema::default(), limits).unwrap_err()
+    }
+
+    #[test]
+    fn size_limits() {
+        let limits = QueryLimits {
+            max_bytes: 20,
+            max_clauses: 4,
+            max_depth: 2,
+            ..QueryLimits::default()
+        };
+        let fits = |text: &str| parse_limited(text, &Schema::default(), &limits).unwrap();
+        fits("a b c d");
+        fits("(a b) c");
+        fits("((a))");
+        fits(&"x".repeat(20));
+        let err = limited_err(&"x".repeat(21), &limits);
+        assert!(matches!(err, QueryError::TooLarge { position: 20, .. }), "{err:?}");
+        assert!(err.message().contains("21 bytes long"), "{err}");
+        // The position is a character boundary.
+        let err = limited_err(&format!("x{}", "é".repeat(10)), &limits);
+        assert!(matches!(err, QueryError::TooLarge { position: 19, .. }), "{err:?}");
+        let err = limited_err("a b c d e", &limits);
+        assert!(matches!(err, QueryError::TooLarge { position: 8, .. }), "{err:?}");
+        assert!(err.message().contains("more than 4 clauses"), "{err}");
+        // A group counts as a clause.
+        let err = limited_err("(a b c) d", &limits);
+        assert!(matches!(err, QueryError::TooLarge { position: 8, .. }), "{err:?}");
+        let err = limited_err("(((a)))", &limits);
+        assert!(matches!(err, QueryError::Syntax { position: 2, .. }), "{err:?}");
+        // A depth over the ceiling is the ceiling: no stack overflow.
+        let deep = QueryLimits {
+            max_depth: usize::MAX,
+            max_bytes: usize::MAX,
+            ..QueryLimits::default()
+        };
+        let text = "(".repeat(100_000);
+        let err = limited_err(&text, &deep);
+        assert_eq!(err.position(), QueryLimits::DEPTH_CEILING, "{err:?}");
+    }
+
+    #[test]
+    fn default_limits_refuse_huge_queries_at_once() {
+        // 10 MB of text: refused before anything is read.
+        let huge = "word ".repeat(2_000_000);
+        let started = std::time::Instant::now();
+        let err = parse(&huge).unwrap_err();
+        assert!(matches!(err, QueryError::TooLarge { position: 65_536, .. }), "{err:?}");
+        // A 40,000-word phrase, 1,025 terms.
+        let phrase = format!("\"{}\"", "word ".repeat(40_000));
+        assert!(matches!(parse(&phrase), Err(QueryError::TooLarge { .. })));
+        let many = "w ".repeat(1025);
+        assert!(matches!(parse(&many), Err(QueryError::TooLarge { position: 2048, .. })));
+        assert!(parse(&"w ".repeat(1024)).is_ok());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn long_queries_render_a_window_around_the_error() {
+        let query = format!("{}tea* {}", "a ".repeat(1000), "b ".repeat(1000));
+        let err = parse(&query).unwrap_err();
+        let rendered = render_error(&query, &err);
+        let lines: Vec<&str> = rendered.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with('…') && lines[0].ends_with('…'), "{rendered}");
+        assert!(lines[0].contains(" a a tea* b b "), "{rendered}");
+        assert_eq!(lines[0].chars().count(), 1 + 60 + 60 + 1);
+        // The caret is under the `*`.
+        let column = lines[1].find('^').unwrap();
+        assert_eq!(lines[0].chars().nth(column), Some('*'), "{rendered}");
+    }
+
+    /// The query lines of the search-benchmark-game command files: the
+    /// shared copy when it is there, and a sample of them always.
+    fn benchmark_queries() -> Vec<String> {
+        let mut queries: Vec<String> = [
+            "the",
+            "+griffith +observatory",
+            "\"griffith observatory\"",
+            "griffith observatory",
+            "+python -snake -monty",
+            "+boulder +city +nevada",
+            "\"ugly people\"",
+            "2009 nissan 350z",
+            "+1 +2 +3",
+        ]
+        .map(String::from)
+        .to_vec();
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/queries/search-benchmark-game");
+        for name in ["commands.txt", "commands-intersection.txt"] {
+            let Ok(text) = std::fs::read_to_string(dir.join(name)) else {
+                continue;
+            };
+            queries.extend(
+                text.lines()
+                    .filter_map(|l| l.split_once('\t'))
+                    .map(|(_, q)| q.to_string()),
+            );
+        }
+        if dir.exists() {
+            assert!(
+                queries.len() > 10_000,
+                "{} queries read from {}",
+                queries.len(),
+                dir.display()
+            );
+        }
+        if let Ok(text) = std::fs::read_to_string(dir.join("queries.txt")) {
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                queries.push(v["query"].as_str().unwrap().to_string());
+            }
+        }
+        queries
+    }
+
+    #[test]
+    fn benchmark_queries_parse_as_written() {
+        for q in benchmark_queries() {
+            let parsed = parse(&q).unwrap_or_else(|e| panic!("{q:?}: {e}"));
+            // Printed back, the query is what was written: every word,
+            // operator and phrase was read as such.
+            let words: Vec<&str> = q.split_whitespace().collect();
+            assert_eq!(to_query_string(&parsed), words.join(" "), "{q:?}");
+        }
     }
 
     #[test]
@@ -875,6 +1268,21 @@ mod tests {
                     prop_assert_eq!(rendered.lines().count(), 2);
                 }
             }
+        }
+
+        #[test]
+        fn operator_characters_round_trip(
+            words in prop::collection::vec("[a-z*?~^\\[\\]{}/!&|<>:]{1,5}", 1..6),
+            field in field(),
+        ) {
+            let q = Query::Boolean(
+                words
+                    .into_iter()
+                    .map(|text| Clause { occur: Occur::Should, query: Query::Term { field, text } })
+                    .collect(),
+            );
+            let printed = to_query_string(&q);
+            prop_assert_eq!(parse(&printed), Ok(q), "printed: {}", printed);
         }
 
         #[test]

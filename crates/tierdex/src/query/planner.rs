@@ -7,8 +7,13 @@
 //! clauses that analyse to nothing are dropped, terms absent from the index
 //! match nothing, single-clause booleans collapse, nested pure
 //! disjunctions/conjunctions flatten ([`BooleanWeight::build`]).
+//!
+//! Every query planned is first checked against the [`QueryLimits`]
+//! (clauses, nesting, text bytes) before any text is analysed; analysis
+//! then counts tokens and term lookups against them, and the deadline, when
+//! there is one, is read before each term lookup.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::analysis::Analyzer;
@@ -17,6 +22,8 @@ use crate::index::{Index, SegmentReader};
 use crate::query::ast::{self, Occur};
 use crate::query::bm25;
 use crate::query::boolean::BooleanWeight;
+use crate::query::collector::{self, Cutoff};
+use crate::query::limits::QueryLimits;
 use crate::query::phrase::PhraseWeight;
 use crate::query::term::TermWeight;
 use crate::query::weight::{NothingWeight, Plan, Weight};
@@ -32,6 +39,10 @@ pub struct Planner<'i> {
     default_groups: Vec<(&'i Analyzer, Vec<Field>)>,
     /// A buffer for term keys.
     key: RefCell<Vec<u8>>,
+    limits: QueryLimits,
+    cutoff: Option<Cutoff>,
+    /// Term lookups of the query being planned (against `max_terms`).
+    lookups: Cell<usize>,
 }
 
 impl<'i> Planner<'i> {
@@ -47,12 +58,36 @@ impl<'i> Planner<'i> {
             index,
             default_groups: groups(index, fields),
             key: RefCell::new(Vec::new()),
+            limits: QueryLimits::default(),
+            cutoff: None,
+            lookups: Cell::new(0),
         }
+    }
+
+    /// Refuses queries over `limits` (the defaults otherwise).
+    pub fn with_limits(mut self, limits: QueryLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Stops planning with [`Error::TimedOut`](crate::error::Error::TimedOut)
+    /// once `cutoff` has passed.
+    pub fn with_cutoff(mut self, cutoff: Option<Cutoff>) -> Self {
+        self.cutoff = cutoff;
+        self
     }
 
     /// Plans `query`.
     pub fn plan(&mut self, query: &ast::Query) -> Result<Plan> {
+        self.start(query)?;
         Ok(self.node(query)?.unwrap_or_else(|| Box::new(NothingWeight)))
+    }
+
+    /// Checks `query` against the limits and the deadline before planning it.
+    fn start(&self, query: &ast::Query) -> Result<()> {
+        self.limits.check(query)?;
+        self.lookups.set(0);
+        collector::check(self.cutoff.as_ref())
     }
 
     /// Calls `f` with each group of the fields a clause searches (its own,
@@ -71,6 +106,7 @@ impl<'i> Planner<'i> {
 
     /// Plans one clause: `None` when it analyses to nothing and is dropped.
     pub fn plan_clause(&mut self, query: &ast::Query) -> Result<Option<Plan>> {
+        self.start(query)?;
         self.node(query)
     }
 
@@ -89,8 +125,9 @@ impl<'i> Planner<'i> {
             ast::Query::Phrase { field, text } => {
                 let mut should = Vec::new();
                 let mut any = false;
+                let limits = self.limits;
                 self.each_group(*field, |analyzer, fields| {
-                    let tokens = tokens(analyzer, text);
+                    let tokens = tokens(analyzer, text, limits.max_phrase_terms).ok_or_else(|| limits.phrase_too_long())?;
                     match tokens.len() {
                         0 => {}
                         // One token: the term query of that token.
@@ -145,7 +182,7 @@ impl<'i> Planner<'i> {
         text: &str,
         should: &mut Vec<Plan>,
     ) -> Result<bool> {
-        let tokens = tokens(analyzer, text);
+        let tokens = tokens(analyzer, text, self.limits.max_terms).ok_or_else(|| self.limits.too_many_terms())?;
         for (term, _) in &tokens {
             for &f in fields {
                 should.push(self.term(f, term)?);
@@ -164,6 +201,12 @@ impl<'i> Planner<'i> {
 
     /// The weight of one term (global IDF), `None` when the index lacks it.
     fn term_weight(&self, field: Field, term: &str) -> Result<Option<TermWeight>> {
+        let lookups = self.lookups.get() + 1;
+        self.lookups.set(lookups);
+        if lookups > self.limits.max_terms {
+            return Err(self.limits.too_many_terms());
+        }
+        collector::check(self.cutoff.as_ref())?;
         let mut key = self.key.borrow_mut();
         term_key(field, term, &mut key);
         let df = self.index.doc_freq(&key)?;
@@ -195,11 +238,19 @@ fn groups<'i>(index: &'i Index, fields: &[Field]) -> Vec<(&'i Analyzer, Vec<Fiel
     groups
 }
 
-/// The terms of `text` and their positions.
-fn tokens(analyzer: &Analyzer, text: &str) -> Vec<(String, u32)> {
+/// The terms of `text` and their positions; `None` when there are more
+/// than `most` (only that many are kept meanwhile).
+fn tokens(analyzer: &Analyzer, text: &str, most: usize) -> Option<Vec<(String, u32)>> {
     let mut out = Vec::new();
-    analyzer.analyze(text, |t| out.push((t.term.to_string(), t.position)));
-    out
+    let mut more = false;
+    analyzer.analyze(text, |t| {
+        if out.len() < most {
+            out.push((t.term.to_string(), t.position));
+        } else {
+            more = true;
+        }
+    });
+    (!more).then_some(out)
 }
 
 /// Segment size of adaptive prefetching.

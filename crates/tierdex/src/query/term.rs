@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::index::{Index, SegmentReader};
 use crate::layout::TermCursor;
 use crate::query::bm25::Bm25;
+use crate::query::collector::{self, Cutoff};
 use crate::query::scorer::Scorer;
 use crate::query::weight::{BoxedScorer, Build, QueryKey, SegmentJob, Weight};
 use crate::schema::{DocId, Field};
@@ -88,7 +89,8 @@ impl Weight for TermWeight {
         self.doc_freq as f64
     }
 
-    fn matches(&self, seg: &SegmentReader) -> Result<BitSet> {
+    fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
+        collector::check(cutoff)?;
         let mut set = BitSet::new(seg.max_doc());
         if let Some(info) = seg.term_info(&self.key)? {
             let mut c = seg.cursor(&info)?;

@@ -26,7 +26,7 @@ use crate::error::Result;
 use crate::index::{Index, SegmentReader};
 use crate::layout::TermCursor;
 use crate::query::bm25::{Bm25, NormCache};
-use crate::query::collector::{self, Deadline, TopK};
+use crate::query::collector::{self, Cutoff, Deadline, TopK};
 use crate::query::scorer::Scorer;
 use crate::schema::{DocId, Field};
 use crate::termdict::TermInfo;
@@ -71,8 +71,10 @@ pub trait Weight: fmt::Debug + Send + Sync + 'static {
     fn iteration_cost(&self) -> f64;
 
     /// The documents of `seg` the node matches, as a bit set (only when
-    /// [`Weight::bitset_cost`] says it can).
-    fn matches(&self, seg: &SegmentReader) -> Result<BitSet> {
+    /// [`Weight::bitset_cost`] says it can); stops with
+    /// [`Error::TimedOut`](crate::error::Error::TimedOut) at `cutoff`,
+    /// checked before each term.
+    fn matches(&self, seg: &SegmentReader, _cutoff: Option<&Cutoff>) -> Result<BitSet> {
         Ok(BitSet::new(seg.max_doc()))
     }
 
@@ -198,6 +200,8 @@ pub struct Build<'a> {
     pub prefetch: Option<usize>,
     /// When phrases test their Bloom filters.
     pub filters: FilterUse,
+    /// When opening cursors stops (checked before each one).
+    pub cutoff: Option<Cutoff>,
 }
 
 impl<'a> Build<'a> {
@@ -208,11 +212,15 @@ impl<'a> Build<'a> {
             ctx,
             prefetch: None,
             filters: FilterUse::Auto,
+            cutoff: None,
         }
     }
 
-    /// A cursor over the term `info` describes.
+    /// A cursor over the term `info` describes;
+    /// [`Error::TimedOut`](crate::error::Error::TimedOut) once the cutoff
+    /// has passed.
     pub(crate) fn cursor(&self, info: &TermInfo) -> Result<TermCursor<'a>> {
+        collector::check(self.cutoff.as_ref())?;
         match self.prefetch {
             Some(segment) => self.seg.prefetching_cursor(info, segment),
             None => self.seg.cursor(info),
