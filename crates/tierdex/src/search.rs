@@ -402,11 +402,9 @@ impl Searcher {
                 .fields()
                 .filter(|&f| schema.stored(f))
                 .map(|f| {
-                    let name = schema.name(f);
-                    (
-                        name.to_string(),
-                        make_snippet(stored.text(name), &marks[f.index()], max_bytes),
-                    )
+                    let entry = &schema.entries()[f.index()];
+                    let text = crate::schema::field_text(entry, &stored);
+                    (entry.name.clone(), make_snippet(&text, &marks[f.index()], max_bytes))
                 })
                 .collect(),
         })

@@ -14,11 +14,11 @@ const LAYERS: &[&str] = &[
     // common: document numbers, bit sets, error kinds
     "common", "error", // text analysis and integer codecs
     "analysis", "codec",   // where bytes come from
-    "storage", // fields and documents, and the readers that produce documents
+    "storage", // columns: keyword, number, date and boolean values (doc values, points)
+    "column",  // fields and documents, and the readers that produce documents
     "schema", "corpus", // postings: phrase filters, term dictionary, layout and cursors
     "bloom", "termdict", "layout",   // stored documents and ids
-    "store", // columns: keyword, number, date and boolean values (doc values, points)
-    "column", // an index: manifest, segments, deletes
+    "store",    // an index: manifest, segments, deletes
     "index",    // building segments
     "indexing", // queries: parse, plan, weights, scorers, collectors
     "query",    // the reading facade

@@ -43,6 +43,7 @@ pub fn decode(word: &[u8], i: u64, bits: u8) -> u64 {
 }
 
 /// Value `i` of an array held whole in `bytes`.
+#[cfg(test)]
 #[inline]
 pub fn get(bytes: &[u8], i: u64, bits: u8) -> u64 {
     if bits == 0 {

@@ -338,6 +338,19 @@ impl<'a> ColumnReader<'a> {
         Ok(PointRun { start, end: end.max(start) })
     }
 
+    /// Every point of the column (empty without points).
+    pub fn all_points(&self) -> PointRun {
+        PointRun {
+            start: 0,
+            end: self.col.meta.points.as_ref().map_or(0, |p| p.count),
+        }
+    }
+
+    /// Whether the column has doc values.
+    pub fn has_doc_values(&self) -> bool {
+        self.col.meta.values.is_some()
+    }
+
     /// Whether the column has points.
     pub fn has_points(&self) -> bool {
         self.col.meta.points.is_some()

@@ -95,7 +95,7 @@ impl Deletes {
         for field in schema.fields() {
             counts.clear();
             let mut len = 0u64;
-            analysis.analyze(field, doc.text(schema.name(field)), |t| {
+            analysis.analyze_values(field, doc, |t| {
                 let mut key = Vec::with_capacity(t.term.len() + 1);
                 key.push(field.id());
                 key.extend_from_slice(t.term.as_bytes());

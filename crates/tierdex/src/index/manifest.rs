@@ -51,6 +51,11 @@ pub struct SegmentMeta {
     /// Statistics per field, in [`Field`] id order (the schema's fields
     /// when the segment was written; later fields have none).
     pub fields: Vec<FieldStats>,
+    /// The fields with norms (a run of one byte per document each, in this
+    /// order); absent: every field of `fields` (segments of text-only
+    /// schemas, and every segment written before typed fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm_fields: Option<Vec<u8>>,
     /// Number of distinct terms (all fields).
     pub num_terms: u64,
     /// The segment's files by extension, with their sizes and checksums.
@@ -94,6 +99,14 @@ impl SegmentMeta {
         format!("{}.{ext}", self.name)
     }
 
+    /// The ids of the fields with norms, in the order of their runs.
+    pub fn normed_fields(&self) -> Vec<u8> {
+        match &self.norm_fields {
+            Some(f) => f.clone(),
+            None => (0..self.fields.len().min(crate::schema::Field::MAX) as u8).collect(),
+        }
+    }
+
     /// Total bytes of the segment's files (content only).
     pub fn bytes(&self) -> u64 {
         let chain = self.chain.as_ref().map_or(0, |c| {
@@ -108,6 +121,7 @@ impl SegmentMeta {
             name,
             max_doc: 0,
             fields: Default::default(),
+            norm_fields: None,
             num_terms: 0,
             files: Default::default(),
             deletes: None,

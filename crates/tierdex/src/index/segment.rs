@@ -4,6 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::bloom::FilterShape;
+use crate::column::Columns;
 use crate::error::{Error, Result};
 use crate::index::manifest::{SegmentMeta, CHAIN_EXT, CHAIN_LOG_EXT};
 use crate::layout::chain::{self, Chain};
@@ -25,8 +26,10 @@ pub mod ext {
     pub const STORE_INDEX: &str = "sti";
     /// External ids of the documents (the id column).
     pub const IDS: &str = "ids";
+    /// Keyword, number, date and boolean values (doc values and points).
+    pub const COLUMNS: &str = "col";
     /// Every extension any layout writes.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 12] = [
         TERMS,
         TERM_INFOS,
         POSTINGS,
@@ -38,6 +41,7 @@ pub mod ext {
         STORE,
         STORE_INDEX,
         IDS,
+        COLUMNS,
     ];
 }
 
@@ -50,15 +54,25 @@ pub struct DocPart {
     pub max_doc: u32,
     store: StoreReader,
     ids: Option<IdsReader>,
+    columns: Option<Columns>,
+}
+
+impl DocPart {
+    /// The part's columns (`None`: its segment's schema had only text).
+    pub fn columns(&self) -> Option<&Columns> {
+        self.columns.as_ref()
+    }
 }
 
 /// A segment's readers.
 pub struct SegmentReader {
     meta: SegmentMeta,
     postings: Box<dyn PostingsSource>,
-    /// Field-major norms: `n_fields` runs of one byte per document.
+    /// Field-major norms: a run of one byte per document for each field
+    /// with norms.
     norms: Box<[u8]>,
-    n_fields: usize,
+    /// By field id: the field's run in `norms`.
+    norm_runs: Vec<Option<u32>>,
     parts: Vec<Arc<DocPart>>,
 }
 
@@ -81,10 +95,11 @@ fn open_file(dir: &Path, meta: &SegmentMeta, storage: &Storage, e: &str) -> Resu
     Ok(f)
 }
 
-/// Opens the norms, store and ids of `meta` (a segment or a chain's part).
+/// Opens the norms, store, ids and columns of `meta` (a segment or a
+/// chain's part).
 fn open_docs(dir: &Path, meta: &SegmentMeta, storage: &Storage, base: u32) -> Result<(Box<[u8]>, DocPart)> {
     let norms_file = open_file(dir, meta, storage, ext::NORMS)?;
-    if norms_file.len() != meta.max_doc as usize * meta.fields.len() {
+    if norms_file.len() != meta.max_doc as usize * meta.normed_fields().len() {
         return Err(Error::corrupt(
             norms_file.path(),
             "norms size does not match the document count",
@@ -111,6 +126,10 @@ fn open_docs(dir: &Path, meta: &SegmentMeta, storage: &Storage, base: u32) -> Re
         true => Some(IdsReader::open(open_file(dir, meta, storage, ext::IDS)?, meta.max_doc)?),
         false => None,
     };
+    let columns = match meta.files.contains_key(ext::COLUMNS) {
+        true => Some(Columns::open(open_file(dir, meta, storage, ext::COLUMNS)?, meta.max_doc)?),
+        false => None,
+    };
     Ok((
         norms,
         DocPart {
@@ -118,20 +137,30 @@ fn open_docs(dir: &Path, meta: &SegmentMeta, storage: &Storage, base: u32) -> Re
             max_doc: meta.max_doc,
             store,
             ids,
+            columns,
         },
     ))
 }
 
-/// Field-major norms of `n_fields` fields over consecutive parts, from each
-/// part's own (`(norms, documents)`; a part with fewer fields has zero norms
-/// for the others).
-fn concat_norms(parts: &[(&[u8], u32)], n_fields: usize) -> Box<[u8]> {
-    let total: usize = parts.iter().map(|p| p.1 as usize).sum();
-    let mut out = Vec::with_capacity(total * n_fields);
-    for f in 0..n_fields {
-        for &(norms, n) in parts {
-            let n = n as usize;
-            match norms.get(f * n..(f + 1) * n) {
+/// By field id, the run of each field of `fields` (field ids in run order).
+fn runs_of(fields: &[u8]) -> Vec<Option<u32>> {
+    let mut runs = vec![None; fields.iter().map(|&f| f as usize + 1).max().unwrap_or(0)];
+    for (i, &f) in fields.iter().enumerate() {
+        runs[f as usize] = Some(i as u32);
+    }
+    runs
+}
+
+/// Field-major norms of the fields `all` over consecutive parts, from
+/// each part's own (`(norms, its fields in run order, documents)`; a part
+/// without a field has zero norms for it).
+fn concat_norms(parts: &[(&[u8], Vec<u8>, u32)], all: &[u8]) -> Box<[u8]> {
+    let total: usize = parts.iter().map(|p| p.2 as usize).sum();
+    let mut out = Vec::with_capacity(total * all.len());
+    for f in all {
+        for (norms, fields, n) in parts {
+            let n = *n as usize;
+            match fields.iter().position(|g| g == f).and_then(|r| norms.get(r * n..(r + 1) * n)) {
                 Some(run) => out.extend_from_slice(run),
                 None => out.resize(out.len() + n, 0),
             }
@@ -153,7 +182,7 @@ impl SegmentReader {
             meta: meta.clone(),
             postings: Box::new(postings),
             norms,
-            n_fields: meta.fields.len(),
+            norm_runs: runs_of(&meta.normed_fields()),
             parts: vec![Arc::new(part)],
         })
     }
@@ -183,8 +212,8 @@ impl SegmentReader {
             match reuse {
                 Some(p) => {
                     let prev = previous.expect("reused from a previous reader");
-                    let mut own = Vec::with_capacity(p.max_doc as usize * pm.fields.len());
-                    for f in (0..pm.fields.len()).map(|i| Field::from_id(i as u8)) {
+                    let mut own = Vec::with_capacity(p.max_doc as usize * pm.normed_fields().len());
+                    for f in pm.normed_fields().into_iter().map(Field::from_id) {
                         let all = prev.norms(f);
                         own.extend_from_slice(&all[p.base as usize..(p.base + p.max_doc) as usize]);
                     }
@@ -207,8 +236,14 @@ impl SegmentReader {
                 format!("segment {}: its parts do not add up to its documents", meta.name),
             ));
         }
-        let pairs: Vec<(&[u8], u32)> = norms.iter().zip(&cm.parts).map(|(n, p)| (&**n, p.max_doc)).collect();
-        let n_fields = cm.parts.iter().map(|p| p.fields.len()).max().unwrap_or(0);
+        let pairs: Vec<(&[u8], Vec<u8>, u32)> = norms
+            .iter()
+            .zip(&cm.parts)
+            .map(|(n, p)| (&**n, p.normed_fields(), p.max_doc))
+            .collect();
+        let mut all: Vec<u8> = pairs.iter().flat_map(|p| p.1.iter().copied()).collect();
+        all.sort_unstable();
+        all.dedup();
         Ok(SegmentReader {
             meta: meta.clone(),
             postings: Box::new(ChainPostings::open(
@@ -219,8 +254,8 @@ impl SegmentReader {
                 format.bloom_shape()?,
                 storage,
             )?),
-            norms: concat_norms(&pairs, n_fields),
-            n_fields,
+            norms: concat_norms(&pairs, &all),
+            norm_runs: runs_of(&all),
             parts,
         })
     }
@@ -335,14 +370,20 @@ impl SegmentReader {
         Ok(c)
     }
 
-    /// Norm bytes of `field`, one per document.
+    /// Norm bytes of `field`, one per document (empty for a field without).
     pub fn norms(&self, field: Field) -> &[u8] {
-        if field.index() >= self.n_fields {
+        let Some(Some(run)) = self.norm_runs.get(field.index()) else {
             return &[];
-        }
+        };
         let n = self.meta.max_doc as usize;
-        let start = field.index() * n;
+        let start = *run as usize * n;
         &self.norms[start..start + n]
+    }
+
+    /// The segment's document parts (one, or one per flush of a chained
+    /// segment), in document order.
+    pub fn parts(&self) -> &[Arc<DocPart>] {
+        &self.parts
     }
 
     /// Verifies every page of every file of the segment (every chunk of a
@@ -352,6 +393,9 @@ impl SegmentReader {
         for p in &self.parts {
             if let Some(ids) = &p.ids {
                 ids.verify_all()?;
+            }
+            if let Some(c) = &p.columns {
+                c.verify_all()?;
             }
             p.store.verify_all()?;
         }

@@ -10,6 +10,7 @@ use fst::{IntoStreamer, Streamer};
 use crate::layout::Layout;
 
 use crate::bloom::Direction;
+use crate::column::{ColumnKind, ColumnsWriter};
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
@@ -17,7 +18,7 @@ use crate::index::Deletes;
 use crate::layout::writer::TermPostings;
 use crate::layout::{Format, PostingsFiles, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
-use crate::storage::{FileWriter, Storage, Tier, TierOptions};
+use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
 /// Merges `metas` (segments of the index in `dir`, in document order, of
@@ -92,19 +93,27 @@ pub fn merge_live(
     let path = |e: &str| dir.join(format!("{name}.{e}"));
 
     // Norms and statistics: concatenation and sums, over every field any
-    // source has.
+    // source has (norms for the fields any source has norms for).
     let n_fields = metas.iter().map(|m| m.fields.len()).max().unwrap_or(0);
-    let mut norms: Vec<Vec<u8>> = (0..n_fields).map(|_| Vec::with_capacity(max_doc as usize)).collect();
+    let mut normed: Vec<u8> = metas.iter().flat_map(|m| m.normed_fields()).collect();
+    normed.sort_unstable();
+    normed.dedup();
+    let mut norms: Vec<Option<Vec<u8>>> = vec![None; n_fields.max(normed.last().map_or(0, |&f| f as usize + 1))];
+    for &f in &normed {
+        norms[f as usize] = Some(Vec::with_capacity(max_doc as usize));
+    }
     let mut stats = vec![FieldStats::default(); n_fields];
     for ((r, del), map) in sources.iter().zip(&maps) {
-        for f in (0..n_fields).map(|i| Field::from_id(i as u8)) {
-            let n = &mut norms[f.index()];
-            let own = r.norms(f);
+        for &f in &normed {
+            let n = norms[f as usize].as_mut().expect("normed");
+            let own = r.norms(Field::from_id(f));
             for (i, &to) in map.iter().enumerate() {
                 if to != TERMINATED {
                     n.push(own.get(i).copied().unwrap_or(0));
                 }
             }
+        }
+        for f in (0..n_fields).map(|i| Field::from_id(i as u8)) {
             let s = &mut stats[f.index()];
             s.add(&r.meta().field_stats(f));
             if let Some(d) = del {
@@ -164,7 +173,7 @@ pub fn merge_live(
         let field = *key
             .first()
             .ok_or_else(|| Error::corrupt(path(ext::TERMS), "empty term key"))? as usize;
-        let field_norms = norms.get(field).ok_or_else(|| {
+        let field_norms = norms.get(field).and_then(Option::as_ref).ok_or_else(|| {
             Error::corrupt(
                 dir.join(metas[0].file_name(ext::TERMS)),
                 "term key with an unknown field",
@@ -183,10 +192,15 @@ pub fn merge_live(
         files.insert(e.to_string(), info);
     }
     let mut norms_file = FileWriter::create(path(ext::NORMS))?;
-    for n in &norms {
-        norms_file.write_all(n)?;
+    for &f in &normed {
+        norms_file.write_all(norms[f as usize].as_ref().expect("normed"))?;
     }
     files.insert(ext::NORMS.to_string(), norms_file.finish()?);
+    let norm_fields =
+        (normed.len() != n_fields || normed.iter().enumerate().any(|(i, &f)| f as usize != i)).then_some(normed);
+    if let Some(info) = merge_columns(&readers, &maps, max_doc as u32, &path(ext::COLUMNS))? {
+        files.insert(ext::COLUMNS.to_string(), info);
+    }
 
     let stores: Vec<_> = readers.iter().flat_map(|r| r.stores()).collect();
     let mut store = StoreWriter::create_for_merge(&path(ext::STORE), &path(ext::STORE_INDEX), store, &stores)?;
@@ -211,6 +225,7 @@ pub fn merge_live(
         name: name.to_string(),
         max_doc: max_doc as u32,
         fields: stats,
+        norm_fields,
         num_terms,
         files,
         deletes: None,
@@ -232,6 +247,9 @@ pub fn merge_part_documents(
 ) -> Result<SegmentMeta> {
     let path = |e: &str| dir.join(format!("{name}.{e}"));
     let n_fields = parts.iter().map(|m| m.fields.len()).max().unwrap_or(0);
+    let mut normed: Vec<u8> = parts.iter().flat_map(|m| m.normed_fields()).collect();
+    normed.sort_unstable();
+    normed.dedup();
     let mut stats = vec![FieldStats::default(); n_fields];
     for m in parts {
         for (s, f) in stats.iter_mut().zip(&m.fields) {
@@ -240,7 +258,7 @@ pub fn merge_part_documents(
     }
     let (lo, hi) = (docs.start as usize, docs.end as usize);
     let mut norms_file = FileWriter::create(path(ext::NORMS))?;
-    for f in (0..n_fields).map(|i| Field::from_id(i as u8)) {
+    for f in normed.iter().map(|&i| Field::from_id(i)) {
         match reader.norms(f).get(lo..hi) {
             Some(n) => norms_file.write_all(n)?,
             None => norms_file.write_zeros(hi - lo)?,
@@ -273,15 +291,105 @@ pub fn merge_part_documents(
     files.insert(ext::STORE.to_string(), store.data);
     files.insert(ext::STORE_INDEX.to_string(), store.index);
     files.insert(ext::IDS.to_string(), ids.finish(&path(ext::IDS))?);
+    let map: Vec<DocId> = (0..reader.max_doc())
+        .map(|d| if docs.contains(&d) { d - docs.start } else { TERMINATED })
+        .collect();
+    if let Some(info) = merge_columns(&[reader], &[map], docs.end - docs.start, &path(ext::COLUMNS))? {
+        files.insert(ext::COLUMNS.to_string(), info);
+    }
+    let norm_fields =
+        (normed.len() != n_fields || normed.iter().enumerate().any(|(i, &f)| f as usize != i)).then_some(normed);
     Ok(SegmentMeta {
         name: name.to_string(),
         max_doc: docs.end - docs.start,
         fields: stats,
+        norm_fields,
         num_terms: 0,
         files,
         deletes: None,
         chain: None,
     })
+}
+
+/// The columns of the merged segment: every column any source has, each
+/// live document's values under its new number (from the doc values, or
+/// from the points of a column without them). `None` when no source has
+/// columns.
+fn merge_columns(
+    readers: &[&SegmentReader],
+    maps: &[Vec<DocId>],
+    max_doc: u32,
+    path: &Path,
+) -> Result<Option<FileInfo>> {
+    let mut specs: BTreeMap<u8, (ColumnKind, bool, bool)> = BTreeMap::new();
+    for r in readers {
+        for part in r.parts() {
+            for field in 0..=u8::MAX {
+                if let Some(c) = part.columns().and_then(|c| c.column(field)) {
+                    let e = specs.entry(field).or_insert((c.meta.kind, false, false));
+                    e.1 |= c.meta.points.is_some();
+                    e.2 |= c.meta.values.is_some();
+                }
+            }
+        }
+    }
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    let mut w = ColumnsWriter::new();
+    let cols: Vec<(u8, usize, ColumnKind)> = specs
+        .iter()
+        .map(|(&f, &(kind, points, values))| (f, w.add_column(f, kind, points, values), kind))
+        .collect();
+    let (mut codes, mut term, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    for (r, map) in readers.iter().zip(maps) {
+        for part in r.parts() {
+            let Some(columns) = part.columns() else {
+                continue;
+            };
+            let range = part.base as usize..(part.base + part.max_doc) as usize;
+            if map[range].iter().all(|&to| to == TERMINATED) {
+                continue;
+            }
+            for &(field, col, kind) in &cols {
+                let Some(mut cr) = columns.reader(field) else {
+                    continue;
+                };
+                pairs.clear();
+                if cr.has_doc_values() {
+                    for local in 0..part.max_doc {
+                        let to = map[(part.base + local) as usize];
+                        if to == TERMINATED {
+                            continue;
+                        }
+                        cr.codes(local, &mut codes)?;
+                        pairs.extend(codes.iter().map(|&c| (to, c)));
+                    }
+                } else {
+                    let all = cr.all_points();
+                    for pos in all.start..all.end {
+                        let to = map[(part.base + cr.point_doc(pos)?) as usize];
+                        if to != TERMINATED {
+                            pairs.push((to, cr.point_code(pos)?));
+                        }
+                    }
+                    pairs.sort_unstable();
+                }
+                for &(to, c) in &pairs {
+                    match kind {
+                        ColumnKind::Keyword => {
+                            cr.term(c, &mut term)?;
+                            let s = std::str::from_utf8(&term)
+                                .map_err(|_| Error::corrupt(columns.file().path(), "keyword is not UTF-8"))?;
+                            w.push_keyword(col, to, s);
+                        }
+                        _ => w.push(col, to, c),
+                    }
+                }
+            }
+        }
+    }
+    w.finish(max_doc, path).map(Some)
 }
 
 /// The union of the sources' terms in the layout's write order

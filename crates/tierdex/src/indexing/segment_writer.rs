@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::bloom::{self, FilterShape, Probe};
 use crate::codec;
+use crate::column::ColumnsWriter;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::ext;
@@ -14,6 +15,7 @@ use crate::indexing::term_table::TermTable;
 use crate::layout::norms;
 use crate::layout::writer::TermPostings;
 use crate::layout::{Format, PostingsWriter};
+use crate::schema::value::{convert, values_at, Indexed};
 use crate::schema::{Analysis, DocId, Document, Field};
 use crate::storage::FileWriter;
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
@@ -82,6 +84,12 @@ pub struct SegmentWriter {
     /// has no filters and is not inserted into others' (see
     /// [`bloom::filtered_term`]).
     probe_seeds: Vec<Option<u64>>,
+    /// The columns of the schema's keyword, number, date and boolean fields.
+    columns: ColumnsWriter,
+    /// By field id: its column in `columns`.
+    column_of: Vec<Option<usize>>,
+    /// The fields with norms (indexed text), in id order.
+    normed: Vec<Field>,
 }
 
 impl SegmentWriter {
@@ -122,7 +130,22 @@ impl SegmentWriter {
     }
 
     fn with_store(dir: &Path, name: &str, analysis: Arc<Analysis>, store: StoreWriter, format: Format) -> Result<Self> {
+        let schema = analysis.schema();
+        let mut columns = ColumnsWriter::new();
+        let column_of = schema
+            .entries()
+            .iter()
+            .enumerate()
+            .map(|(id, e)| {
+                e.ty.column_kind()
+                    .map(|kind| columns.add_column(id as u8, kind, e.ty.indexed(), e.ty.doc_values()))
+            })
+            .collect();
+        let normed = schema.text_field_ids().collect();
         Ok(SegmentWriter {
+            columns,
+            column_of,
+            normed,
             bloom: format.bloom_shape()?,
             format,
             probe_seeds: Vec::new(),
@@ -147,9 +170,9 @@ impl SegmentWriter {
         self.max_doc
     }
 
-    /// Approximate memory held by the in-memory postings.
+    /// Approximate memory held by the in-memory postings and columns.
     pub fn memory_bytes(&self) -> usize {
-        self.postings_bytes + self.terms.memory_bytes()
+        self.postings_bytes + self.terms.memory_bytes() + self.columns.memory_bytes()
     }
 
     /// Inverts and stores one document (which must fit the schema: see
@@ -162,8 +185,26 @@ impl SegmentWriter {
         let schema = analysis.schema();
         schema.check(doc)?;
         let doc_id = self.max_doc;
-        for field in schema.fields() {
-            self.invert_field(doc_id, field, doc.text(schema.name(field)))?;
+        for (i, entry) in schema.entries().iter().enumerate() {
+            let field = Field::from_id(i as u8);
+            match self.column_of[i] {
+                None => self.invert_field(doc_id, field, doc)?,
+                Some(col) => {
+                    let columns = &mut self.columns;
+                    let mut err = None;
+                    values_at(&doc.fields, entry.path(), &mut |v| match convert(entry, v) {
+                        Ok(Indexed::Code(c)) => columns.push(col, doc_id, c),
+                        Ok(Indexed::Keyword(k)) => columns.push_keyword(col, doc_id, &k),
+                        Ok(_) => {}
+                        Err(e) => {
+                            err.get_or_insert(e);
+                        }
+                    });
+                    if let Some(e) = err {
+                        return Err(Error::InvalidArgument(format!("document {:?}: {e}", doc.id)));
+                    }
+                }
+            }
         }
         self.store.add(doc)?;
         self.ids.push(&doc.id);
@@ -171,12 +212,9 @@ impl SegmentWriter {
         Ok(())
     }
 
-    fn invert_field(&mut self, doc_id: DocId, field: Field, text: &str) -> Result<()> {
-        if text.len() >= u32::MAX as usize {
-            return Err(Error::InvalidArgument(format!(
-                "document {doc_id}: {} field larger than 4 GiB",
-                self.analysis.schema().name(field)
-            )));
+    fn invert_field(&mut self, doc_id: DocId, field: Field, doc: &Document) -> Result<()> {
+        if !self.analysis.schema().entries()[field.index()].is_text() {
+            return Ok(());
         }
         self.scratch.clear();
         let SegmentWriter {
@@ -189,7 +227,7 @@ impl SegmentWriter {
             probe_seeds,
             ..
         } = self;
-        analysis.analyze(field, text, |tok| {
+        analysis.analyze_values(field, doc, |tok| {
             key.clear();
             key.push(field.id());
             key.extend_from_slice(tok.term.as_bytes());
@@ -287,10 +325,21 @@ impl SegmentWriter {
             files.insert(e.to_string(), info);
         }
         let mut norms_file = FileWriter::create(path(ext::NORMS))?;
-        for n in &self.norms {
-            norms_file.write_all(n)?;
+        for f in &self.normed {
+            norms_file.write_all(&self.norms[f.index()])?;
         }
         files.insert(ext::NORMS.to_string(), norms_file.finish()?);
+        // Text-only schemas whose every field is indexed keep the format of
+        // segments written before typed fields: norms for every field, no
+        // column file.
+        let all_normed = self.normed.len() == self.stats.len();
+        let norm_fields = (!all_normed).then(|| self.normed.iter().map(|f| f.id()).collect());
+        if !self.columns.is_empty() {
+            files.insert(
+                ext::COLUMNS.to_string(),
+                self.columns.finish(self.max_doc, &path(ext::COLUMNS))?,
+            );
+        }
         let store = self.store.finish()?;
         files.insert(ext::STORE.to_string(), store.data);
         files.insert(ext::STORE_INDEX.to_string(), store.index);
@@ -299,6 +348,7 @@ impl SegmentWriter {
             name: self.name,
             max_doc: self.max_doc,
             fields: self.stats,
+            norm_fields,
             num_terms,
             files,
             deletes: None,

@@ -99,7 +99,8 @@ pub fn from_mapping(v: &Value) -> Result<Schema> {
     for (k, x) in obj {
         match k.as_str() {
             "dynamic" => {
-                dynamic = serde_json::from_value(x.clone()).map_err(|e| Error::InvalidArgument(format!("mapping: {e}")))?
+                dynamic =
+                    serde_json::from_value(x.clone()).map_err(|e| Error::InvalidArgument(format!("mapping: {e}")))?
             }
             "properties" => properties(x, "", &mut entries)?,
             // tierdex's own: the fields unqualified query terms search.
@@ -114,14 +115,16 @@ pub fn from_mapping(v: &Value) -> Result<Schema> {
     }
     if let Some(top) = v.as_object().filter(|_| v.get("mappings").is_some()) {
         if let Some(other) = top.keys().find(|k| *k != "mappings" && *k != "settings") {
-            return Err(Error::InvalidArgument(format!("mapping: `{other}` is not supported beside `mappings`")));
+            return Err(Error::InvalidArgument(format!(
+                "mapping: `{other}` is not supported beside `mappings`"
+            )));
         }
     }
     let mut schema = Schema::new(entries)?;
     schema.set_dynamic(dynamic);
     if let Some(d) = defaults {
-        let names: Vec<String> = serde_json::from_value(d)
-            .map_err(|e| Error::InvalidArgument(format!("mapping: _default_fields: {e}")))?;
+        let names: Vec<String> =
+            serde_json::from_value(d).map_err(|e| Error::InvalidArgument(format!("mapping: _default_fields: {e}")))?;
         schema.set_default_fields(&names)?;
     }
     Ok(schema)
@@ -132,7 +135,11 @@ fn properties(v: &Value, prefix: &str, out: &mut Vec<FieldEntry>) -> Result<()> 
         .as_object()
         .ok_or_else(|| bad(prefix, "`properties` must be an object"))?;
     for (name, spec) in props {
-        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+        let path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
         let spec = spec
             .as_object()
             .ok_or_else(|| bad(&path, "a field's mapping is an object"))?;
@@ -151,7 +158,9 @@ fn properties(v: &Value, prefix: &str, out: &mut Vec<FieldEntry>) -> Result<()> 
         let (entry, subs) = field(&path, spec)?;
         out.push(entry);
         for (sub, sspec) in subs {
-            let sspec = sspec.as_object().ok_or_else(|| bad(&sub, "a field's mapping is an object"))?;
+            let sspec = sspec
+                .as_object()
+                .ok_or_else(|| bad(&sub, "a field's mapping is an object"))?;
             let (mut e, more) = field(&sub, sspec)?;
             if !more.is_empty() {
                 return Err(bad(&sub, "multi-fields cannot have multi-fields"));
@@ -167,7 +176,10 @@ fn properties(v: &Value, prefix: &str, out: &mut Vec<FieldEntry>) -> Result<()> 
 fn field(path: &str, spec: &Map<String, Value>) -> Result<(FieldEntry, Vec<(String, Value)>)> {
     let ty = spec["type"].as_str().unwrap_or_default();
     let mut subs = Vec::new();
-    let flag = |k: &str, v: &Value| v.as_bool().ok_or_else(|| bad(path, format!("`{k}` must be true or false")));
+    let flag = |k: &str, v: &Value| {
+        v.as_bool()
+            .ok_or_else(|| bad(path, format!("`{k}` must be true or false")))
+    };
     let mut index = true;
     let mut doc_values = true;
     let mut text = TextOptions::default();
@@ -209,7 +221,11 @@ fn field(path: &str, spec: &Map<String, Value>) -> Result<(FieldEntry, Vec<(Stri
                 )
             }
             ("format", "date") => {
-                format = Some(v.as_str().ok_or_else(|| bad(path, "`format` must be a string"))?.to_string())
+                format = Some(
+                    v.as_str()
+                        .ok_or_else(|| bad(path, "`format` must be a string"))?
+                        .to_string(),
+                )
             }
             (other, _) => {
                 return Err(bad(path, format!("`{other}` is not supported on a {ty} field")));
@@ -324,7 +340,11 @@ fn spec_of(e: &FieldEntry, schema: &Schema) -> Value {
         .iter()
         .filter(|s| s.source.as_deref() == Some(e.name.as_str()))
         .map(|s| {
-            let short = s.name.strip_prefix(&format!("{}.", e.name)).unwrap_or(&s.name).to_string();
+            let short = s
+                .name
+                .strip_prefix(&format!("{}.", e.name))
+                .unwrap_or(&s.name)
+                .to_string();
             (short, spec_of(s, schema))
         })
         .collect();
@@ -367,7 +387,16 @@ mod tests {
         let s = from_mapping(&m).unwrap();
         assert_eq!(
             s.names(),
-            ["ok", "price", "tags", "title", "title.raw", "user.name", "views", "when"]
+            [
+                "ok",
+                "price",
+                "tags",
+                "title",
+                "title.raw",
+                "user.name",
+                "views",
+                "when"
+            ]
         );
         assert_eq!(s.dynamic_mode(), Dynamic::Strict);
         assert_eq!(s.entry(s.field("title.raw").unwrap()).unwrap().path(), "title");
@@ -377,12 +406,30 @@ mod tests {
         // Through the schema file reader too.
         assert_eq!(Schema::from_json(&m.to_string()).unwrap(), s);
         for (bad, says) in [
-            (json!({"properties": {"a": {"type": "geo_point"}}}), "type `geo_point` is not supported"),
-            (json!({"properties": {"a": {"type": "text", "norms": false}}}), "`norms` is not supported"),
-            (json!({"properties": {"a": {"type": "keyword", "normalizer": "ascii"}}}), "normalizer"),
-            (json!({"properties": {"a": {"type": "text", "analyzer": "klingon"}}}), "analyzer `klingon`"),
-            (json!({"properties": {"a": {"type": "date", "format": "yyyy"}}}), "unknown date format"),
-            (json!({"properties": {"a": {"type": "text"}}, "_source": {}}), "`_source` is not supported"),
+            (
+                json!({"properties": {"a": {"type": "geo_point"}}}),
+                "type `geo_point` is not supported",
+            ),
+            (
+                json!({"properties": {"a": {"type": "text", "norms": false}}}),
+                "`norms` is not supported",
+            ),
+            (
+                json!({"properties": {"a": {"type": "keyword", "normalizer": "ascii"}}}),
+                "normalizer",
+            ),
+            (
+                json!({"properties": {"a": {"type": "text", "analyzer": "klingon"}}}),
+                "analyzer `klingon`",
+            ),
+            (
+                json!({"properties": {"a": {"type": "date", "format": "yyyy"}}}),
+                "unknown date format",
+            ),
+            (
+                json!({"properties": {"a": {"type": "text"}}, "_source": {}}),
+                "`_source` is not supported",
+            ),
             (json!({"dynamic": "sometimes", "properties": {}}), "dynamic"),
         ] {
             let e = from_mapping(&bad).unwrap_err().to_string();
@@ -402,7 +449,17 @@ mod tests {
         let ty = |n: &str| s.entry(s.field(n).unwrap_or_else(|| panic!("{n}"))).unwrap().ty.name();
         assert_eq!(added, 11);
         assert_eq!(
-            [ty("title"), ty("title.keyword"), ty("n"), ty("x"), ty("ok"), ty("when"), ty("user.name"), ty("user.age"), ty("tags")],
+            [
+                ty("title"),
+                ty("title.keyword"),
+                ty("n"),
+                ty("x"),
+                ty("ok"),
+                ty("when"),
+                ty("user.name"),
+                ty("user.age"),
+                ty("tags")
+            ],
             ["text", "keyword", "long", "double", "boolean", "date", "text", "long", "text"]
         );
         assert!(s.field("empty").is_none() && s.field("nothing").is_none());
@@ -411,7 +468,10 @@ mod tests {
         // Text fields added later are searched by default.
         assert!(s.default_fields().contains(&s.field("user.name").unwrap()));
         assert!(!s.default_fields().contains(&s.field("tags.keyword").unwrap()));
-        assert_eq!(s.entry(s.field("user.name.keyword").unwrap()).unwrap().path(), "user.name");
+        assert_eq!(
+            s.entry(s.field("user.name.keyword").unwrap()).unwrap().path(),
+            "user.name"
+        );
         // A value of the wrong type for a mapped field is an error naming it.
         let bad: Document = serde_json::from_value(json!({"id": "2", "n": "many"})).unwrap();
         let e = s.check(&bad).unwrap_err().to_string();

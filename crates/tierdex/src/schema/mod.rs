@@ -3,9 +3,13 @@
 //!
 //! A [`Schema`] lists an index's fields in id order; a [`Field`] is a
 //! field's id (it is the first byte of every term key, so an index holds at
-//! most 255 fields). Each field has a [`FieldType`]; for now every field is
-//! [`FieldType::Text`]: analysed into terms with positions and byte
-//! offsets, optionally stored and given phrase Bloom filters. The default
+//! most 255 fields). Each field has a [`FieldType`]: text (analysed into
+//! terms with positions and byte offsets, optionally with phrase Bloom
+//! filters), or keyword, long, double, date and boolean (kept in columns,
+//! see [`crate::column`]). A field reads the document values at its path
+//! ([`value::values_at`]); a schema made from an Elasticsearch mapping, or
+//! grown from documents by dynamic mapping, is described in [`mapping`].
+//! The default
 //! schema, [`Schema::title_body`], is the `title` and `body` fields every
 //! index had before schemas existed (phrase filters on `body`), and what a
 //! manifest without a schema means.
@@ -14,6 +18,9 @@
 //! ([`Schema::default_fields`]), each term becoming a disjunction over them.
 
 mod document;
+mod field;
+pub mod mapping;
+pub mod value;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +28,9 @@ use crate::analysis::{Analyzer, AnalyzerConfig};
 pub use crate::common::{DocId, TERMINATED};
 use crate::error::{Error, Result};
 pub use document::{Document, Fields};
+pub use field::{
+    DateOptions, Dynamic, FieldEntry, FieldType, KeywordOptions, TextOptions, ValueOptions, DEFAULT_DATE_FORMAT,
+};
 
 /// A field of a schema, by id (its position in [`Schema::fields`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -50,90 +60,17 @@ impl Field {
     }
 }
 
-/// How a field is indexed and stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum FieldType {
-    /// Analysed text, searched by terms and phrases, scored with BM25.
-    Text(TextOptions),
-}
-
-/// Options of a text field.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TextOptions {
-    /// Analysis of this field's text (and of query text searching it);
-    /// absent: the index's analyzer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub analyzer: Option<AnalyzerConfig>,
-    /// Keep the text in the document store (returned with hits,
-    /// highlighted). Only `true` is supported.
-    #[serde(default = "yes")]
-    pub stored: bool,
-    /// Index token positions (phrase queries). Only `true` is supported.
-    #[serde(default = "yes")]
-    pub positions: bool,
-    /// Index byte offsets (highlighting). Only `true` is supported.
-    #[serde(default = "yes")]
-    pub offsets: bool,
-    /// Build phrase Bloom filters for this field's terms (when the index
-    /// has phrase filters at all).
-    #[serde(default)]
-    pub phrase_filters: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for TextOptions {
-    /// Stored, with positions and offsets, without phrase filters, with the
-    /// index's analyzer.
-    fn default() -> Self {
-        TextOptions {
-            analyzer: None,
-            stored: true,
-            positions: true,
-            offsets: true,
-            phrase_filters: false,
-        }
-    }
-}
-
-/// One field of a schema.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FieldEntry {
-    /// The field's name, as documents and queries spell it.
-    pub name: String,
-    /// How it is indexed.
-    #[serde(flatten)]
-    pub ty: FieldType,
-}
-
-impl FieldEntry {
-    /// A text field named `name` with `options`.
-    pub fn text(name: impl Into<String>, options: TextOptions) -> FieldEntry {
-        FieldEntry {
-            name: name.into(),
-            ty: FieldType::Text(options),
-        }
-    }
-
-    /// The options of a text field.
-    pub fn text_options(&self) -> &TextOptions {
-        match &self.ty {
-            FieldType::Text(o) => o,
-        }
-    }
-}
-
-/// The fields of an index, in id order, and the fields unqualified query
-/// terms search.
+/// The fields of an index, in id order, the fields unqualified query
+/// terms search, and what happens to values no field is for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "SchemaSpec", into = "SchemaSpec")]
 pub struct Schema {
     fields: Vec<FieldEntry>,
     default_fields: Vec<Field>,
+    /// Whether `default_fields` was set, rather than every indexed text
+    /// field (which then includes text fields added later).
+    explicit_defaults: bool,
+    dynamic: Dynamic,
 }
 
 /// The serialised form of a [`Schema`] (a schema file, the manifest).
@@ -141,15 +78,28 @@ pub struct Schema {
 #[serde(deny_unknown_fields)]
 struct SchemaSpec {
     fields: Vec<FieldEntry>,
-    /// Field names; absent: every field.
+    /// Field names; absent: every indexed text field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     default_fields: Option<Vec<String>>,
+    /// Absent: strict.
+    #[serde(default, skip_serializing_if = "is_strict")]
+    dynamic: Dynamic,
+}
+
+fn is_strict(d: &Dynamic) -> bool {
+    *d == Dynamic::Strict
 }
 
 impl TryFrom<SchemaSpec> for Schema {
     type Error = Error;
     fn try_from(spec: SchemaSpec) -> Result<Schema> {
+        if spec.fields.is_empty() && spec.dynamic != Dynamic::True {
+            return Err(Error::InvalidArgument(
+                "a schema needs at least one field (or `\"dynamic\": true` to take them from the documents)".into(),
+            ));
+        }
         let mut schema = Schema::new(spec.fields)?;
+        schema.dynamic = spec.dynamic;
         if let Some(names) = spec.default_fields {
             schema.set_default_fields(&names)?;
         }
@@ -159,17 +109,18 @@ impl TryFrom<SchemaSpec> for Schema {
 
 impl From<Schema> for SchemaSpec {
     fn from(s: Schema) -> SchemaSpec {
-        let all: Vec<Field> = s.fields().collect();
-        let default_fields =
-            (s.default_fields != all).then(|| s.default_fields.iter().map(|&f| s.name(f).to_string()).collect());
+        let default_fields = s
+            .explicit_defaults
+            .then(|| s.default_fields.iter().map(|&f| s.name(f).to_string()).collect());
         SchemaSpec {
             fields: s.fields,
             default_fields,
+            dynamic: s.dynamic,
         }
     }
 }
 
-/// Characters a field name may hold besides ASCII letters and digits.
+/// Characters a field name may hold besides letters and digits.
 const NAME_PUNCTUATION: &[char] = &['_', '-', '.', '@'];
 
 /// Why `name` cannot be a field name, if it cannot.
@@ -177,11 +128,17 @@ fn invalid_name(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("a field name is empty".into());
     }
-    if name == "id" {
-        return Some("`id` is the document's external id, not a field".into());
+    if name == "id" || name == "_id" {
+        return Some(format!("`{name}` is the document's external id, not a field"));
+    }
+    if name.starts_with('_') {
+        return Some(format!(
+            "field name `{name}` starts with `_`, which is kept for metadata fields"
+        ));
     }
     if name.len() > 255 {
-        return Some(format!("field name `{}…` is longer than 255 bytes", &name[..32]));
+        let cut = name.char_indices().nth(32).map_or(name.len(), |(i, _)| i);
+        return Some(format!("field name `{}…` is longer than 255 bytes", &name[..cut]));
     }
     if let Some(c) = name
         .chars()
@@ -191,20 +148,46 @@ fn invalid_name(name: &str) -> Option<String> {
             "field name `{name}` holds `{c}`: use letters, digits, `_`, `-`, `.` and `@`"
         ));
     }
-    if name.starts_with(['-', '.']) {
-        return Some(format!("field name `{name}` starts with `{}`", &name[..1]));
+    if name.starts_with(['-', '.']) || name.ends_with('.') || name.contains("..") {
+        return Some(format!(
+            "field name `{name}` has an empty part or starts with `{}`",
+            &name[..1]
+        ));
     }
     None
 }
 
-impl Schema {
-    /// A schema of `fields` (ids in this order), searching all of them by
-    /// default. Names must be unique, non-empty, not `id`, and made of
-    /// letters, digits, `_`, `-`, `.` and `@`.
-    pub fn new(fields: Vec<FieldEntry>) -> Result<Schema> {
-        if fields.is_empty() {
-            return Err(Error::InvalidArgument("a schema needs at least one field".into()));
+/// Why `entry` cannot be a field, if it cannot.
+fn invalid_entry(f: &FieldEntry) -> Option<String> {
+    if let Some(why) = invalid_name(&f.name) {
+        return Some(why);
+    }
+    match &f.ty {
+        FieldType::Text(o) if !o.positions || !o.offsets || !o.stored => Some(format!(
+            "field `{}`: text fields that are not stored, or without positions or offsets, \
+             are not supported yet (every text field is stored, with positions and offsets: \
+             deletes recompute statistics from the stored text)",
+            f.name
+        )),
+        FieldType::Date(o) => value::unknown_date_format(&o.format).map(|bad| {
+            format!(
+                "field `{}`: unknown date format `{bad}` (supported: strict_date_optional_time, epoch_millis, epoch_second, yyyy/MM/dd HH:mm:ss, yyyy/MM/dd)",
+                f.name
+            )
+        }),
+        FieldType::Keyword(KeywordOptions { ignore_above: Some(0), .. }) => {
+            Some(format!("field `{}`: ignore_above must be positive", f.name))
         }
+        _ => None,
+    }
+}
+
+impl Schema {
+    /// A schema of `fields` (ids in this order), unqualified terms searching
+    /// every indexed text field, strict (a document value no field is for
+    /// is an error). Names must be unique, not `id`, and made of letters,
+    /// digits and a few punctuation marks.
+    pub fn new(fields: Vec<FieldEntry>) -> Result<Schema> {
         if fields.len() > Field::MAX {
             return Err(Error::InvalidArgument(format!(
                 "a schema holds at most {} fields ({} given)",
@@ -213,29 +196,39 @@ impl Schema {
             )));
         }
         for (i, f) in fields.iter().enumerate() {
-            if let Some(why) = invalid_name(&f.name) {
+            if let Some(why) = invalid_entry(f) {
                 return Err(Error::InvalidArgument(why));
             }
             if fields[..i].iter().any(|g| g.name == f.name) {
                 return Err(Error::InvalidArgument(format!("field `{}` is listed twice", f.name)));
             }
-            let o = f.text_options();
-            if !o.positions || !o.offsets || !o.stored {
-                return Err(Error::InvalidArgument(format!(
-                    "field `{}`: text fields that are not stored, or without positions or offsets, \
-                     are not supported yet (every text field is stored, with positions and offsets: \
-                     deletes recompute statistics from the stored text)",
-                    f.name
-                )));
-            }
         }
-        let default_fields = (0..fields.len() as u8).map(Field).collect();
-        Ok(Schema { fields, default_fields })
+        let mut schema = Schema {
+            fields,
+            default_fields: Vec::new(),
+            explicit_defaults: false,
+            dynamic: Dynamic::Strict,
+        };
+        schema.default_fields = schema.all_text();
+        Ok(schema)
+    }
+
+    /// Every indexed text field.
+    fn all_text(&self) -> Vec<Field> {
+        self.fields
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.is_text())
+            .map(|(i, _)| Field(i as u8))
+            .collect()
     }
 
     /// Text fields named `names`, stored, with phrase filters when
     /// `phrase_filters` (the `tierdex index --fields a,b` schema).
     pub fn text_fields<S: AsRef<str>>(names: &[S], phrase_filters: bool) -> Result<Schema> {
+        if names.is_empty() {
+            return Err(Error::InvalidArgument("a schema needs at least one field".into()));
+        }
         Schema::new(
             names
                 .iter()
@@ -267,19 +260,57 @@ impl Schema {
                 ),
             ],
             default_fields: vec![Field::TITLE, Field::BODY],
+            explicit_defaults: false,
+            dynamic: Dynamic::Strict,
+        }
+    }
+
+    /// An empty schema whose fields come from the documents (dynamic
+    /// mapping).
+    pub fn dynamic() -> Schema {
+        Schema {
+            fields: Vec::new(),
+            default_fields: Vec::new(),
+            explicit_defaults: false,
+            dynamic: Dynamic::True,
         }
     }
 
     /// Reads a schema file (JSON: `{"fields": [{"name": .., "type":
-    /// "text", ..}], "default_fields": [..]}`).
+    /// "text", ..}], "default_fields": [..], "dynamic": ..}`) or an
+    /// Elasticsearch mapping (`{"properties": {..}}`, optionally inside
+    /// `{"mappings": ..}`).
     pub fn from_json(text: &str) -> Result<Schema> {
-        serde_json::from_str(text).map_err(|e| Error::InvalidArgument(format!("invalid schema: {e}")))
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| Error::InvalidArgument(format!("invalid schema: {e}")))?;
+        if v.get("properties").is_some() || v.get("mappings").is_some() {
+            return mapping::from_mapping(&v);
+        }
+        serde_json::from_value(v).map_err(|e| Error::InvalidArgument(format!("invalid schema: {e}")))
     }
 
-    /// Sets the fields unqualified query terms search.
+    /// Sets the fields unqualified query terms search (indexed text fields).
     pub fn set_default_fields<S: AsRef<str>>(&mut self, names: &[S]) -> Result<()> {
-        self.default_fields = self.resolve(names)?;
+        let fields = self.resolve(names)?;
+        if let Some(&f) = fields.iter().find(|&&f| !self.fields[f.index()].is_text()) {
+            return Err(Error::InvalidArgument(format!(
+                "default field `{}` is not an indexed text field",
+                self.name(f)
+            )));
+        }
+        self.default_fields = fields;
+        self.explicit_defaults = true;
         Ok(())
+    }
+
+    /// What happens to document values no field is for.
+    pub fn dynamic_mode(&self) -> Dynamic {
+        self.dynamic
+    }
+
+    /// Sets what happens to document values no field is for.
+    pub fn set_dynamic(&mut self, dynamic: Dynamic) {
+        self.dynamic = dynamic;
     }
 
     /// The fields named `names` (at least one; an unknown name is an error
@@ -309,7 +340,7 @@ impl Schema {
         self.fields.len()
     }
 
-    /// Always false: a schema has at least one field.
+    /// Whether the schema has no field (yet: a dynamic one).
     pub fn is_empty(&self) -> bool {
         self.fields.is_empty()
     }
@@ -317,6 +348,11 @@ impl Schema {
     /// Every field, in id order.
     pub fn fields(&self) -> impl ExactSizeIterator<Item = Field> + '_ {
         (0..self.fields.len() as u8).map(Field)
+    }
+
+    /// The indexed text fields, in id order.
+    pub fn text_field_ids(&self) -> impl Iterator<Item = Field> + '_ {
+        self.fields().filter(|f| self.fields[f.index()].is_text())
     }
 
     /// The field entries, in id order.
@@ -352,12 +388,15 @@ impl Schema {
     /// Whether `field`'s terms get phrase Bloom filters (when the index
     /// builds them).
     pub fn phrase_filters(&self, field: Field) -> bool {
-        self.entry(field).is_some_and(|e| e.text_options().phrase_filters)
+        self.entry(field)
+            .and_then(FieldEntry::text_options)
+            .is_some_and(|o| o.phrase_filters && o.index)
     }
 
-    /// Whether `field`'s text is kept in the document store.
+    /// Whether `field` is indexed text kept in the document store (the
+    /// fields highlighting shows).
     pub fn stored(&self, field: Field) -> bool {
-        self.entry(field).is_some_and(|e| e.text_options().stored)
+        self.entry(field).is_some_and(FieldEntry::is_text)
     }
 
     /// True for the default schema (an index that records no schema).
@@ -365,46 +404,123 @@ impl Schema {
         *self == Schema::title_body()
     }
 
+    /// Whether every field is text (an index without columns).
+    pub fn text_only(&self) -> bool {
+        self.fields.iter().all(|f| matches!(f.ty, FieldType::Text(_)))
+    }
+
     /// The analyzer of every field, in id order: a field's own, or
     /// `default` (the index's).
     pub fn analyzers(&self, default: AnalyzerConfig) -> Vec<Analyzer> {
         self.fields
             .iter()
-            .map(|f| Analyzer::new(f.text_options().analyzer.unwrap_or(default)))
+            .map(|f| Analyzer::new(f.text_options().and_then(|o| o.analyzer).unwrap_or(default)))
             .collect()
     }
 
-    /// Checks that `doc` fits the schema: every field it holds is one of
-    /// the schema's, holding text (a string; `null` counts as absent).
-    /// Nothing a document holds is dropped silently.
+    /// Adds `entry` as a new field (dynamic mapping, or a mapping update);
+    /// an indexed text field joins the default fields unless they were set.
+    pub fn add_field(&mut self, entry: FieldEntry) -> Result<Field> {
+        if self.fields.len() >= Field::MAX {
+            return Err(Error::InvalidArgument(format!(
+                "field `{}` would be field number {}: an index holds at most {} fields",
+                entry.name,
+                Field::MAX + 1,
+                Field::MAX
+            )));
+        }
+        if let Some(why) = invalid_entry(&entry) {
+            return Err(Error::InvalidArgument(why));
+        }
+        if self.field(&entry.name).is_some() {
+            return Err(Error::InvalidArgument(format!("field `{}` exists already", entry.name)));
+        }
+        let f = Field(self.fields.len() as u8);
+        let text = entry.is_text();
+        self.fields.push(entry);
+        if text && !self.explicit_defaults {
+            self.default_fields.push(f);
+        }
+        Ok(f)
+    }
+
+    /// Makes `doc` fit the schema: by [`Schema::dynamic_mode`], adds fields
+    /// for the values no field is for (returning how many), ignores them,
+    /// or refuses the document naming the first. Values of the wrong type
+    /// are found by [`Schema::check`].
+    pub fn map_dynamic(&mut self, doc: &Document) -> Result<usize> {
+        let mut unknown: Vec<(String, &serde_json::Value)> = Vec::new();
+        mapping::leaves(&doc.fields, &mut |path, v| {
+            if !self.covers(path) && !unknown.iter().any(|(p, _)| p == path) {
+                unknown.push((path.to_string(), v));
+            }
+        });
+        if unknown.is_empty() {
+            return Ok(0);
+        }
+        match self.dynamic {
+            Dynamic::False => Ok(0),
+            Dynamic::Strict => Err(Error::InvalidArgument(format!(
+                "document {:?}: unknown field `{}`, and the mapping is strict (the index's fields: {})",
+                doc.id,
+                unknown[0].0,
+                self.names().join(", ")
+            ))),
+            Dynamic::True => {
+                let mut added = 0;
+                for (path, v) in unknown {
+                    for entry in mapping::infer(&path, v) {
+                        self.add_field(entry).map_err(|e| match e {
+                            Error::InvalidArgument(m) => Error::InvalidArgument(format!("document {:?}: {m}", doc.id)),
+                            other => other,
+                        })?;
+                        added += 1;
+                    }
+                }
+                Ok(added)
+            }
+        }
+    }
+
+    /// Whether some field reads the values at `path`.
+    pub fn covers(&self, path: &str) -> bool {
+        self.fields.iter().any(|f| f.path() == path)
+    }
+
+    /// Checks that `doc` fits the schema: it has an id, every value the
+    /// schema has a field for converts to that field's type, and (unless
+    /// the schema is dynamic) no value lies where no field is. Nothing a
+    /// document holds is dropped silently.
     pub fn check(&self, doc: &Document) -> Result<()> {
         if doc.id.is_empty() {
             return Err(Error::InvalidArgument("a document has an empty id".into()));
         }
-        for (name, value) in doc.fields.iter() {
-            if self.field(name).is_none() {
+        if self.dynamic == Dynamic::Strict {
+            let mut unknown = None;
+            mapping::leaves(&doc.fields, &mut |path, _| {
+                if unknown.is_none() && !self.covers(path) {
+                    unknown = Some(path.to_string());
+                }
+            });
+            if let Some(path) = unknown {
                 return Err(Error::InvalidArgument(format!(
-                    "document {:?}: unknown field `{name}` (the index's fields: {})",
+                    "document {:?}: unknown field `{path}` (the index's fields: {})",
                     doc.id,
                     self.names().join(", ")
                 )));
             }
-            match value {
-                serde_json::Value::String(_) | serde_json::Value::Null => {}
-                serde_json::Value::Array(_) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "document {:?}: field `{name}` holds an array; text fields hold one string \
-                         (multi-valued fields are not supported yet)",
-                        doc.id
-                    )))
+        }
+        for entry in &self.fields {
+            let mut err = None;
+            value::values_at(&doc.fields, entry.path(), &mut |v| {
+                if err.is_none() {
+                    if let Err(e) = value::convert(entry, v) {
+                        err = Some(e);
+                    }
                 }
-                other => {
-                    return Err(Error::InvalidArgument(format!(
-                        "document {:?}: field `{name}` is a text field but holds {}",
-                        doc.id,
-                        json_kind(other)
-                    )))
-                }
+            });
+            if let Some(e) = err {
+                return Err(Error::InvalidArgument(format!("document {:?}: {e}", doc.id)));
             }
         }
         Ok(())
@@ -417,13 +533,18 @@ impl Schema {
 pub struct Analysis {
     schema: Schema,
     analyzers: Vec<Analyzer>,
+    default: Analyzer,
 }
 
 impl Analysis {
     /// `schema`'s analysis, `default` being the index's analyzer.
     pub fn new(schema: Schema, default: AnalyzerConfig) -> Analysis {
         let analyzers = schema.analyzers(default);
-        Analysis { schema, analyzers }
+        Analysis {
+            schema,
+            analyzers,
+            default: Analyzer::new(default),
+        }
     }
 
     /// The schema.
@@ -431,19 +552,53 @@ impl Analysis {
         &self.schema
     }
 
-    /// Calls `sink` with every token of `text` as `field` indexes it (what a
-    /// field's type makes of its value is decided here, for indexing and
-    /// deletes alike).
+    /// Calls `sink` with every token of `text` as `field` indexes it.
     #[inline]
     pub fn analyze(&self, field: Field, text: &str, sink: impl FnMut(crate::analysis::Token<'_>)) {
         self.analyzer(field).analyze(text, sink)
     }
 
-    /// The analyzer of `field` (the first field's for an id the schema does
-    /// not have).
+    /// Calls `sink` with every token `field` indexes of `doc` (nothing for a
+    /// field that is not indexed text): each of its values in turn, the
+    /// positions of a value [`POSITION_GAP`] after the previous value's
+    /// last, byte offsets into the values joined by [`VALUE_SEPARATOR`]
+    /// (what [`field_text`] gives). Indexing, deletes and highlighting all
+    /// analyse documents here.
+    pub fn analyze_values(&self, field: Field, doc: &Document, mut sink: impl FnMut(crate::analysis::Token<'_>)) {
+        let Some(entry) = self.schema.entry(field).filter(|e| e.is_text()) else {
+            return;
+        };
+        let analyzer = self.analyzer(field);
+        let (mut position_base, mut offset_base, mut next_position) = (0u32, 0u32, 0u32);
+        let mut first = true;
+        value::values_at(&doc.fields, entry.path(), &mut |v| {
+            let Some(text) = value::scalar_text(v) else {
+                return;
+            };
+            if !first {
+                position_base = next_position.saturating_add(POSITION_GAP);
+                offset_base = offset_base.saturating_add(VALUE_SEPARATOR.len() as u32);
+            }
+            first = false;
+            analyzer.analyze(&text, |t| {
+                let position = t.position.saturating_add(position_base);
+                next_position = next_position.max(position.saturating_add(1));
+                sink(crate::analysis::Token {
+                    term: t.term,
+                    position,
+                    start: t.start.saturating_add(offset_base),
+                    end: t.end.saturating_add(offset_base),
+                })
+            });
+            offset_base = offset_base.saturating_add(text.len().min(u32::MAX as usize) as u32);
+        });
+    }
+
+    /// The analyzer of `field` (the index's for an id the schema does not
+    /// have).
     #[inline]
     pub fn analyzer(&self, field: Field) -> &Analyzer {
-        self.analyzers.get(field.index()).unwrap_or(&self.analyzers[0])
+        self.analyzers.get(field.index()).unwrap_or(&self.default)
     }
 }
 
@@ -459,6 +614,30 @@ impl Default for Schema {
     fn default() -> Self {
         Schema::title_body()
     }
+}
+
+/// Positions between the last token of a value of a multi-valued text
+/// field and the first of the next (Elasticsearch's
+/// `position_increment_gap`): phrases do not match across values.
+pub const POSITION_GAP: u32 = 100;
+
+/// What joins the values of a multi-valued text field in its text (the
+/// offsets of its tokens point into the joined text).
+pub const VALUE_SEPARATOR: &str = "\n";
+
+/// The text of `doc` that field `entry`'s offsets point into: its values
+/// joined by [`VALUE_SEPARATOR`] (borrowed when it has one string value).
+pub fn field_text<'a>(entry: &FieldEntry, doc: &'a Document) -> std::borrow::Cow<'a, str> {
+    let mut out: Option<std::borrow::Cow<'a, str>> = None;
+    value::values_at(&doc.fields, entry.path(), &mut |v| {
+        if let Some(t) = value::scalar_text(v) {
+            out = Some(match out.take() {
+                None => t,
+                Some(prev) => std::borrow::Cow::Owned(format!("{prev}{VALUE_SEPARATOR}{t}")),
+            });
+        }
+    });
+    out.unwrap_or_default()
 }
 
 /// A JSON value's kind, for messages.
@@ -542,9 +721,14 @@ mod tests {
         let unknown = Document::new("a").with_text("title", "x");
         let e = s.check(&unknown).unwrap_err().to_string();
         assert!(e.contains("unknown field `title`") && e.contains("name, notes"), "{e}");
+        // Numbers are text as Elasticsearch coerces them; objects are not.
         let mut number = Document::new("a");
         number.fields.insert("name".into(), 5.into());
-        assert!(s.check(&number).unwrap_err().to_string().contains("holds a number"));
+        s.check(&number).unwrap();
+        let mut object = Document::new("a");
+        object.fields.insert("name".into(), serde_json::json!({"first": "x"}));
+        let e = s.check(&object).unwrap_err().to_string();
+        assert!(e.contains("unknown field `name.first`"), "{e}");
         assert!(s.check(&Document::new("")).is_err());
     }
 }

@@ -99,7 +99,9 @@ pub fn convert<'a>(entry: &FieldEntry, v: &'a Value) -> Result<Indexed<'a>, Stri
             Value::String(s) if s == "false" || s.is_empty() => Ok(Indexed::Code(0)),
             other => Err(bad(&format!("`{other}` is not true or false"))),
         },
-        FieldType::Date(o) => date(v, &o.format).map(|ms| Indexed::Code(long_code(ms))).map_err(|e| bad(&e)),
+        FieldType::Date(o) => date(v, &o.format)
+            .map(|ms| Indexed::Code(long_code(ms)))
+            .map_err(|e| bad(&e)),
     }
 }
 
@@ -131,7 +133,9 @@ pub fn long(v: &Value) -> Result<i64, String> {
                 return Ok(i);
             }
             match t.parse::<f64>() {
-                Ok(x) if x.is_finite() => float_to_long(x).ok_or_else(|| format!("`{s}` is out of the range of a long")),
+                Ok(x) if x.is_finite() => {
+                    float_to_long(x).ok_or_else(|| format!("`{s}` is out of the range of a long"))
+                }
                 _ => Err(format!("`{s}` is not a number")),
             }
         }
@@ -141,7 +145,9 @@ pub fn long(v: &Value) -> Result<i64, String> {
 
 fn float_to_long(x: f64) -> Option<i64> {
     let t = x.trunc();
-    (t.is_finite() && t >= -9.223_372_036_854_776e18 && t < 9.223_372_036_854_776e18).then_some(t as i64)
+    (-9.223_372_036_854_776e18..9.223_372_036_854_776e18)
+        .contains(&t)
+        .then_some(t as i64)
 }
 
 /// A JSON value as a finite double: numbers and numeric strings.
@@ -159,19 +165,17 @@ pub fn double(v: &Value) -> Result<f64, String> {
 
 /// The formats of `formats` (`a||b`) that are not known, if any.
 pub fn unknown_date_format(formats: &str) -> Option<&str> {
-    formats
-        .split("||")
-        .find(|f| {
-            !matches!(
-                f.trim(),
-                "strict_date_optional_time"
-                    | "date_optional_time"
-                    | "epoch_millis"
-                    | "epoch_second"
-                    | "yyyy/MM/dd HH:mm:ss"
-                    | "yyyy/MM/dd"
-            )
-        })
+    formats.split("||").find(|f| {
+        !matches!(
+            f.trim(),
+            "strict_date_optional_time"
+                | "date_optional_time"
+                | "epoch_millis"
+                | "epoch_second"
+                | "yyyy/MM/dd HH:mm:ss"
+                | "yyyy/MM/dd"
+        )
+    })
 }
 
 /// A JSON value as milliseconds since the epoch, by the first of
@@ -422,10 +426,21 @@ mod tests {
         assert_eq!(date(&json!("2000"), f), Ok(946_684_800_000));
         assert_eq!(date(&json!(1234), f), Ok(1234));
         assert_eq!(date(&json!("12345"), f), Ok(12345));
-        assert_eq!(date(&json!("1234"), f), Ok(days_from_civil(1234, 1, 1) * 86_400_000), "a year, as in Elasticsearch");
+        assert_eq!(
+            date(&json!("1234"), f),
+            Ok(days_from_civil(1234, 1, 1) * 86_400_000),
+            "a year, as in Elasticsearch"
+        );
         assert_eq!(date(&json!(5), "epoch_second"), Ok(5000));
         assert_eq!(date(&json!("1969-12-31T23:59:59.999Z"), f), Ok(-1));
-        for bad in ["2001-02-29", "2000-13-01", "2000-01-01T25:00", "2000-1-01", "2000-01-01T10:00Zx", "yesterday"] {
+        for bad in [
+            "2001-02-29",
+            "2000-13-01",
+            "2000-01-01T25:00",
+            "2000-1-01",
+            "2000-01-01T10:00Zx",
+            "yesterday",
+        ] {
             let e = date(&json!(bad), f).unwrap_err();
             assert!(e.contains(bad), "{bad}: {e}");
         }
@@ -450,9 +465,13 @@ mod tests {
         assert_eq!(convert(&long_f, &json!(-5)), Ok(Indexed::Code(long_code(-5))));
         assert_eq!(convert(&long_f, &json!(2.9)), Ok(Indexed::Code(long_code(2))));
         assert_eq!(convert(&long_f, &json!("17")), Ok(Indexed::Code(long_code(17))));
-        assert!(convert(&long_f, &json!("x")).unwrap_err().contains("`x` is not a number"));
+        assert!(convert(&long_f, &json!("x"))
+            .unwrap_err()
+            .contains("`x` is not a number"));
         assert!(convert(&long_f, &json!(1e30)).is_err());
-        assert!(convert(&long_f, &json!({"a": 1})).unwrap_err().contains("field `f` is a long field"));
+        assert!(convert(&long_f, &json!({"a": 1}))
+            .unwrap_err()
+            .contains("field `f` is a long field"));
         let dbl = e(FieldType::Double(ValueOptions::default()));
         assert_eq!(convert(&dbl, &json!("2.5")), Ok(Indexed::Code(double_code(2.5))));
         let kw = e(FieldType::Keyword(KeywordOptions {
