@@ -11,7 +11,7 @@ use tierdex::bloom::BloomParams;
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::indexing::{build_index_with_progress, BuildStats, IndexOptions, Progress};
 use tierdex::layout::{Codec, Layout};
-use tierdex::schema::Schema;
+use tierdex::schema::{Dynamic, Schema};
 use tierdex::update::Strategy;
 
 use crate::human_bytes;
@@ -30,11 +30,23 @@ pub struct Args {
     /// (phrase filters on body). A record holding any other field is bad.
     #[arg(long, value_delimiter = ',', conflicts_with = "schema")]
     fields: Vec<String>,
-    /// The fields as a schema file: {"fields": [{"name": "name", "type":
-    /// "text", "phrase_filters": true, "analyzer": {"stemming": true}}],
-    /// "default_fields": ["name"]}.
-    #[arg(long)]
+    /// The fields as a schema file: an Elasticsearch mapping
+    /// ({"dynamic": "strict", "properties": {"name": {"type": "text"},
+    /// "tags": {"type": "keyword"}, "price": {"type": "double"}}}), or
+    /// tierdex's own {"fields": [{"name": "name", "type": "text",
+    /// "phrase_filters": true}], "default_fields": ["name"]}.
+    #[arg(long, visible_alias = "mapping")]
     schema: Option<PathBuf>,
+    /// What happens to a value no field is for: true (a field is added,
+    /// typed by Elasticsearch's dynamic mapping rules), false (kept in
+    /// _source only) or strict (the record is bad). Default: a mapping's
+    /// own (true when it says nothing), else strict. Alone, `true` maps
+    /// every field from the documents.
+    #[arg(long, value_parser = |s: &str| s.parse::<Dynamic>())]
+    dynamic: Option<Dynamic>,
+    /// Key of each record's id (default `id`, or `url`); it is not a field.
+    #[arg(long)]
+    id_field: Option<String>,
     /// Fields unqualified query terms search (default: every field).
     #[arg(long, value_delimiter = ',')]
     default_fields: Vec<String>,
@@ -124,8 +136,10 @@ pub fn schema_of(
     file: Option<&std::path::Path>,
     defaults: &[String],
     bloom: bool,
+    dynamic: Option<Dynamic>,
 ) -> Result<Schema> {
     let mut schema = match (fields, file) {
+        ([], None) if dynamic == Some(Dynamic::True) => Schema::dynamic(),
         ([], None) => Schema::default(),
         (names, None) => Schema::text_fields(names, bloom).context("bad --fields")?,
         (_, Some(path)) => {
@@ -133,6 +147,9 @@ pub fn schema_of(
             Schema::from_json(&text).with_context(|| format!("schema file {}", path.display()))?
         }
     };
+    if let Some(d) = dynamic {
+        schema.set_dynamic(d);
+    }
     if !defaults.is_empty() {
         schema.set_default_fields(defaults).context("bad --default-fields")?;
     }
@@ -155,9 +172,18 @@ pub fn read_options(skip_bad: bool, max_record_bytes: usize) -> Result<ReadOptio
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let schema = schema_of(&a.fields, a.schema.as_deref(), &a.default_fields, a.bloom == OnOff::On)?;
-    let corpus =
+    let schema = schema_of(
+        &a.fields,
+        a.schema.as_deref(),
+        &a.default_fields,
+        a.bloom == OnOff::On,
+        a.dynamic,
+    )?;
+    let mut corpus =
         Corpus::open(&a.inputs, read_options(a.skip_bad, a.max_record_bytes)?)?.with_schema(Arc::new(schema.clone()));
+    if let Some(k) = &a.id_field {
+        corpus = corpus.with_id_field(k);
+    }
     let opts = IndexOptions {
         schema,
         analyzer: AnalyzerConfig {

@@ -77,9 +77,17 @@ pub struct AddArgs {
     /// Text fields of an index made by --create (default: title,body).
     #[arg(long, value_delimiter = ',', conflicts_with = "schema", requires = "create")]
     fields: Vec<String>,
-    /// Schema file of an index made by --create (see `tierdex index --help`).
-    #[arg(long, requires = "create")]
+    /// Schema file or Elasticsearch mapping of an index made by --create
+    /// (see `tierdex index --help`).
+    #[arg(long, visible_alias = "mapping", requires = "create")]
     schema: Option<PathBuf>,
+    /// Dynamic mapping of an index made by --create: true, false or strict
+    /// (see `tierdex index --help`).
+    #[arg(long, requires = "create", value_parser = |s: &str| s.parse::<tierdex::schema::Dynamic>())]
+    dynamic: Option<tierdex::schema::Dynamic>,
+    /// Key of each record's id (default `id`, or `url`); it is not a field.
+    #[arg(long)]
+    id_field: Option<String>,
     /// Strategy of an index made by --create: immediate-merge, geometric,
     /// logarithmic, no-merge, in-place or in-place-contiguous.
     #[arg(long, default_value = "logarithmic", value_parser = |s: &str| s.parse::<Strategy>().map_err(|e| e.to_string()))]
@@ -188,16 +196,18 @@ pub fn add(a: AddArgs) -> Result<()> {
     let create = match a.create {
         true => Some((
             a.strategy,
-            crate::index::schema_of(&a.fields, a.schema.as_deref(), &[], true)?,
+            crate::index::schema_of(&a.fields, a.schema.as_deref(), &[], true, a.dynamic)?,
         )),
         false => None,
     };
     let w = open(&a.dir, a.writer.options(), create)?;
-    let corpus = Corpus::open(&a.inputs, crate::index::read_options(a.skip_bad, a.max_record_bytes)?)?
-        .with_schema(Arc::new(w.schema().clone()));
+    let mut corpus = Corpus::open(&a.inputs, crate::index::read_options(a.skip_bad, a.max_record_bytes)?)?
+        .with_schema(Arc::new(w.schema()));
+    if let Some(k) = &a.id_field {
+        corpus = corpus.with_id_field(k);
+    }
     let read = corpus.progress();
     let pb = bar(Some(corpus.total_bytes()), true, "adding");
-    let mut corpus = corpus;
     let (mut added, mut replaced) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(a.batch);
     let mut send = |batch: &mut Vec<tierdex::Document>| -> Result<()> {

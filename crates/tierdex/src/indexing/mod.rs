@@ -150,7 +150,9 @@ where
 
 /// A contiguous run of input documents that becomes segment `.0`.
 /// The store dictionary shared by all segments of a build travels with it.
-type Chunk = (u64, Vec<Document>, Option<Arc<[u8]>>);
+/// The analysis (the schema as it stood, dynamic mapping having added
+/// fields for the chunk's documents) travels with it too.
+type Chunk = (u64, Vec<Document>, Option<Arc<[u8]>>, Arc<Analysis>);
 
 /// Name of segment number `n`.
 pub fn segment_name(n: u64) -> String {
@@ -305,7 +307,8 @@ where
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let analysis = Arc::new(Analysis::new(opts.schema.clone(), opts.analyzer));
+    let mut schema = opts.schema.clone();
+    let mut analysis = Arc::new(Analysis::new(schema.clone(), opts.analyzer));
     let started = Instant::now();
     let results: Mutex<Vec<(u64, SegmentMeta)>> = Mutex::new(Vec::new());
     let worker_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -320,14 +323,13 @@ where
         // them from the input in order, so numbering follows the input.
         let (tx, rx) = bounded::<Chunk>(1);
         for _ in 0..threads {
-            let (rx, analysis, results, worker_error, failed) =
-                (rx.clone(), &analysis, &results, &worker_error, &failed);
+            let (rx, results, worker_error, failed) = (rx.clone(), &results, &worker_error, &failed);
             scope.spawn(move || {
-                for (seg, docs, dict) in rx.iter() {
+                for (seg, docs, dict, analysis) in rx.iter() {
                     if failed.load(Ordering::Relaxed) {
                         continue;
                     }
-                    match build_segment(dir, seg, &docs, analysis, dict.as_deref(), opts) {
+                    match build_segment(dir, seg, &docs, &analysis, dict.as_deref(), opts) {
                         Ok(meta) => results.lock().unwrap().push((seg, meta)),
                         Err(e) => {
                             failed.store(true, Ordering::Relaxed);
@@ -352,9 +354,13 @@ where
                     break;
                 }
             };
-            if let Err(e) = opts.schema.check(&doc) {
-                read_error = Some(e);
-                break;
+            match schema.admit(&doc) {
+                Ok(0) => {}
+                Ok(_) => analysis = Arc::new(Analysis::new(schema.clone(), opts.analyzer)),
+                Err(e) => {
+                    read_error = Some(e);
+                    break;
+                }
             }
             let bytes = doc.text_bytes();
             chunk_bytes += bytes;
@@ -372,7 +378,7 @@ where
                 ids.seal(segments, &mut chunk);
                 let dict = shared_dictionary(&mut dictionary, &chunk);
                 // A send fails only when every worker is gone (after an error).
-                let _ = tx.send((segments, std::mem::take(&mut chunk), dict));
+                let _ = tx.send((segments, std::mem::take(&mut chunk), dict, Arc::clone(&analysis)));
                 segments += 1;
                 chunk_bytes = 0;
             }
@@ -380,7 +386,7 @@ where
         if !chunk.is_empty() && read_error.is_none() {
             ids.seal(segments, &mut chunk);
             let dict = shared_dictionary(&mut dictionary, &chunk);
-            let _ = tx.send((segments, chunk, dict));
+            let _ = tx.send((segments, chunk, dict, Arc::clone(&analysis)));
             segments += 1;
         }
         progress(Progress::Indexed {
@@ -461,7 +467,7 @@ where
     }
     let merge_secs = merge_started.elapsed().as_secs_f64();
 
-    let mut manifest = Manifest::with_schema(opts.schema.clone(), opts.analyzer, opts.format());
+    let mut manifest = Manifest::with_schema(schema, opts.analyzer, opts.format());
     manifest.strategy = opts.strategy;
     manifest.segments = metas;
     manifest.next_segment = next_segment;

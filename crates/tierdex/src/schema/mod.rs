@@ -482,6 +482,23 @@ impl Schema {
         }
     }
 
+    /// [`Schema::map_dynamic`] then [`Schema::check`]: the fields `doc`
+    /// needs are added only if it fits then (a refused document leaves the
+    /// schema as it was). Returns how many were added.
+    pub fn admit(&mut self, doc: &Document) -> Result<usize> {
+        let mut unknown = false;
+        mapping::leaves(&doc.fields, &mut |path, _| unknown |= !self.covers(path));
+        if !unknown || self.dynamic != Dynamic::True {
+            self.check(doc)?;
+            return Ok(0);
+        }
+        let mut grown = self.clone();
+        let added = grown.map_dynamic(doc)?;
+        grown.check(doc)?;
+        *self = grown;
+        Ok(added)
+    }
+
     /// Whether some field reads the values at `path`.
     pub fn covers(&self, path: &str) -> bool {
         self.fields.iter().any(|f| f.path() == path)

@@ -17,12 +17,25 @@ use crate::schema::{Document, Schema};
 
 /// Parses one line (already known to be valid UTF-8, without its newline)
 /// into a document of `schema`, or returns a message a person can act on.
+#[cfg(test)]
 pub(crate) fn parse_record(line: &str, schema: &Schema) -> Result<Document, String> {
+    parse_record_with(line, schema, None)
+}
+
+/// [`parse_record`], the document's id read from key `id_field` (default:
+/// `id`, or `url` when the schema has no field of that name). Records of a
+/// schema with typed fields, or a dynamic one, may hold any JSON values:
+/// the schema checks them after ([`Schema::admit`]).
+pub(crate) fn parse_record_with(line: &str, schema: &Schema, id_field: Option<&str>) -> Result<Document, String> {
     let field = Cell::new(None);
     let mut de = serde_json::Deserializer::from_str(line);
-    let result = RecordSeed { field: &field, schema }
-        .deserialize(&mut de)
-        .and_then(|doc| de.end().map(|()| doc));
+    let result = RecordSeed {
+        field: &field,
+        schema,
+        id_field,
+    }
+    .deserialize(&mut de)
+    .and_then(|doc| de.end().map(|()| doc));
     result.map_err(|e| describe(&e, field.take(), line))
 }
 
@@ -83,6 +96,7 @@ impl<'de> Deserialize<'de> for IdValue {
 struct RecordSeed<'a> {
     field: &'a Cell<Option<String>>,
     schema: &'a Schema,
+    id_field: Option<&'a str>,
 }
 
 impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
@@ -109,10 +123,14 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
         let mut doc = Document::default();
         // `url` names the document (the search-benchmark-game's form)
         // unless the schema has a field of that name.
-        let url_is_id = self.schema.field("url").is_none();
+        let id_key = self.id_field.unwrap_or("id");
+        let url_is_id = self.id_field.is_none() && self.schema.field("url").is_none();
+        // Text-only strict schemas take strings only, and name the unknown
+        // field here; others take any value, checked by the schema after.
+        let text_only = self.schema.text_only() && self.schema.dynamic_mode() == crate::schema::Dynamic::Strict;
         while let Some(key) = map.next_key::<String>()? {
             let duplicate = match key.as_str() {
-                "id" => id.is_some(),
+                k if k == id_key => id.is_some(),
                 "url" if url_is_id => url.is_some(),
                 _ => doc.fields.contains_key(&key),
             };
@@ -121,8 +139,14 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
             }
             self.field.set(Some(key.clone()));
             match key.as_str() {
-                "id" => id = Some(map.next_value::<IdValue>()?.0),
+                k if k == id_key => id = Some(map.next_value::<IdValue>()?.0),
                 "url" if url_is_id => url = Some(map.next_value::<IdValue>()?.0),
+                _ if !text_only => {
+                    let v: Value = map.next_value()?;
+                    if !v.is_null() {
+                        doc.fields.insert(key, v);
+                    }
+                }
                 _ if self.schema.field(&key).is_some() => {
                     // `null`: an absent value.
                     if let Some(text) = map.next_value::<Option<String>>()? {
@@ -141,10 +165,18 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
         }
         doc.id = match id.or(url) {
             Some(id) if id.is_empty() => {
-                return Err(de::Error::custom("empty `id` (or `url`)"));
+                return Err(de::Error::custom(match self.id_field {
+                    Some(k) => format!("empty `{k}` (the id field)"),
+                    None => "empty `id` (or `url`)".into(),
+                }));
             }
             Some(id) => id,
-            None => return Err(de::Error::custom("missing `id` (or `url`) field")),
+            None => {
+                return Err(de::Error::custom(match self.id_field {
+                    Some(k) => format!("missing `{k}` field (the id field)"),
+                    None => "missing `id` (or `url`) field".into(),
+                }))
+            }
         };
         Ok(doc)
     }

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use super::CorpusError;
 use crate::schema::{Document, Schema};
 
+#[cfg(test)]
 pub(crate) use json::parse_record;
+pub(crate) use json::parse_record_with;
 
 /// Buffer size for reading input files.
 const READ_BUF: usize = 256 * 1024;
@@ -67,7 +69,11 @@ pub struct Corpus {
     pending: VecDeque<Input>,
     current: Option<Source>,
     opts: ReadOptions,
-    schema: Arc<Schema>,
+    /// The schema records are checked against; dynamic mapping grows it as
+    /// the records come (as the index being built will).
+    schema: Schema,
+    /// The key holding a record's id (default `id`, or `url`).
+    id_field: Option<String>,
     line_buf: Vec<u8>,
     skipped: u64,
     progress: Arc<AtomicU64>,
@@ -255,7 +261,8 @@ impl Corpus {
             pending,
             current: None,
             opts,
-            schema: Arc::new(Schema::default()),
+            schema: Schema::default(),
+            id_field: None,
             line_buf: Vec::with_capacity(64 * 1024),
             skipped: 0,
             progress: Arc::new(AtomicU64::new(0)),
@@ -268,7 +275,14 @@ impl Corpus {
     /// `title` and `body`, otherwise): a key the schema does not have, or a
     /// value of the wrong type, makes the record bad.
     pub fn with_schema(mut self, schema: Arc<Schema>) -> Corpus {
-        self.schema = schema;
+        self.schema = (*schema).clone();
+        self
+    }
+
+    /// Reads each record's id from key `field` (instead of `id`, or `url`);
+    /// the key is not a field of the document then.
+    pub fn with_id_field(mut self, field: impl Into<String>) -> Corpus {
+        self.id_field = Some(field.into());
         self
     }
 
@@ -353,7 +367,14 @@ impl Corpus {
     }
 
     /// Reads the next record of the current source.
-    fn step(source: &mut Source, buf: &mut Vec<u8>, progress: &AtomicU64, schema: &Schema, limit: u64) -> Step {
+    fn step(
+        source: &mut Source,
+        buf: &mut Vec<u8>,
+        progress: &AtomicU64,
+        schema: &mut Schema,
+        id_field: Option<&str>,
+        limit: u64,
+    ) -> Step {
         match source {
             Source::Lines {
                 path,
@@ -429,7 +450,15 @@ impl Corpus {
                         })
                     }
                 };
-                return match parse_record(text, schema) {
+                let parsed = parse_record_with(text, schema, id_field).and_then(|doc| {
+                    // Typed and dynamic schemas check values here, where
+                    // the record's file and line are known.
+                    if !schema.text_only() || schema.dynamic_mode() != crate::schema::Dynamic::Strict {
+                        schema.admit(&doc).map_err(|e| e.to_string())?;
+                    }
+                    Ok(doc)
+                });
+                return match parsed {
                     Ok(doc) => Step::Doc(doc),
                     Err(message) => Step::Bad(CorpusError::BadRecord {
                         path: path.clone(),
@@ -543,7 +572,14 @@ impl Iterator for Corpus {
                 },
             };
             let limit = self.opts.max_record_bytes.max(1);
-            match Self::step(source, &mut self.line_buf, &self.progress, &self.schema, limit) {
+            match Self::step(
+                source,
+                &mut self.line_buf,
+                &self.progress,
+                &mut self.schema,
+                self.id_field.as_deref(),
+                limit,
+            ) {
                 Step::Doc(doc) => return Some(Ok(doc)),
                 Step::End => self.current = None,
                 Step::Bad(e) if self.opts.skip_bad => self.note_skipped(&e),

@@ -7,6 +7,44 @@ pub(super) fn text_bytes(d: &Document) -> usize {
     d.text_bytes()
 }
 
+/// Makes the state's schema (and analysis) `schema`.
+fn install(st: &mut State, schema: Schema) {
+    st.analysis = Arc::new(Analysis::new(schema.clone(), st.manifest.analyzer));
+    st.manifest.schema = (!schema.is_title_body()).then_some(schema);
+}
+
+/// Checks the documents `ops` adds against the schema, adding the fields
+/// dynamic mapping makes for them (all or, on an error, none).
+fn map_and_check(st: &mut State, ops: &[Op]) -> Result<()> {
+    let mut schema = st.manifest.schema();
+    let before = schema.len();
+    for op in ops {
+        if let Op::Add(d) = op {
+            schema.admit(d)?;
+        }
+    }
+    if schema.len() != before {
+        install(st, schema);
+    }
+    Ok(())
+}
+
+/// Adds the fields dynamic mapping makes for `doc` (a batch replayed from
+/// the log; live batches took them when they were checked).
+fn map_dynamic(st: &mut State, doc: &Document) -> Result<()> {
+    let Some(schema) = st.manifest.schema.as_mut() else {
+        return Ok(());
+    };
+    if schema.dynamic_mode() != crate::schema::Dynamic::True {
+        return Ok(());
+    }
+    if schema.map_dynamic(doc)? > 0 {
+        let schema = schema.clone();
+        install(st, schema);
+    }
+    Ok(())
+}
+
 impl IndexWriter {
     /// Applies a batch: logged, and once the log is synced applied to the
     /// buffer (visible to searches after the next refresh); returns then,
@@ -21,7 +59,6 @@ impl IndexWriter {
                 if d.id.is_empty() {
                     return Err(Error::InvalidArgument("a document to add has an empty id".into()));
                 }
-                self.schema.check(d)?;
                 if d.fields
                     .values()
                     .any(|v| v.as_str().is_some_and(|t| t.len() >= u32::MAX as usize))
@@ -49,6 +86,9 @@ impl IndexWriter {
                     return Err(copy_error(&f.error));
                 }
             }
+            // Documents are checked, and the fields dynamic mapping adds for
+            // them taken, in log order: a batch logged is a batch that applies.
+            map_and_check(&mut st, &ops)?;
             let ticket = self.wal.write(&ops)?;
             st.pending.push(Pending {
                 ticket,
@@ -147,6 +187,7 @@ impl IndexWriter {
         for op in ops {
             match op {
                 Op::Add(doc) => {
+                    map_dynamic(st, &doc)?;
                     if let Some(old) = st.ids.remove(&doc.id) {
                         Self::delete_at(st, old);
                         a.replaced += 1;

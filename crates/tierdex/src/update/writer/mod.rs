@@ -251,8 +251,6 @@ pub struct IndexWriter {
     published: Mutex<WriterStats>,
     /// The index's strategy (fixed at creation).
     strategy: Strategy,
-    /// The index's fields: added documents must fit them.
-    schema: Schema,
     /// The chain of an in-place index (created by its first flush). Third.
     chain: Mutex<Option<ChainWriter>>,
     _lock: File,
@@ -340,9 +338,10 @@ impl IndexWriter {
         self.strategy
     }
 
-    /// The index's fields.
-    pub fn schema(&self) -> &Schema {
-        &self.schema
+    /// The index's fields now (dynamic mapping adds fields as documents
+    /// come).
+    pub fn schema(&self) -> Schema {
+        self.lock().manifest.schema()
     }
 
     /// The latest published snapshot.

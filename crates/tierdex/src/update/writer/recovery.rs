@@ -124,9 +124,7 @@ impl IndexWriter {
         };
         let searcher = Arc::new(Searcher::from_index(snapshot(dir, &st)?));
         let strategy = st.manifest.strategy;
-        let schema = st.manifest.schema();
         let w = IndexWriter {
-            schema,
             buffer_dir: buffer_dir(dir),
             maintained: std::sync::atomic::AtomicBool::new(false),
             dir: dir.to_path_buf(),
