@@ -14,6 +14,7 @@ use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
 pub use crate::query::limits::QueryLimits;
 use crate::query::planner::{prefetch_zones, Planner};
+pub use crate::query::sort::{SortBy, SortField, SortValue};
 pub use crate::query::weight::Plan;
 use crate::query::weight::{Build, ScoringContext, SegmentJob};
 use crate::schema::{DocId, Document, Field, Schema, TERMINATED};
@@ -62,10 +63,53 @@ pub fn protocol_mode(name: &str) -> Option<(Mode, usize)> {
 /// The answer to one query.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SearchResults {
-    /// Best hits, by descending score then ascending doc number.
+    /// Best hits, by descending score then ascending doc number (or in the
+    /// order of the request's sort).
     pub hits: Vec<Hit>,
     /// Exact number of matching documents (modes with a count).
     pub count: Option<u64>,
+    /// With a sort: each hit's sort values, its document number last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<Vec<Vec<SortValue>>>,
+}
+
+/// The most hits a page may reach (`from + size`), as Elasticsearch's
+/// `index.max_result_window`.
+pub const MAX_RESULT_WINDOW: usize = 10_000;
+
+/// A search with sorting and paging (the plain [`Searcher::search`] is the
+/// `k` best by score).
+#[derive(Debug, Clone)]
+pub struct SearchRequest<'q> {
+    /// The query.
+    pub query: &'q ast::Query,
+    /// Whether hits, a count, or both are wanted.
+    pub mode: Mode,
+    /// Hits on the page.
+    pub size: usize,
+    /// Hits skipped before the page.
+    pub from: usize,
+    /// The order (empty: by score, best first).
+    pub sort: Vec<SortField>,
+    /// Start after this hit's sort values (with a sort, or by score).
+    pub search_after: Option<Vec<SortValue>>,
+    /// When to stop (see [`Searcher::search_until`]).
+    pub deadline: Option<std::time::Instant>,
+}
+
+impl<'q> SearchRequest<'q> {
+    /// The first `size` hits of `query` by score, with a count.
+    pub fn new(query: &'q ast::Query, size: usize) -> SearchRequest<'q> {
+        SearchRequest {
+            query,
+            mode: Mode::TopKAndCount,
+            size,
+            from: 0,
+            sort: Vec::new(),
+            search_after: None,
+            deadline: None,
+        }
+    }
 }
 
 /// Highlighted excerpts of one hit: per stored field, in schema order, a
@@ -267,6 +311,59 @@ impl Searcher {
         self.execute_from(&plan, mode, k, deadline, started)
     }
 
+    /// Runs a search with sorting and paging: `from + size` may reach
+    /// [`MAX_RESULT_WINDOW`]; beyond, page with `search_after`.
+    pub fn search_request(&self, req: &SearchRequest<'_>) -> Result<SearchResults> {
+        let window = req.from.saturating_add(req.size);
+        if window > MAX_RESULT_WINDOW {
+            return Err(Error::InvalidArgument(format!(
+                "from + size is {window}, over the result window of {MAX_RESULT_WINDOW}: page deeper with search_after"
+            )));
+        }
+        let started = std::time::Instant::now();
+        let plan = self.planner(Cutoff::new(req.deadline, started)).plan(req.query)?;
+        let by_score = req.sort.is_empty() || req.sort == [SortField::desc(SortBy::Score)];
+        if req.mode == Mode::Count || (by_score && req.search_after.is_none()) {
+            let mut r = self.execute_from(&plan, req.mode, window, req.deadline, started)?;
+            r.hits.drain(..req.from.min(r.hits.len()));
+            if !req.sort.is_empty() && req.mode != Mode::Count {
+                r.sort = Some(
+                    r.hits
+                        .iter()
+                        .map(|h| vec![SortValue::Double(h.score as f64), SortValue::Long(h.doc as i64)])
+                        .collect(),
+                );
+            }
+            return Ok(r);
+        }
+        let sort = if req.sort.is_empty() {
+            vec![SortField::desc(SortBy::Score)]
+        } else {
+            req.sort.clone()
+        };
+        let mut clock = Deadline::new(req.deadline);
+        let mut total = 0u64;
+        let want_count = req.mode == Mode::TopKAndCount;
+        let page = crate::query::sort::search(
+            &self.index,
+            &self.scoring,
+            &plan,
+            &sort,
+            req.from,
+            req.size,
+            req.search_after.as_deref(),
+            want_count.then_some(&mut total),
+            &mut clock,
+            (self.phrase_filters, Cutoff::new(req.deadline, started)),
+        )?
+        .ok_or_else(|| Error::TimedOut(started.elapsed().as_millis() as u64))?;
+        Ok(SearchResults {
+            hits: page.hits.iter().map(|&(doc, score)| Hit { doc, score }).collect(),
+            count: want_count.then_some(total),
+            sort: Some(page.values),
+        })
+    }
+
     /// Runs a plan.
     pub fn execute(&self, plan: &Plan, mode: Mode, k: usize) -> Result<SearchResults> {
         self.execute_until(plan, mode, k, None)
@@ -344,6 +441,7 @@ impl Searcher {
         Ok(SearchResults {
             hits: top.into_hits(),
             count: want_count.then(|| known_count.unwrap_or(total)),
+            sort: None,
         })
     }
 
@@ -351,6 +449,14 @@ impl Searcher {
     pub fn doc(&self, doc: DocId) -> Result<Document> {
         let (seg, local) = self.locate(doc)?;
         self.index.segments()[seg].document(local)
+    }
+
+    /// The live document with external id `id` (its `_source`), if any.
+    pub fn get(&self, id: &str) -> Result<Option<Document>> {
+        match self.index.find_id(id)? {
+            Some(doc) => self.doc(doc).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The external id of document `doc` (without reading the stored document).

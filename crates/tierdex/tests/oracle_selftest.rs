@@ -473,6 +473,7 @@ fn engine(hits: &[(u32, f32)], count: Option<u64>) -> SearchResults {
     SearchResults {
         hits: hits.iter().map(|&(doc, score)| Hit { doc, score }).collect(),
         count,
+        sort: None,
     }
 }
 
@@ -679,6 +680,7 @@ fn as_engine(r: &OracleResult, jitter: f64, rng: &mut gen::Rng) -> SearchResults
             SearchResults {
                 hits,
                 count: (mode == Mode::TopKAndCount).then_some(total),
+                sort: None,
             }
         }
     }

@@ -29,6 +29,27 @@ impl BitSet {
             .is_some_and(|w| w & (1 << (doc % 64)) != 0)
     }
 
+    /// The first document `>= from` in the set, or `u32::MAX` (TERMINATED).
+    #[inline]
+    pub fn next(&self, from: u32) -> u32 {
+        let mut i = from as usize / 64;
+        let Some(&w) = self.words.get(i) else {
+            return u32::MAX;
+        };
+        let w = w & (u64::MAX << (from % 64));
+        if w != 0 {
+            return (i * 64) as u32 + w.trailing_zeros();
+        }
+        i += 1;
+        while let Some(&w) = self.words.get(i) {
+            if w != 0 {
+                return (i * 64) as u32 + w.trailing_zeros();
+            }
+            i += 1;
+        }
+        u32::MAX
+    }
+
     /// Number of documents in the set.
     pub fn len(&self) -> u64 {
         self.words.iter().map(|w| w.count_ones() as u64).sum()

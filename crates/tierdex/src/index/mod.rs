@@ -75,6 +75,9 @@ pub struct Index {
     /// Log records after the manifest's, found at open.
     unapplied: u64,
     _lease: Option<lease::ReaderLease>,
+    /// The live documents by the hash of their id, sorted, made at the
+    /// first lookup by id.
+    by_id: std::sync::OnceLock<Vec<(u64, DocId)>>,
 }
 
 /// Opens of a read-only index that start over when a writer changed the
@@ -234,6 +237,7 @@ impl Index {
             live_docs: live,
             unapplied: 0,
             _lease: None,
+            by_id: std::sync::OnceLock::new(),
         })
     }
 
@@ -365,6 +369,37 @@ impl Index {
                 total_term_freq: ttf,
             })
             .collect())
+    }
+
+    /// The live document with external id `id`. The first lookup reads
+    /// every id (the id columns) once, to sort them by their hashes.
+    pub fn find_id(&self, id: &str) -> Result<Option<DocId>> {
+        if self.by_id.get().is_none() {
+            let mut all = Vec::with_capacity(self.live_docs as usize);
+            let mut buf = String::new();
+            for (i, seg) in self.segments.iter().enumerate() {
+                for local in 0..seg.max_doc() {
+                    if self.deletes(i).is_some_and(|d| d.contains(local)) {
+                        continue;
+                    }
+                    seg.external_id(local, &mut buf)?;
+                    all.push((xxhash_rust::xxh3::xxh3_64(buf.as_bytes()), self.bases[i] + local));
+                }
+            }
+            all.sort_unstable();
+            let _ = self.by_id.set(all);
+        }
+        let all = self.by_id.get().expect("set above");
+        let h = xxhash_rust::xxh3::xxh3_64(id.as_bytes());
+        let mut buf = String::new();
+        for &(_, doc) in &all[all.partition_point(|e| e.0 < h)..all.partition_point(|e| e.0 <= h)] {
+            let (i, local) = self.locate(doc).expect("a live document");
+            self.segments[i].external_id(local, &mut buf)?;
+            if buf == id {
+                return Ok(Some(doc));
+            }
+        }
+        Ok(None)
     }
 
     /// Segment holding global document `doc`, and the local number.

@@ -18,7 +18,17 @@
 //!   clauses at least one SHOULD clause must match. MUST_NOT clauses exclude.
 //!   A boolean query with only MUST_NOT clauses (or no clauses) matches
 //!   nothing. The score is the sum of the scores of the matching MUST and
-//!   SHOULD clauses.
+//!   SHOULD clauses. FILTER clauses are required like MUST but add nothing
+//!   to the score.
+//! * On a keyword, number, date or boolean field, a [`Query::Term`] or
+//!   [`Query::Phrase`] is an exact value (a keyword normalised as the field
+//!   is; a number, date or boolean parsed as the field's type) and
+//!   [`Query::Terms`] any of several; [`Query::Range`] bounds values (its
+//!   bounds parsed alike; keywords compare by bytes); [`Query::Exists`]
+//!   matches documents with a value (a token, for text). These, and
+//!   [`Query::MatchAll`], score a constant 1.
+
+use std::ops::Bound;
 
 use crate::schema::Field;
 
@@ -31,6 +41,8 @@ pub enum Occur {
     Must,
     /// Excluded (`-a`).
     MustNot,
+    /// Required, not scored (Elasticsearch's `filter`).
+    Filter,
 }
 
 /// A parsed query.
@@ -52,6 +64,46 @@ pub enum Query {
     },
     /// A list of clauses (the top level, or a parenthesised group).
     Boolean(Vec<Clause>),
+    /// Every document (`*:*`, `match_all`).
+    MatchAll,
+    /// Any of these exact values of a field (`terms`).
+    Terms {
+        /// The field.
+        field: Field,
+        /// The values as typed.
+        values: Vec<String>,
+    },
+    /// Values of a field between two bounds (`field:[a TO b]`, `range`).
+    Range {
+        /// The field.
+        field: Field,
+        /// Lower bound, as typed.
+        lower: Bound<String>,
+        /// Upper bound, as typed.
+        upper: Bound<String>,
+    },
+    /// Documents with a value in a field (`_exists_:field`, `exists`).
+    Exists {
+        /// The field.
+        field: Field,
+    },
+    /// Another query's matches, scored a constant (`constant_score`).
+    ConstantScore {
+        /// The query.
+        query: Box<Query>,
+        /// The score, as IEEE bits (so that queries compare and hash).
+        boost_bits: u32,
+    },
+}
+
+impl Query {
+    /// `query` with constant score `boost`.
+    pub fn constant_score(query: Query, boost: f32) -> Query {
+        Query::ConstantScore {
+            query: Box::new(query),
+            boost_bits: boost.to_bits(),
+        }
+    }
 }
 
 /// One clause of a boolean query.

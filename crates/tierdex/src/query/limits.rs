@@ -77,6 +77,24 @@ impl QueryLimits {
                     ));
                 }
             }
+            Query::MatchAll | Query::Exists { .. } => {}
+            Query::Terms { values, .. } => {
+                seen.clauses = seen.clauses.saturating_add(values.len().saturating_sub(1));
+                if seen.clauses > self.max_clauses {
+                    return Err(self.too_many_clauses());
+                }
+                for v in values {
+                    self.add_bytes(v.len(), seen)?;
+                }
+            }
+            Query::Range { lower, upper, .. } => {
+                for b in [lower, upper] {
+                    if let std::ops::Bound::Included(v) | std::ops::Bound::Excluded(v) = b {
+                        self.add_bytes(v.len(), seen)?;
+                    }
+                }
+            }
+            Query::ConstantScore { query, .. } => self.check_node(query, depth + 1, seen)?,
             Query::Boolean(children) => {
                 if depth > self.max_depth.min(Self::DEPTH_CEILING) {
                     return Err(too_large(
@@ -92,6 +110,17 @@ impl QueryLimits {
                     self.check_node(&c.query, depth + 1, seen)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    fn add_bytes(&self, n: usize, seen: &mut Seen) -> Result<()> {
+        seen.bytes = seen.bytes.saturating_add(n);
+        if seen.bytes > self.max_bytes {
+            return Err(too_large(
+                format!("its terms and phrases hold more than {} bytes", self.max_bytes),
+                "max_bytes",
+            ));
         }
         Ok(())
     }

@@ -4,7 +4,9 @@
 //!   [`limits`] (which the planner enforces again).
 //! * [`planner`] analyses and expands it into a tree of [`weight::Weight`]s
 //!   with global statistics (a [`weight::Plan`]).
-//! * A weight per kind of node: [`term`], [`phrase`], [`boolean`]; each
+//! * A weight per kind of node: [`term`], [`phrase`], [`boolean`],
+//!   [`column`] (terms, ranges and existence on typed fields, match-all,
+//!   constant scores); each
 //!   builds its segment scorer and runs the collection loops compiled for
 //!   it. [`scorer`] defines the cursor contract; [`bm25`] the similarity.
 //! * [`collector`] holds the loops: top-k with block-max pruning, counts;
@@ -15,6 +17,7 @@ pub mod ast;
 internal!(bm25);
 internal!(boolean);
 internal!(collector);
+internal!(column);
 internal!(count);
 pub mod highlight;
 pub mod limits;
@@ -22,6 +25,7 @@ pub mod parser;
 internal!(phrase);
 internal!(planner);
 internal!(scorer);
+pub mod sort;
 internal!(term);
 internal!(weight);
 

@@ -68,6 +68,8 @@
 //! Parsing is a single left-to-right pass (linear time); errors carry the
 //! byte offset of the offending character, and parsing never panics.
 
+use std::ops::Bound;
+
 use super::ast::{Clause, Occur, Query};
 use super::limits::QueryLimits;
 use crate::schema::{Field, Schema};
@@ -182,7 +184,8 @@ fn print_clauses(clauses: &[Clause], schema: &Schema, out: &mut String) {
         }
         match clause.occur {
             Occur::Should => {}
-            Occur::Must => out.push('+'),
+            // The query language has no filter clause: the closest is MUST.
+            Occur::Must | Occur::Filter => out.push('+'),
             Occur::MustNot => out.push('-'),
         }
         print_query(&clause.query, schema, out);
@@ -221,7 +224,49 @@ fn print_query(query: &Query, schema: &Schema, out: &mut String) {
             print_clauses(clauses, schema, out);
             out.push(')');
         }
+        Query::MatchAll => out.push_str("*:*"),
+        Query::Exists { field } => {
+            out.push_str("_exists_:");
+            out.push_str(schema.name(*field));
+        }
+        Query::Terms { field, values } => {
+            out.push('(');
+            for (i, v) in values.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                print_field(Some(*field), schema, out);
+                print_phrase_text(v, out);
+            }
+            out.push(')');
+        }
+        Query::Range { field, lower, upper } => {
+            print_field(Some(*field), schema, out);
+            let bound = |b: &Bound<String>, out: &mut String| match b {
+                Bound::Unbounded => out.push('*'),
+                Bound::Included(v) | Bound::Excluded(v) => print_phrase_text(v, out),
+            };
+            out.push(if matches!(lower, Bound::Excluded(_)) { '{' } else { '[' });
+            bound(lower, out);
+            out.push_str(" TO ");
+            bound(upper, out);
+            out.push(if matches!(upper, Bound::Excluded(_)) { '}' } else { ']' });
+        }
+        // The query language has no constant score: the query itself.
+        Query::ConstantScore { query, .. } => print_query(query, schema, out),
     }
+}
+
+/// `text` as a quoted phrase.
+fn print_phrase_text(text: &str, out: &mut String) {
+    out.push('"');
+    for c in text.chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
 }
 
 fn print_field(field: Option<Field>, schema: &Schema, out: &mut String) {
@@ -310,11 +355,10 @@ impl Parser<'_> {
     /// syntax tierdex does not implement; `at_start`: it starts a word.
     fn refuse_operator(&self, c: char, at_start: bool) -> Result<(), QueryError> {
         let operator = match c {
-            '*' if at_start && self.src[self.pos..].starts_with("*:*") => "match-all query `*:*`".to_string(),
             '*' | '?' => format!("wildcard `{c}`"),
             '~' => "fuzzy or proximity search `~`".to_string(),
             '^' => "boost `^`".to_string(),
-            '[' | ']' | '{' | '}' => format!("range query `{c}`"),
+            '[' | ']' | '{' | '}' => format!("range `{c}` (ranges are `field:[a TO b]`)"),
             '/' if at_start => "regular expression `/`".to_string(),
             _ => return Ok(()),
         };
@@ -437,6 +481,16 @@ impl Parser<'_> {
             Some('(') => return self.group(depth, field),
             _ => {}
         }
+        let rest = &self.src[self.pos..];
+        if let Some(after) = rest.strip_prefix("*:*") {
+            if after.chars().next().is_none_or(ends_word) {
+                self.pos += 3;
+                return Ok(Query::MatchAll);
+            }
+        }
+        if rest.starts_with("_exists_:") {
+            return self.exists();
+        }
         let mut text = String::new();
         let mut name_checked = false;
         while let Some(c) = self.peek() {
@@ -472,12 +526,6 @@ impl Parser<'_> {
                     }
                 }
                 let Some(known) = known else {
-                    if text == "_exists_" {
-                        return Err(QueryError::Unsupported {
-                            position: start,
-                            operator: "existence query `_exists_:`".to_string(),
-                        });
-                    }
                     return Err(QueryError::UnknownField {
                         field: text,
                         position: start,
@@ -487,10 +535,8 @@ impl Parser<'_> {
                 return match next {
                     Some('"') => self.phrase(Some(known)),
                     Some('(') => self.group(depth, Some(known)),
-                    Some(c @ ('<' | '>')) => Err(QueryError::Unsupported {
-                        position: self.pos,
-                        operator: format!("range query `{text}:{c}`"),
-                    }),
+                    Some('[' | '{') => self.range(known),
+                    Some('<' | '>') => self.comparison(known),
                     _ => self.word(known),
                 };
             }
@@ -520,6 +566,136 @@ impl Parser<'_> {
             field: Some(field),
             text,
         })
+    }
+
+    /// `_exists_:field` at the current position.
+    fn exists(&mut self) -> Result<Query, QueryError> {
+        let start = self.pos;
+        self.pos += "_exists_:".len();
+        let name_at = self.pos;
+        let mut name = String::new();
+        while let Some(c) = self.peek() {
+            if ends_word(c) {
+                break;
+            }
+            if c == '\\' {
+                name.push(self.escaped()?);
+                continue;
+            }
+            self.pos += c.len_utf8();
+            name.push(c);
+        }
+        if name.is_empty() {
+            return Err(syntax(start, "`_exists_:` must be followed by a field name"));
+        }
+        match self.schema.field(&name) {
+            Some(field) => Ok(Query::Exists { field }),
+            None => Err(QueryError::UnknownField {
+                field: name,
+                position: name_at,
+                known: self.schema.names().into_iter().map(String::from).collect(),
+            }),
+        }
+    }
+
+    /// One bound of a range: `*` (none), a quoted value or a word (up to
+    /// whitespace or the closing bracket).
+    fn bound_value(&mut self, closing: bool) -> Result<Option<String>, QueryError> {
+        let start = self.pos;
+        if self.peek() == Some('"') {
+            let Query::Phrase { text, .. } = self.phrase(None)? else {
+                unreachable!("phrase() makes phrases")
+            };
+            return Ok(Some(text));
+        }
+        let mut text = String::new();
+        while let Some(c) = self.peek() {
+            if c.is_whitespace() || (closing && matches!(c, ']' | '}')) {
+                break;
+            }
+            if c == '\\' {
+                text.push(self.escaped()?);
+                continue;
+            }
+            if matches!(c, '[' | '{' | '(' | ')' | '"') || (!closing && matches!(c, ']' | '}')) {
+                return Err(syntax(self.pos, format!("unexpected `{c}` in a range")));
+            }
+            self.pos += c.len_utf8();
+            text.push(c);
+        }
+        match text.as_str() {
+            "" => Err(syntax(start, "a range bound is missing")),
+            "*" => Ok(None),
+            _ => Ok(Some(text)),
+        }
+    }
+
+    /// `[a TO b]`, `{a TO b}` (or mixed) after `field:`.
+    fn range(&mut self, field: Field) -> Result<Query, QueryError> {
+        let open = self.pos;
+        let inclusive_low = self.peek() == Some('[');
+        self.pos += 1;
+        self.skip_whitespace();
+        let low = self.bound_value(false)?;
+        self.skip_whitespace();
+        if !self.src[self.pos..].starts_with("TO") {
+            return Err(syntax(self.pos, "expected `TO` between the bounds of a range"));
+        }
+        self.pos += 2;
+        if !self.peek().is_some_and(char::is_whitespace) {
+            return Err(syntax(self.pos, "expected a space after `TO`"));
+        }
+        self.skip_whitespace();
+        let high = self.bound_value(true)?;
+        self.skip_whitespace();
+        let inclusive_high = match self.peek() {
+            Some(']') => true,
+            Some('}') => false,
+            _ => return Err(syntax(open, "unclosed range: missing `]` or `}`")),
+        };
+        self.pos += 1;
+        if self.peek().is_some_and(|c| !ends_word(c)) {
+            return Err(syntax(self.pos, "unexpected characters after a range"));
+        }
+        let bound = |v: Option<String>, inclusive: bool| match v {
+            None => Bound::Unbounded,
+            Some(v) if inclusive => Bound::Included(v),
+            Some(v) => Bound::Excluded(v),
+        };
+        Ok(Query::Range {
+            field,
+            lower: bound(low, inclusive_low),
+            upper: bound(high, inclusive_high),
+        })
+    }
+
+    /// `>x`, `>=x`, `<x`, `<=x` after `field:`.
+    fn comparison(&mut self, field: Field) -> Result<Query, QueryError> {
+        let at = self.pos;
+        let rest = &self.src[self.pos..];
+        let (op, len) = if rest.starts_with(">=") {
+            (">=", 2)
+        } else if rest.starts_with("<=") {
+            ("<=", 2)
+        } else if rest.starts_with('>') {
+            (">", 1)
+        } else {
+            ("<", 1)
+        };
+        self.pos += len;
+        if self.peek().is_none_or(ends_word) && self.peek() != Some('"') {
+            return Err(syntax(at, format!("`{op}` must be followed by a value")));
+        }
+        let value = self
+            .bound_value(false)?
+            .ok_or_else(|| syntax(at, format!("`{op}*` is not a bound")))?;
+        let (lower, upper) = match op {
+            ">=" => (Bound::Included(value), Bound::Unbounded),
+            ">" => (Bound::Excluded(value), Bound::Unbounded),
+            "<=" => (Bound::Unbounded, Bound::Included(value)),
+            _ => (Bound::Unbounded, Bound::Excluded(value)),
+        };
+        Ok(Query::Range { field, lower, upper })
     }
 
     /// The character escaped by the `\` at the current position (both consumed).
@@ -915,13 +1091,53 @@ mod tests {
     }
 
     #[test]
+    fn ranges_existence_and_match_all() {
+        let t = Field::TITLE;
+        let range = |lower, upper| vec![should(Query::Range { field: t, lower, upper })];
+        let s = |v: &str| v.to_string();
+        assert_eq!(
+            ok("title:[a TO b]"),
+            range(Bound::Included(s("a")), Bound::Included(s("b")))
+        );
+        assert_eq!(ok("title:{a TO *]"), range(Bound::Excluded(s("a")), Bound::Unbounded));
+        assert_eq!(
+            ok("title:[* TO \"x y\"}"),
+            range(Bound::Unbounded, Bound::Excluded(s("x y")))
+        );
+        assert_eq!(ok("title:>=5"), range(Bound::Included(s("5")), Bound::Unbounded));
+        assert_eq!(ok("title:>5"), range(Bound::Excluded(s("5")), Bound::Unbounded));
+        assert_eq!(ok("title:<=5"), range(Bound::Unbounded, Bound::Included(s("5"))));
+        assert_eq!(
+            ok("title:<2020-01-01"),
+            range(Bound::Unbounded, Bound::Excluded(s("2020-01-01")))
+        );
+        assert_eq!(ok("*:*"), vec![should(Query::MatchAll)]);
+        assert_eq!(ok("+_exists_:body"), vec![must(Query::Exists { field: Field::BODY })]);
+        for (text, says) in [
+            ("title:[a TO b", "unclosed range"),
+            ("title:[a b]", "expected `TO`"),
+            ("title:[a TO b]x", "after a range"),
+            ("title:[ TO b]", "expected `TO`"),
+            ("_exists_:", "field name"),
+            ("title:>", "must be followed by a value"),
+        ] {
+            let (_, m) = syntax_err(text);
+            assert!(m.contains(says), "{text}: {m}");
+        }
+        assert!(matches!(parse("_exists_:nope"), Err(QueryError::UnknownField { .. })));
+        for q in ["title:[a TO b]", "title:{\"a b\" TO *]", "*:*", "_exists_:title"] {
+            let parsed = parse(q).unwrap();
+            assert_eq!(parse(&to_query_string(&parsed)).unwrap(), parsed, "{q}");
+        }
+    }
+
+    #[test]
     fn unsupported_syntax_is_refused() {
         let cases: &[(&str, usize, &str)] = &[
             ("tea*", 3, "wildcard `*`"),
             ("te?t", 2, "wildcard `?`"),
             ("what is love?", 12, "wildcard `?`"),
             ("a *", 2, "wildcard `*`"),
-            ("*:*", 0, "match-all query `*:*`"),
             ("title:te*", 8, "wildcard `*`"),
             ("title:*", 6, "wildcard `*`"),
             ("chien~1", 5, "fuzzy or proximity search `~`"),
@@ -931,15 +1147,12 @@ mod tests {
             ("term^2", 4, "boost `^`"),
             (r#""a b"^2"#, 5, "boost `^`"),
             ("(a b)^2", 5, "boost `^`"),
-            ("[a TO b]", 0, "range query `[`"),
-            ("{a TO b}", 0, "range query `{`"),
-            ("x title:[a TO b}", 8, "range query `[`"),
-            ("a b]", 3, "range query `]`"),
+            ("[a TO b]", 0, "range `[`"),
+            ("{a TO b}", 0, "range `{`"),
+            ("x ti[tle:a", 4, "range `[`"),
+            ("a b]", 3, "range `]`"),
             ("/joh?n/", 0, "regular expression `/`"),
             ("title:/x/", 6, "regular expression `/`"),
-            ("title:>=5", 6, "range query `title:>`"),
-            ("body:<x", 5, "range query `body:<`"),
-            ("_exists_:title", 0, "existence query `_exists_:`"),
             ("+(a -b\\ c*)", 9, "wildcard `*`"),
         ];
         for &(text, position, operator) in cases {

@@ -21,7 +21,14 @@ use crate::error::Result;
 use crate::index::{Index, SegmentReader};
 use crate::query::ast::{self, Occur};
 use crate::query::bm25;
+use std::ops::Bound;
+
+use crate::column::ColumnKind;
+use crate::error::Error;
 use crate::query::boolean::BooleanWeight;
+use crate::query::column::{ColumnMatch, ColumnWeight, ConstantWeight, MatchAllWeight, NormsExistWeight};
+use crate::schema::value::{convert, Indexed};
+use crate::schema::{FieldEntry, FieldType};
 use crate::query::collector::{self, Cutoff};
 use crate::query::limits::QueryLimits;
 use crate::query::phrase::PhraseWeight;
@@ -112,7 +119,34 @@ impl<'i> Planner<'i> {
 
     /// `None`: the clause analysed to nothing and is dropped.
     fn node(&mut self, q: &ast::Query) -> Result<Option<Plan>> {
+        // A term or phrase on a keyword, number, date or boolean field is
+        // an exact value.
+        if let ast::Query::Term { field: Some(f), text } | ast::Query::Phrase { field: Some(f), text } = q {
+            if self.typed(*f).is_some() {
+                return self.values(*f, std::slice::from_ref(text)).map(Some);
+            }
+        }
         match q {
+            ast::Query::MatchAll => Ok(Some(Box::new(MatchAllWeight::new(self.index, 1.0)))),
+            ast::Query::Exists { field } => Ok(Some(match self.typed(*field) {
+                Some(_) => Box::new(ColumnWeight::new(self.index, *field, ColumnMatch::Exists, 1.0)?),
+                None => Box::new(NormsExistWeight::new(self.index, *field, 1.0)),
+            })),
+            ast::Query::Terms { field, values } => match self.typed(*field) {
+                Some(_) => self.values(*field, values).map(Some),
+                // Exact terms, not analysed (Elasticsearch's `terms` on text).
+                None => {
+                    let mut should = Vec::with_capacity(values.len());
+                    for v in values {
+                        should.push(self.term(*field, v)?);
+                    }
+                    Ok(Some(BooleanWeight::build(Vec::new(), should, Vec::new())))
+                }
+            },
+            ast::Query::Range { field, lower, upper } => self.range(*field, lower, upper).map(Some),
+            ast::Query::ConstantScore { query, boost_bits } => Ok(self
+                .node(query)?
+                .map(|p| Box::new(ConstantWeight::new(p, f32::from_bits(*boost_bits))) as Plan)),
             ast::Query::Term { field, text } => {
                 let mut should = Vec::new();
                 let mut any = false;
@@ -163,6 +197,7 @@ impl<'i> Planner<'i> {
                     any = true;
                     match c.occur {
                         Occur::Must => must.push(p),
+                        Occur::Filter => must.push(Box::new(ConstantWeight::new(p, 0.0))),
                         Occur::Should => should.push(p),
                         Occur::MustNot => must_not.push(p),
                     }
@@ -170,6 +205,106 @@ impl<'i> Planner<'i> {
                 Ok(any.then(|| BooleanWeight::build(must, should, must_not)))
             }
         }
+    }
+
+    /// The entry of `field` when it is a keyword, number, date or boolean
+    /// field.
+    fn typed(&self, field: Field) -> Option<&'i FieldEntry> {
+        self.index.schema().entry(field).filter(|e| e.ty.column_kind().is_some())
+    }
+
+    /// `text` as a value of typed field `entry` (a code, or a normalised
+    /// keyword; `None`: a keyword no document can hold, over `ignore_above`).
+    fn value(entry: &FieldEntry, text: &str) -> Result<Option<Value>> {
+        match convert(entry, &serde_json::Value::String(text.to_string())) {
+            Ok(Indexed::Code(c)) => Ok(Some(Value::Code(c))),
+            Ok(Indexed::Keyword(k)) => Ok(Some(Value::Keyword(k.into_owned()))),
+            Ok(_) => Ok(None),
+            Err(e) => Err(Error::InvalidArgument(format!("query on {e}"))),
+        }
+    }
+
+    /// Any of the exact `values` of typed field `field`.
+    fn values(&self, field: Field, values: &[String]) -> Result<Plan> {
+        let entry = self.typed(field).expect("a typed field");
+        let (mut codes, mut keywords) = (Vec::new(), Vec::new());
+        for v in values {
+            match Self::value(entry, v)? {
+                Some(Value::Code(c)) => codes.push(c),
+                Some(Value::Keyword(k)) => keywords.push(k),
+                None => {}
+            }
+        }
+        codes.sort_unstable();
+        codes.dedup();
+        keywords.sort_unstable();
+        keywords.dedup();
+        let what = match entry.ty.column_kind() {
+            Some(ColumnKind::Keyword) => ColumnMatch::Terms(keywords),
+            _ => ColumnMatch::CodeSet(codes),
+        };
+        Ok(Box::new(ColumnWeight::new(self.index, field, what, 1.0)?))
+    }
+
+    /// The values of `field` between two bounds.
+    fn range(&self, field: Field, lower: &Bound<String>, upper: &Bound<String>) -> Result<Plan> {
+        let Some(entry) = self.typed(field) else {
+            return Err(Error::InvalidArgument(format!(
+                "a range on `{}`, a text field: ranges need a keyword, long, double, date or boolean field",
+                self.index.schema().name(field)
+            )));
+        };
+        let what = match &entry.ty {
+            FieldType::Keyword(o) => {
+                let norm = |s: &String| match crate::schema::value::keyword(o, std::borrow::Cow::Borrowed(s.as_str())) {
+                    Indexed::Keyword(k) => k.into_owned(),
+                    _ => s.clone(),
+                };
+                let map = |b: &Bound<String>| match b {
+                    Bound::Included(s) => Bound::Included(norm(s)),
+                    Bound::Excluded(s) => Bound::Excluded(norm(s)),
+                    Bound::Unbounded => Bound::Unbounded,
+                };
+                ColumnMatch::Strings {
+                    lower: map(lower),
+                    upper: map(upper),
+                }
+            }
+            ty => {
+                let integral = matches!(ty, FieldType::Long(_));
+                let bound = |b: &Bound<String>, low: bool| -> Result<Option<u64>> {
+                    let (text, inclusive) = match b {
+                        Bound::Unbounded => return Ok(Some(if low { 0 } else { u64::MAX })),
+                        Bound::Included(t) => (t, true),
+                        Bound::Excluded(t) => (t, false),
+                    };
+                    // A fractional bound of a long field rounds inward.
+                    if integral {
+                        if let Ok(x) = text.trim().parse::<f64>() {
+                            if x.fract() != 0.0 && x.is_finite() {
+                                let r = if low { x.ceil() } else { x.floor() };
+                                let clamped = r.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
+                                return Ok(Some(crate::column::long_code(clamped)));
+                            }
+                        }
+                    }
+                    let c = match Self::value(entry, text)? {
+                        Some(Value::Code(c)) => c,
+                        _ => return Ok(None),
+                    };
+                    Ok(match (inclusive, low) {
+                        (true, _) => Some(c),
+                        (false, true) => c.checked_add(1),
+                        (false, false) => c.checked_sub(1),
+                    })
+                };
+                match (bound(lower, true)?, bound(upper, false)?) {
+                    (Some(lo), Some(hi)) if lo <= hi => ColumnMatch::Codes { lo, hi },
+                    _ => return Ok(Box::new(NothingWeight)),
+                }
+            }
+        };
+        Ok(Box::new(ColumnWeight::new(self.index, field, what, 1.0)?))
     }
 
     /// Adds to `should` a term clause per token of `text` and field of
@@ -251,6 +386,12 @@ fn tokens(analyzer: &Analyzer, text: &str, most: usize) -> Option<Vec<(String, u
         }
     });
     (!more).then_some(out)
+}
+
+/// A typed field's value as a query looks for it.
+enum Value {
+    Code(u64),
+    Keyword(String),
 }
 
 /// Segment size of adaptive prefetching.

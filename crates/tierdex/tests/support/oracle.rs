@@ -413,6 +413,7 @@ impl OracleIndex {
                         Occur::Must => must.push(node),
                         Occur::Should => should.push(node),
                         Occur::MustNot => must_not.push(node),
+                        Occur::Filter => unimplemented!("the text oracle has no filter clauses (see typed_oracle.rs)"),
                     }
                 }
                 if must.is_empty() && should.is_empty() && must_not.is_empty() {
@@ -421,6 +422,7 @@ impl OracleIndex {
                     Some(Node::Bool { must, should, must_not })
                 }
             }
+            other => unimplemented!("the text oracle does not evaluate {other:?} (see typed_oracle.rs)"),
         }
     }
 

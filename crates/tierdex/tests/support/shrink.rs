@@ -35,7 +35,7 @@ pub fn smaller(query: &Query) -> Vec<Query> {
                 }
             }
         }
-        Query::Term { .. } => {}
+        _ => {}
     }
     out
 }

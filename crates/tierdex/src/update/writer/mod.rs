@@ -369,6 +369,25 @@ impl IndexWriter {
         self.lock().ids.contains_key(id)
     }
 
+    /// The live document with id `id`, buffered ones included (a get sees
+    /// every acknowledged write, refreshed or not).
+    pub fn get(&self, id: &str) -> Result<Option<Document>> {
+        let st = self.lock();
+        match st.ids.get(id) {
+            None => Ok(None),
+            Some(Loc::Buffer(slot)) => Ok(st.buffer.get(*slot as usize).cloned().flatten()),
+            Some(&Loc::Durable { seg, local }) => {
+                let part =
+                    st.durable.iter().find(|p| p.number == seg).ok_or_else(|| {
+                        Error::Internal(format!("document {id:?} is in segment {seg}, which is gone"))
+                    })?;
+                let reader = Arc::clone(&part.reader);
+                drop(st);
+                reader.document(local).map(Some)
+            }
+        }
+    }
+
     /// Live documents (buffered ones included).
     pub fn live_docs(&self) -> u64 {
         let st = self.lock();

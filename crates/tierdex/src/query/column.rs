@@ -1,0 +1,652 @@
+//! Queries over columns: terms, ranges and existence on keyword, number,
+//! date and boolean fields (and existence on text), `match_all`, and
+//! constant scores (filters, `constant_score`).
+//!
+//! A column query finds its documents in each segment part from the
+//! column's points: one run of (value, document) pairs per value range,
+//! found by binary search, read as far as the run goes. Its documents
+//! become a sorted list when few, a bit set when many, and a constant-score
+//! scorer iterates them: in a conjunction it leaps with `seek` like any
+//! other clause, so a filter takes part in block-max skipping instead of
+//! being applied after the top-k. A column without points (`index: false`)
+//! is scanned through its doc values.
+
+use std::any::Any;
+use std::ops::Bound;
+
+use crate::column::{ColumnReader, PointRun};
+use crate::common::BitSet;
+use crate::error::{Error, Result};
+use crate::index::{Index, SegmentReader};
+use crate::query::collector::{self, Cutoff};
+use crate::query::scorer::Scorer;
+use crate::query::weight::{BoxedScorer, Build, Plan, QueryKey, SegmentJob, TermWeight, Weight};
+use crate::schema::{DocId, Field, TERMINATED};
+
+/// Which values of a column a query wants.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ColumnMatch {
+    /// Codes in `lo..=hi` (numbers, dates and booleans by their codes).
+    Codes {
+        /// Smallest code.
+        lo: u64,
+        /// Largest code.
+        hi: u64,
+    },
+    /// Any of these codes (sorted, distinct).
+    CodeSet(Vec<u64>),
+    /// Keywords between two bounds (byte order).
+    Strings {
+        /// Lower bound.
+        lower: Bound<String>,
+        /// Upper bound.
+        upper: Bound<String>,
+    },
+    /// Any of these keywords (sorted, distinct).
+    Terms(Vec<String>),
+    /// Any value.
+    Exists,
+}
+
+/// A column query: the documents whose `field` holds a value `what` asks
+/// for, scored `boost`.
+#[derive(Debug)]
+pub struct ColumnWeight {
+    field: Field,
+    what: ColumnMatch,
+    boost: f32,
+    /// Matching (value, document) pairs in the whole index (an estimate of
+    /// the documents; more for multi-valued fields).
+    estimate: u64,
+    key: QueryKey,
+}
+
+/// Documents of one segment: few as a sorted list, many as a bit set.
+#[derive(Debug)]
+pub enum DocSet {
+    /// Sorted, distinct.
+    List(Vec<DocId>),
+    /// A bit set.
+    Bits(BitSet),
+}
+
+impl DocSet {
+    /// The documents as a bit set over `max_doc`.
+    pub fn into_bits(self, max_doc: u32) -> BitSet {
+        match self {
+            DocSet::Bits(b) => b,
+            DocSet::List(l) => {
+                let mut b = BitSet::new(max_doc);
+                for d in l {
+                    b.insert(d);
+                }
+                b
+            }
+        }
+    }
+}
+
+impl ColumnWeight {
+    /// The query for `what` in `field` over `index`.
+    pub fn new(index: &Index, field: Field, what: ColumnMatch, boost: f32) -> Result<ColumnWeight> {
+        let key = QueryKey::Other(format!("column {} {what:?} {boost}", field.id()), Vec::new());
+        let mut w = ColumnWeight {
+            field,
+            what,
+            boost,
+            estimate: 0,
+            key,
+        };
+        for seg in index.segments() {
+            for part in seg.parts() {
+                if let Some(mut r) = part.columns().and_then(|c| c.reader(field.id())) {
+                    w.estimate += match w.runs(&mut r)? {
+                        Some(runs) => runs.iter().map(PointRun::len).sum::<u64>(),
+                        None => part.max_doc as u64,
+                    };
+                }
+            }
+        }
+        Ok(w)
+    }
+
+    /// The runs of points the query matches in one column, or `None`
+    /// when the column has no points (its doc values are scanned).
+    fn runs(&self, r: &mut ColumnReader<'_>) -> Result<Option<Vec<PointRun>>> {
+        if !r.has_points() {
+            return Ok(None);
+        }
+        let mut runs = Vec::new();
+        match &self.what {
+            ColumnMatch::Exists => runs.push(r.all_points()),
+            ColumnMatch::Codes { lo, hi } => runs.push(r.point_run(*lo, *hi)?),
+            ColumnMatch::CodeSet(codes) => {
+                for &c in codes {
+                    runs.push(r.point_run(c, c)?);
+                }
+            }
+            ColumnMatch::Terms(values) => {
+                for v in values {
+                    if let Ok(ord) = r.ord_of(v.as_bytes())? {
+                        runs.push(r.point_run(ord, ord)?);
+                    }
+                }
+            }
+            ColumnMatch::Strings { lower, upper } => {
+                if let Some((lo, hi)) = ord_range(r, lower, upper)? {
+                    runs.push(r.point_run(lo, hi)?);
+                }
+            }
+        }
+        runs.retain(|r| !r.is_empty());
+        Ok(Some(runs))
+    }
+
+    /// Whether code `c` matches (doc-value scans): `ords` is the ordinal
+    /// range of a keyword range, `set` the ordinals of keyword terms.
+    fn wants(&self, c: u64, ords: &Option<(u64, u64)>, set: &[u64]) -> bool {
+        match &self.what {
+            ColumnMatch::Exists => true,
+            ColumnMatch::Codes { lo, hi } => (*lo..=*hi).contains(&c),
+            ColumnMatch::CodeSet(codes) => codes.binary_search(&c).is_ok(),
+            ColumnMatch::Terms(_) => set.binary_search(&c).is_ok(),
+            ColumnMatch::Strings { .. } => ords.is_some_and(|(lo, hi)| (lo..=hi).contains(&c)),
+        }
+    }
+
+    /// The documents of `seg` the query matches.
+    pub fn docs(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<DocSet> {
+        collector::check(cutoff)?;
+        let max_doc = seg.max_doc();
+        let mut list: Vec<DocId> = Vec::new();
+        let mut bits: Option<BitSet> = None;
+        let mut codes = Vec::new();
+        for part in seg.parts() {
+            let Some(mut r) = part.columns().and_then(|c| c.reader(self.field.id())) else {
+                continue;
+            };
+            match self.runs(&mut r)? {
+                Some(runs) => {
+                    let n: u64 = runs.iter().map(PointRun::len).sum();
+                    // Dense: straight into a bit set.
+                    if bits.is_none() && n * 32 > max_doc as u64 {
+                        let mut b = BitSet::new(max_doc);
+                        for &d in &list {
+                            b.insert(d);
+                        }
+                        list.clear();
+                        bits = Some(b);
+                    }
+                    for run in runs {
+                        match bits.as_mut() {
+                            Some(b) => r.point_docs(run, |d| b.insert(part.base + d))?,
+                            None => r.point_docs(run, |d| list.push(part.base + d))?,
+                        }
+                    }
+                }
+                None => {
+                    if !r.has_doc_values() {
+                        continue;
+                    }
+                    let ords = match &self.what {
+                        ColumnMatch::Strings { lower, upper } => ord_range(&mut r, lower, upper)?,
+                        _ => None,
+                    };
+                    let mut set = Vec::new();
+                    if let ColumnMatch::Terms(values) = &self.what {
+                        for v in values {
+                            if let Ok(o) = r.ord_of(v.as_bytes())? {
+                                set.push(o);
+                            }
+                        }
+                        set.sort_unstable();
+                    }
+                    for local in 0..part.max_doc {
+                        r.codes(local, &mut codes)?;
+                        if codes.iter().any(|&c| self.wants(c, &ords, &set)) {
+                            match bits.as_mut() {
+                                Some(b) => b.insert(part.base + local),
+                                None => list.push(part.base + local),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(match bits {
+            Some(b) => DocSet::Bits(b),
+            None => {
+                list.sort_unstable();
+                list.dedup();
+                DocSet::List(list)
+            }
+        })
+    }
+}
+
+/// The ordinals of the keywords between `lower` and `upper` in the
+/// dictionary of the column `r` reads (`None`: none).
+fn ord_range(r: &mut ColumnReader<'_>, lower: &Bound<String>, upper: &Bound<String>) -> Result<Option<(u64, u64)>> {
+    let count = r.meta().dict.as_ref().map_or(0, |d| d.count);
+    if count == 0 {
+        return Ok(None);
+    }
+    let lo = match lower {
+        Bound::Unbounded => 0,
+        Bound::Included(s) => r.ord_of(s.as_bytes())?.unwrap_or_else(|p| p),
+        Bound::Excluded(s) => match r.ord_of(s.as_bytes())? {
+            Ok(o) => o + 1,
+            Err(p) => p,
+        },
+    };
+    let end = match upper {
+        Bound::Unbounded => count,
+        Bound::Included(s) => match r.ord_of(s.as_bytes())? {
+            Ok(o) => o + 1,
+            Err(p) => p,
+        },
+        Bound::Excluded(s) => r.ord_of(s.as_bytes())?.unwrap_or_else(|p| p),
+    };
+    Ok((lo < end).then(|| (lo, end - 1)))
+}
+
+impl Weight for ColumnWeight {
+    fn key(&self) -> &QueryKey {
+        &self.key
+    }
+    fn terms<'a>(&'a self, _positive: bool, _out: &mut Vec<&'a TermWeight>) {}
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        let docs = self.docs(b.seg, b.cutoff.as_ref())?;
+        Ok(Some(Box::new(DocSetScorer::new(docs, self.boost))))
+    }
+    fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
+        let mut s = DocSetScorer::new(self.docs(b.seg, b.cutoff.as_ref())?, self.boost);
+        job.run(&mut s)
+    }
+    fn bitset_cost(&self) -> Option<f64> {
+        Some(self.estimate as f64)
+    }
+    fn iteration_cost(&self) -> f64 {
+        self.estimate as f64
+    }
+    fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
+        Ok(self.docs(seg, cutoff)?.into_bits(seg.max_doc()))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// Every document, scored `boost`.
+#[derive(Debug)]
+pub struct MatchAllWeight {
+    boost: f32,
+    docs: u64,
+    key: QueryKey,
+}
+
+impl MatchAllWeight {
+    /// Every document of `index`.
+    pub fn new(index: &Index, boost: f32) -> MatchAllWeight {
+        MatchAllWeight {
+            boost,
+            docs: index.num_docs(),
+            key: QueryKey::Other(format!("match_all {boost}"), Vec::new()),
+        }
+    }
+}
+
+impl Weight for MatchAllWeight {
+    fn key(&self) -> &QueryKey {
+        &self.key
+    }
+    fn terms<'a>(&'a self, _positive: bool, _out: &mut Vec<&'a TermWeight>) {}
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        Ok(Some(Box::new(AllScorer::new(b.seg.max_doc(), self.boost))))
+    }
+    fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
+        job.run(&mut AllScorer::new(b.seg.max_doc(), self.boost))
+    }
+    fn known_count(&self, index: &Index) -> Result<Option<u64>> {
+        Ok(Some(index.live_docs()))
+    }
+    fn bitset_cost(&self) -> Option<f64> {
+        Some(self.docs as f64 / 64.0)
+    }
+    fn iteration_cost(&self) -> f64 {
+        self.docs as f64
+    }
+    fn matches(&self, seg: &SegmentReader, _cutoff: Option<&Cutoff>) -> Result<BitSet> {
+        let mut b = BitSet::new(seg.max_doc());
+        for d in 0..seg.max_doc() {
+            b.insert(d);
+        }
+        Ok(b)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// The documents of a text field that hold at least one token (its norm
+/// is not zero), scored `boost`: `exists` on text.
+#[derive(Debug)]
+pub struct NormsExistWeight {
+    field: Field,
+    boost: f32,
+    docs: u64,
+    key: QueryKey,
+}
+
+impl NormsExistWeight {
+    /// The documents of `index` with text in `field`.
+    pub fn new(index: &Index, field: Field, boost: f32) -> NormsExistWeight {
+        NormsExistWeight {
+            field,
+            boost,
+            docs: index.field_stats(field).doc_count,
+            key: QueryKey::Other(format!("exists text {} {boost}", field.id()), Vec::new()),
+        }
+    }
+
+    fn bits(&self, seg: &SegmentReader) -> BitSet {
+        let mut b = BitSet::new(seg.max_doc());
+        for (d, &n) in seg.norms(self.field).iter().enumerate() {
+            if n != 0 {
+                b.insert(d as DocId);
+            }
+        }
+        b
+    }
+}
+
+impl Weight for NormsExistWeight {
+    fn key(&self) -> &QueryKey {
+        &self.key
+    }
+    fn terms<'a>(&'a self, _positive: bool, _out: &mut Vec<&'a TermWeight>) {}
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        Ok(Some(Box::new(DocSetScorer::new(DocSet::Bits(self.bits(b.seg)), self.boost))))
+    }
+    fn bitset_cost(&self) -> Option<f64> {
+        Some(self.docs as f64 / 8.0)
+    }
+    fn iteration_cost(&self) -> f64 {
+        self.docs as f64
+    }
+    fn matches(&self, seg: &SegmentReader, _cutoff: Option<&Cutoff>) -> Result<BitSet> {
+        Ok(self.bits(seg))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// Another query's matches with a constant score (a filter clause scores
+/// 0; `constant_score` its boost).
+#[derive(Debug)]
+pub struct ConstantWeight {
+    inner: Plan,
+    boost: f32,
+    key: QueryKey,
+}
+
+impl ConstantWeight {
+    /// `inner`'s matches scored `boost`.
+    pub fn new(inner: Plan, boost: f32) -> ConstantWeight {
+        let key = QueryKey::Other(format!("constant {boost}"), vec![inner.key().clone()]);
+        ConstantWeight { inner, boost, key }
+    }
+}
+
+impl Weight for ConstantWeight {
+    fn key(&self) -> &QueryKey {
+        &self.key
+    }
+    fn terms<'a>(&'a self, positive: bool, out: &mut Vec<&'a TermWeight>) {
+        self.inner.terms(positive, out)
+    }
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        Ok(self
+            .inner
+            .scorer(b)?
+            .map(|s| Box::new(ConstScorer { inner: s, boost: self.boost }) as BoxedScorer<'a>))
+    }
+    fn known_count(&self, index: &Index) -> Result<Option<u64>> {
+        self.inner.known_count(index)
+    }
+    fn bitset_cost(&self) -> Option<f64> {
+        self.inner.bitset_cost()
+    }
+    fn iteration_cost(&self) -> f64 {
+        self.inner.iteration_cost()
+    }
+    fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
+        self.inner.matches(seg, cutoff)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// A scorer's matches with a constant score.
+pub struct ConstScorer<S> {
+    inner: S,
+    boost: f32,
+}
+
+impl<S: Scorer> Scorer for ConstScorer<S> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.inner.doc()
+    }
+    #[inline]
+    fn advance(&mut self) -> DocId {
+        self.inner.advance()
+    }
+    #[inline]
+    fn seek(&mut self, target: DocId) -> DocId {
+        self.inner.seek(target)
+    }
+    fn cost(&self) -> u64 {
+        self.inner.cost()
+    }
+    #[inline]
+    fn score(&mut self) -> f32 {
+        self.boost
+    }
+    fn max_score(&self) -> f32 {
+        self.boost
+    }
+    fn shallow_advance(&mut self, _target: DocId) -> DocId {
+        match self.inner.doc() {
+            TERMINATED => TERMINATED,
+            _ => TERMINATED - 1,
+        }
+    }
+    fn block_max_score(&mut self) -> f32 {
+        self.boost
+    }
+    fn two_phase(&self) -> bool {
+        self.inner.two_phase()
+    }
+    fn matches_at(&mut self, target: DocId) -> bool {
+        self.inner.matches_at(target)
+    }
+    fn set_count_only(&mut self) {
+        self.inner.set_count_only()
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        self.inner.take_error()
+    }
+}
+
+/// A set of documents with a constant score.
+pub struct DocSetScorer {
+    docs: DocSet,
+    /// Position in a list.
+    at: usize,
+    doc: DocId,
+    cost: u64,
+    boost: f32,
+}
+
+impl DocSetScorer {
+    /// Iterates `docs`, each scored `boost`.
+    pub fn new(docs: DocSet, boost: f32) -> DocSetScorer {
+        let (doc, cost) = match &docs {
+            DocSet::List(l) => (l.first().copied().unwrap_or(TERMINATED), l.len() as u64),
+            DocSet::Bits(b) => (b.next(0), b.len()),
+        };
+        DocSetScorer {
+            docs,
+            at: 0,
+            doc,
+            cost,
+            boost,
+        }
+    }
+
+    #[inline]
+    fn find(&mut self, target: DocId) -> DocId {
+        self.doc = match &self.docs {
+            DocSet::List(l) => {
+                // Gallop from the current position, then search.
+                let mut step = 1;
+                let mut hi = self.at;
+                while hi < l.len() && l[hi] < target {
+                    self.at = hi;
+                    hi += step;
+                    step *= 2;
+                }
+                let hi = hi.min(l.len());
+                self.at += l[self.at..hi].partition_point(|&d| d < target);
+                l.get(self.at).copied().unwrap_or(TERMINATED)
+            }
+            DocSet::Bits(b) => b.next(target),
+        };
+        self.doc
+    }
+}
+
+impl Scorer for DocSetScorer {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.doc
+    }
+    #[inline]
+    fn advance(&mut self) -> DocId {
+        if self.doc == TERMINATED {
+            return TERMINATED;
+        }
+        let next = self.doc + 1;
+        self.find(next)
+    }
+    #[inline]
+    fn seek(&mut self, target: DocId) -> DocId {
+        if target <= self.doc {
+            return self.doc;
+        }
+        self.find(target)
+    }
+    fn cost(&self) -> u64 {
+        self.cost
+    }
+    #[inline]
+    fn score(&mut self) -> f32 {
+        self.boost
+    }
+    fn max_score(&self) -> f32 {
+        self.boost
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        let more = match &self.docs {
+            DocSet::List(l) => l.last().is_some_and(|&d| d >= target),
+            DocSet::Bits(b) => b.next(target) != TERMINATED,
+        };
+        if more {
+            TERMINATED - 1
+        } else {
+            TERMINATED
+        }
+    }
+    fn block_max_score(&mut self) -> f32 {
+        self.boost
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        None
+    }
+}
+
+/// Every document `0..max_doc`, scored `boost`.
+pub struct AllScorer {
+    doc: DocId,
+    max_doc: DocId,
+    boost: f32,
+}
+
+impl AllScorer {
+    /// Documents `0..max_doc`.
+    pub fn new(max_doc: DocId, boost: f32) -> AllScorer {
+        AllScorer {
+            doc: if max_doc == 0 { TERMINATED } else { 0 },
+            max_doc,
+            boost,
+        }
+    }
+}
+
+impl Scorer for AllScorer {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.doc
+    }
+    #[inline]
+    fn advance(&mut self) -> DocId {
+        let next = self.doc.saturating_add(1);
+        self.doc = if next >= self.max_doc { TERMINATED } else { next };
+        self.doc
+    }
+    #[inline]
+    fn seek(&mut self, target: DocId) -> DocId {
+        if target > self.doc {
+            self.doc = if target >= self.max_doc { TERMINATED } else { target };
+        }
+        self.doc
+    }
+    fn cost(&self) -> u64 {
+        self.max_doc as u64
+    }
+    #[inline]
+    fn score(&mut self) -> f32 {
+        self.boost
+    }
+    fn max_score(&self) -> f32 {
+        self.boost
+    }
+    fn shallow_advance(&mut self, target: DocId) -> DocId {
+        if target >= self.max_doc {
+            TERMINATED
+        } else {
+            self.max_doc - 1
+        }
+    }
+    fn block_max_score(&mut self) -> f32 {
+        self.boost
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        None
+    }
+}

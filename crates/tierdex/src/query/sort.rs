@@ -1,0 +1,552 @@
+//! Sorted results: by fields' values (ascending or descending, missing
+//! values first or last, the smallest or largest of several), by score and
+//! by document; pages by `from` and by `search_after`.
+//!
+//! Every page ends with the global document number as the last tie-break,
+//! and each hit's sort values end with it, so `search_after` with a hit's
+//! whole sort values continues exactly after it on the same snapshot (as
+//! Elasticsearch's `_shard_doc` does in a point in time).
+//!
+//! Each segment part keeps its best `from + size` candidates, compared by
+//! column codes (keywords by their ordinals in the part's dictionary, so no
+//! string is read per document); the survivors' keywords are then read and
+//! the parts' candidates merged. A query matching every document, sorted by
+//! one field with points, walks the points in value order and stops after
+//! `from + size` live documents instead of visiting them all.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use crate::column::{code_double, code_long, ColumnKind, ColumnReader};
+use crate::common::BitSet;
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::query::collector::Deadline;
+use crate::query::scorer::Scorer;
+use crate::query::weight::{Build, Plan, ScoringContext};
+use crate::schema::{DocId, Field, TERMINATED};
+
+/// What a sort key is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SortBy {
+    /// The relevance score.
+    Score,
+    /// The document number (index order).
+    Doc,
+    /// A keyword, number, date or boolean field's value.
+    Field(Field),
+}
+
+/// One key of a sort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SortField {
+    /// What is compared.
+    pub by: SortBy,
+    /// Largest first.
+    pub descending: bool,
+    /// Documents without a value first (else last, the default).
+    pub missing_first: bool,
+    /// Of several values, the largest (else the smallest; the default is
+    /// the largest when descending).
+    pub max: bool,
+}
+
+impl SortField {
+    /// Ascending by `by`, missing values last, the smallest of several.
+    pub fn asc(by: SortBy) -> SortField {
+        SortField {
+            by,
+            descending: false,
+            missing_first: false,
+            max: false,
+        }
+    }
+
+    /// Descending by `by`, missing values last, the largest of several.
+    pub fn desc(by: SortBy) -> SortField {
+        SortField {
+            by,
+            descending: true,
+            missing_first: false,
+            max: true,
+        }
+    }
+}
+
+/// A hit's value for one sort key, as answers show it and `search_after`
+/// takes it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SortValue {
+    /// No value.
+    Missing,
+    /// A long, a date (milliseconds), a boolean (0 or 1), or a document number.
+    Long(i64),
+    /// A double or a score.
+    Double(f64),
+    /// A keyword.
+    Keyword(String),
+}
+
+/// One part of a comparable key.
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Missing,
+    /// A column code; for keywords within one part, `2 * ordinal + 1`
+    /// (even numbers stand between ordinals, for `search_after` bounds).
+    Code(u64),
+    Str(Box<[u8]>),
+    Score(f32),
+}
+
+fn cmp_part(a: &Part, b: &Part, f: &SortField) -> Ordering {
+    let ord = match (a, b) {
+        (Part::Missing, Part::Missing) => return Ordering::Equal,
+        (Part::Missing, _) => {
+            return if f.missing_first {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }
+        }
+        (_, Part::Missing) => {
+            return if f.missing_first {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            }
+        }
+        (Part::Code(x), Part::Code(y)) => x.cmp(y),
+        (Part::Str(x), Part::Str(y)) => x.cmp(y),
+        (Part::Score(x), Part::Score(y)) => x.total_cmp(y),
+        // Parts of one key position are always of one kind.
+        _ => Ordering::Equal,
+    };
+    if f.descending {
+        ord.reverse()
+    } else {
+        ord
+    }
+}
+
+/// A candidate: its key parts (one per sort field), global document, score.
+#[derive(Debug, Clone)]
+struct Cand {
+    parts: Vec<Part>,
+    doc: DocId,
+    score: f32,
+}
+
+fn cmp_cand(a: &Cand, b: &Cand, spec: &[SortField]) -> Ordering {
+    for (i, f) in spec.iter().enumerate() {
+        let o = cmp_part(&a.parts[i], &b.parts[i], f);
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.doc.cmp(&b.doc)
+}
+
+/// The best candidates seen, at most `n` (kept loosely: pruned when twice
+/// over).
+struct Best<'s> {
+    n: usize,
+    spec: &'s [SortField],
+    v: Vec<Cand>,
+}
+
+impl<'s> Best<'s> {
+    fn new(n: usize, spec: &'s [SortField]) -> Self {
+        Best { n, spec, v: Vec::new() }
+    }
+    fn push(&mut self, c: Cand) {
+        if self.n == 0 {
+            return;
+        }
+        self.v.push(c);
+        if self.v.len() >= 2 * self.n.max(16) {
+            self.prune();
+        }
+    }
+    fn prune(&mut self) {
+        let spec = self.spec;
+        self.v.sort_by(|a, b| cmp_cand(a, b, spec));
+        self.v.truncate(self.n);
+    }
+    fn into_sorted(mut self) -> Vec<Cand> {
+        self.prune();
+        self.v
+    }
+}
+
+/// A sorted search's page: the hits (global documents, scores) in order
+/// and their sort values.
+#[derive(Debug, Clone, Default)]
+pub struct SortedPage {
+    /// Global document numbers and scores, in sort order.
+    pub hits: Vec<(DocId, f32)>,
+    /// Each hit's sort values, the document number last.
+    pub values: Vec<Vec<SortValue>>,
+}
+
+/// Checks a sort against the index: fields must be keyword, number, date
+/// or boolean fields with doc values.
+pub fn check(index: &Index, spec: &[SortField]) -> Result<()> {
+    for f in spec {
+        if let SortBy::Field(field) = f.by {
+            let schema = index.schema();
+            let e = schema
+                .entry(field)
+                .ok_or_else(|| Error::InvalidArgument(format!("sort on unknown field {}", field.id())))?;
+            if e.ty.column_kind().is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot sort on `{}`, a text field: sort on a keyword, long, double, date or boolean field (e.g. `{}.keyword`)",
+                    e.name, e.name
+                )));
+            }
+            if !e.ty.doc_values() {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot sort on `{}`: it has no doc values (doc_values: false)",
+                    e.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The key parts of `after` (a hit's sort values, the trailing document
+/// number optional) for the fields of `spec`, keywords as strings; and the
+/// document number when given.
+fn after_parts(index: &Index, spec: &[SortField], after: &[SortValue]) -> Result<(Vec<Part>, Option<DocId>)> {
+    if after.len() != spec.len() && after.len() != spec.len() + 1 {
+        return Err(Error::InvalidArgument(format!(
+            "search_after has {} values; the sort has {} keys (and the document number may follow)",
+            after.len(),
+            spec.len()
+        )));
+    }
+    let bad = |i: usize, what: &str| {
+        Error::InvalidArgument(format!("search_after value {} ({:?}) is not {what}", i + 1, after[i]))
+    };
+    let mut parts = Vec::with_capacity(spec.len());
+    for (i, f) in spec.iter().enumerate() {
+        let v = &after[i];
+        parts.push(match (f.by, v) {
+            (_, SortValue::Missing) => Part::Missing,
+            (SortBy::Score, SortValue::Double(x)) => Part::Score(*x as f32),
+            (SortBy::Score, SortValue::Long(x)) => Part::Score(*x as f32),
+            (SortBy::Doc, SortValue::Long(x)) if *x >= 0 => Part::Code(*x as u64),
+            (SortBy::Field(field), v) => {
+                let kind = index.schema().entry(field).and_then(|e| e.ty.column_kind());
+                match (kind, v) {
+                    (Some(ColumnKind::Keyword), SortValue::Keyword(s)) => Part::Str(s.as_bytes().into()),
+                    (Some(ColumnKind::Double), SortValue::Double(x)) => Part::Code(crate::column::double_code(*x)),
+                    (Some(ColumnKind::Double), SortValue::Long(x)) => Part::Code(crate::column::double_code(*x as f64)),
+                    (Some(ColumnKind::Long | ColumnKind::Date | ColumnKind::Boolean), SortValue::Long(x)) => {
+                        Part::Code(if kind == Some(ColumnKind::Boolean) {
+                            *x as u64
+                        } else {
+                            crate::column::long_code(*x)
+                        })
+                    }
+                    _ => return Err(bad(i, "a value of the sort field's type")),
+                }
+            }
+            _ => return Err(bad(i, "a number")),
+        });
+    }
+    let doc = match after.get(spec.len()) {
+        None => None,
+        Some(SortValue::Long(d)) if *d >= 0 && *d <= u32::MAX as i64 => Some(*d as DocId),
+        Some(_) => return Err(bad(spec.len(), "a document number")),
+    };
+    Ok((parts, doc))
+}
+
+/// Whether candidate `c` comes strictly after `(after, doc)` in sort order.
+fn is_after(c: &Cand, after: &[Part], doc: Option<DocId>, spec: &[SortField]) -> bool {
+    for (i, f) in spec.iter().enumerate() {
+        match cmp_part(&c.parts[i], &after[i], f) {
+            Ordering::Greater => return true,
+            Ordering::Less => return false,
+            Ordering::Equal => {}
+        }
+    }
+    doc.is_some_and(|d| c.doc > d)
+}
+
+/// Runs a sorted search of `plan` over `index`: the page of `size` hits
+/// after the first `from` (and after `search_after`), with the exact
+/// count of matches when `count` is given.
+#[allow(clippy::too_many_arguments)]
+pub fn search(
+    index: &Index,
+    scoring: &ScoringContext,
+    plan: &Plan,
+    spec: &[SortField],
+    from: usize,
+    size: usize,
+    search_after: Option<&[SortValue]>,
+    mut count: Option<&mut u64>,
+    deadline: &mut Deadline,
+    (filters, cutoff): (crate::bloom::FilterUse, Option<crate::query::collector::Cutoff>),
+) -> Result<Option<SortedPage>> {
+    check(index, spec)?;
+    let n = from.saturating_add(size);
+    let after = search_after.map(|a| after_parts(index, spec, a)).transpose()?;
+    let needs_score = spec.iter().any(|f| f.by == SortBy::Score);
+    let mut all: Vec<Cand> = Vec::new();
+    let match_all = plan
+        .as_any()
+        .downcast_ref::<crate::query::column::MatchAllWeight>()
+        .is_some();
+    for (si, (seg, &base)) in index.segments().iter().zip(index.bases()).enumerate() {
+        if deadline.passed() {
+            return Ok(None);
+        }
+        let deleted = index.deletes(si).map(|d| d.bits());
+        // Documents of every part, or the points walk of a match-all sort.
+        if match_all && count.is_none() && after.is_none() {
+            if let Some(found) = walk_points(seg, base, deleted, spec, n)? {
+                all.extend(found);
+                continue;
+            }
+        }
+        let mut build = Build::new(seg, scoring);
+        build.filters = filters;
+        build.cutoff = cutoff;
+        let Some(mut s) = plan.scorer(build)? else {
+            continue;
+        };
+        let mut readers: Vec<Vec<Option<ColumnReader<'_>>>> = seg
+            .parts()
+            .iter()
+            .map(|p| {
+                spec.iter()
+                    .map(|f| match f.by {
+                        SortBy::Field(field) => p.columns().and_then(|c| c.reader(field.id())),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        // Per part: keyword bounds of search_after as ordinals.
+        let mut after_local: Vec<Option<Vec<Part>>> = vec![None; seg.parts().len()];
+        let mut best: Vec<Best<'_>> = (0..seg.parts().len()).map(|_| Best::new(n, spec)).collect();
+        let mut part = 0usize;
+        let mut doc = s.doc();
+        while doc != TERMINATED {
+            if deadline.tick() {
+                return Ok(None);
+            }
+            if deleted.is_some_and(|d| d.contains(doc)) {
+                doc = s.advance();
+                continue;
+            }
+            if let Some(c) = count.as_deref_mut() {
+                *c += 1;
+            }
+            while part + 1 < seg.parts().len() && seg.parts()[part + 1].base <= doc {
+                part += 1;
+            }
+            let p = &seg.parts()[part];
+            let local = doc - p.base;
+            let mut parts = Vec::with_capacity(spec.len());
+            let score = if needs_score { s.score() } else { 0.0 };
+            for (i, f) in spec.iter().enumerate() {
+                parts.push(match f.by {
+                    SortBy::Score => Part::Score(score),
+                    SortBy::Doc => Part::Code((base + doc) as u64),
+                    SortBy::Field(_) => match readers[part][i].as_mut() {
+                        None => Part::Missing,
+                        Some(r) => match r.extreme(local, !f.max)? {
+                            None => Part::Missing,
+                            Some(c) if r.meta().kind == ColumnKind::Keyword => Part::Code(2 * c + 1),
+                            Some(c) => Part::Code(c),
+                        },
+                    },
+                });
+            }
+            let cand = Cand {
+                parts,
+                doc: base + doc,
+                score,
+            };
+            if let Some((a, adoc)) = &after {
+                if after_local[part].is_none() {
+                    after_local[part] = Some(local_after(a, spec, &mut readers[part])?);
+                }
+                if !is_after(&cand, after_local[part].as_ref().expect("set"), *adoc, spec) {
+                    doc = s.advance();
+                    continue;
+                }
+            }
+            best[part].push(cand);
+            doc = s.advance();
+        }
+        if let Some(e) = s.take_error() {
+            return Err(e);
+        }
+        for (pi, b) in best.into_iter().enumerate() {
+            let mut found = b.into_sorted();
+            to_strings(&mut found, spec, &mut readers[pi])?;
+            all.extend(found);
+        }
+    }
+    all.sort_by(|a, b| cmp_cand(a, b, spec));
+    let page: Vec<Cand> = all.into_iter().skip(from).take(size).collect();
+    let mut out = SortedPage::default();
+    for c in page {
+        let mut values: Vec<SortValue> = Vec::with_capacity(spec.len() + 1);
+        for (i, f) in spec.iter().enumerate() {
+            values.push(match (&c.parts[i], f.by) {
+                (Part::Missing, _) => SortValue::Missing,
+                (Part::Score(x), _) => SortValue::Double(*x as f64),
+                (Part::Str(s), _) => SortValue::Keyword(String::from_utf8_lossy(s).into_owned()),
+                (Part::Code(x), SortBy::Doc) => SortValue::Long(*x as i64),
+                (Part::Code(x), SortBy::Field(field)) => {
+                    match index.schema().entry(field).and_then(|e| e.ty.column_kind()) {
+                        Some(ColumnKind::Double) => SortValue::Double(code_double(*x)),
+                        Some(ColumnKind::Boolean) => SortValue::Long(*x as i64),
+                        _ => SortValue::Long(code_long(*x)),
+                    }
+                }
+                (Part::Code(x), SortBy::Score) => SortValue::Long(*x as i64),
+            });
+        }
+        values.push(SortValue::Long(c.doc as i64));
+        out.hits.push((c.doc, c.score));
+        out.values.push(values);
+    }
+    Ok(Some(out))
+}
+
+/// The search_after key in one part's terms: keywords as ordinal positions
+/// (`2 * ordinal + 1` for a value the part holds, `2 * insertion point`
+/// between two).
+fn local_after(after: &[Part], spec: &[SortField], readers: &mut [Option<ColumnReader<'_>>]) -> Result<Vec<Part>> {
+    let mut out = Vec::with_capacity(after.len());
+    for (i, p) in after.iter().enumerate() {
+        out.push(match (p, spec[i].by, readers[i].as_mut()) {
+            (Part::Str(s), SortBy::Field(_), Some(r)) => match r.ord_of(s)? {
+                Ok(o) => Part::Code(2 * o + 1),
+                Err(at) => Part::Code(2 * at),
+            },
+            // A part without the field: every document lacks it, and a
+            // keyword bound compares only with missing values.
+            (Part::Str(_), _, None) => Part::Code(0),
+            (p, _, _) => p.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Replaces the keyword ordinals of `cands` (of one part) by their strings.
+fn to_strings(cands: &mut [Cand], spec: &[SortField], readers: &mut [Option<ColumnReader<'_>>]) -> Result<()> {
+    let mut buf = Vec::new();
+    for (i, _) in spec.iter().enumerate() {
+        let Some(r) = readers[i].as_mut() else {
+            continue;
+        };
+        if r.meta().kind != ColumnKind::Keyword {
+            continue;
+        }
+        for c in cands.iter_mut() {
+            if let Part::Code(x) = c.parts[i] {
+                r.term(x / 2, &mut buf)?;
+                c.parts[i] = Part::Str(buf.as_slice().into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A match-all sort by one field with points, ascending by the smallest
+/// value or descending by the largest, missing values last: the first `n`
+/// live documents of each part in the points' order. `None` when the sort
+/// is not of that shape.
+fn walk_points(
+    seg: &crate::index::SegmentReader,
+    base: DocId,
+    deleted: Option<&BitSet>,
+    spec: &[SortField],
+    n: usize,
+) -> Result<Option<Vec<Cand>>> {
+    let [f] = spec else {
+        return Ok(None);
+    };
+    let SortBy::Field(field) = f.by else {
+        return Ok(None);
+    };
+    if f.missing_first || f.max != f.descending {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for p in seg.parts() {
+        let Some(mut r) = p.columns().and_then(|c| c.reader(field.id())) else {
+            if p.max_doc > 0 {
+                // Documents without the field: missing values, last.
+                return Ok(None);
+            }
+            continue;
+        };
+        if !r.has_points() || (r.meta().docs_with_value as u64) < (n as u64).min(p.max_doc as u64) {
+            return Ok(None);
+        }
+        let keyword = r.meta().kind == ColumnKind::Keyword;
+        let all = r.all_points();
+        let mut seen = std::collections::HashSet::new();
+        let mut found: Vec<Cand> = Vec::new();
+        let mut pos_iter: Box<dyn Iterator<Item = u64>> = if f.descending {
+            Box::new((all.start..all.end).rev())
+        } else {
+            Box::new(all.start..all.end)
+        };
+        // Descending walks ties in reverse document order: a group of equal
+        // values is gathered whole and ordered by document.
+        let mut group: Vec<Cand> = Vec::new();
+        let mut group_code = None;
+        let flush = |group: &mut Vec<Cand>, found: &mut Vec<Cand>| {
+            group.sort_by_key(|c| c.doc);
+            found.append(group);
+        };
+        for pos in pos_iter.by_ref() {
+            let code = r.point_code(pos)?;
+            if group_code != Some(code) {
+                flush(&mut group, &mut found);
+                if found.len() >= n {
+                    break;
+                }
+                group_code = Some(code);
+            }
+            let local = r.point_doc(pos)?;
+            let doc = p.base + local;
+            if deleted.is_some_and(|d| d.contains(doc)) || !seen.insert(local) {
+                continue;
+            }
+            let part = if keyword {
+                Part::Code(2 * code + 1)
+            } else {
+                Part::Code(code)
+            };
+            group.push(Cand {
+                parts: vec![part],
+                doc: base + doc,
+                score: 0.0,
+            });
+        }
+        flush(&mut group, &mut found);
+        found.truncate(n);
+        if found.len() < n && (seen.len() as u64) < p.max_doc as u64 {
+            // Fewer live documents with values than wanted: the missing
+            // ones would follow; the general path handles them.
+            return Ok(None);
+        }
+        let mut readers = vec![Some(r)];
+        to_strings(&mut found, spec, &mut readers)?;
+        out.extend(found);
+    }
+    Ok(Some(out))
+}
