@@ -7,7 +7,7 @@
 use anyhow::{Context, Result};
 use tantivy::schema::{
     DateOptions, DateTimePrecision, Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
-    FAST, INDEXED, STORED, STRING,
+    FAST, STORED, STRING,
 };
 use tantivy::Index;
 
@@ -78,13 +78,16 @@ pub fn build() -> (Schema, Fields) {
             .set_fieldnorms(false)
             .set_index_option(IndexRecordOption::Basic),
     );
-    let number = NumericOptions::from(INDEXED | FAST);
+    // Numbers and dates: indexed and fast, without norms (tantivy's INDEXED
+    // flag would add a norm byte per document and field).
+    let number = NumericOptions::default().set_indexed().set_fast();
     let typed = TypedFields {
         category: builder.add_text_field("category", keyword.clone()),
         tags: builder.add_text_field("tags", keyword),
         date: builder.add_date_field(
             "date",
-            DateOptions::from(INDEXED)
+            DateOptions::default()
+                .set_indexed()
                 .set_fast()
                 .set_precision(DateTimePrecision::Milliseconds),
         ),
