@@ -239,7 +239,8 @@ impl Results {
                 let _ = writeln!(s, "{line}");
             }
         }
-        for (peer, a) in &self.agreement {
+        // Sections of comparisons that compared nothing (e.g. `--typed only`) are left out.
+        for (peer, a) in self.agreement.iter().filter(|(_, a)| !a.by_category.is_empty()) {
             let _ = writeln!(
                 s,
                 "\n### Count agreement with {peer} (command file)\n\n{:.2}% of distinct queries with a count agree.\n",
@@ -263,7 +264,7 @@ impl Results {
         if let Some(t) = &self.typed {
             typed_markdown(&mut s, t);
         }
-        if !self.overlap.is_empty() {
+        if self.overlap.values().any(|(_, n)| *n > 0) {
             let _ = writeln!(s, "\n### Top-10 overlap (command file)\n");
             for (peer, (o, n)) in &self.overlap {
                 let _ = writeln!(
@@ -374,6 +375,14 @@ fn typed_markdown(s: &mut String, t: &TypedResults) {
             .values()
             .fold((0, 0), |(n, e), (x, y)| (n + x, e + y));
         let (sn, seq) = a.sorts.values().fold((0, 0), |(n, e), (x, y)| (n + x, e + y));
+        if n == 0 && sn == 0 && a.overlap.1 == 0 {
+            let _ = writeln!(
+                s,
+                "\n**{engine} vs lucene** (typed queries): nothing compared; {} failed here, {} failed in Lucene.",
+                a.failed, a.reference_failed
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
             "\n**{engine} vs lucene** (typed queries): counts equal on {eq} of {n} answers ({:.2}%); \
@@ -632,6 +641,9 @@ mod tests {
                 .collect(),
             rows: vec![row],
             typed: Some(typed),
+            // `--typed only`: the command file's comparisons compared nothing.
+            agreement: [("lucene".to_string(), Agreement::default())].into_iter().collect(),
+            overlap: [("lucene".to_string(), (1.0, 0))].into_iter().collect(),
             ..Default::default()
         };
         let md = r.markdown();
@@ -644,6 +656,19 @@ mod tests {
         assert!(md.contains("same sort values on 1 of 2 (50.00%)"), "{md}");
         assert!(md.contains("6 failed here"), "{md}");
         assert!(md.contains("| sort-price-asc | 0 | 0 | 2 | 1 |"), "{md}");
+        assert!(!md.contains("Count agreement with") && !md.contains("Top-10 overlap (command file)"));
+        let mut r = r;
+        let t = r.typed.as_mut().unwrap();
+        t.agreement.insert(
+            "tierdex".into(),
+            TypedAgreement {
+                failed: 9,
+                ..Default::default()
+            },
+        );
+        assert!(r
+            .markdown()
+            .contains("**tierdex vs lucene** (typed queries): nothing compared; 9 failed here"));
         let back: Results = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back.typed.unwrap().agreement["tantivy"].failed, 6);
     }
