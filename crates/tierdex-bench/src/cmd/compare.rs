@@ -166,14 +166,6 @@ pub fn run(a: Args) -> Result<()> {
             r.index = report.clone();
             continue;
         }
-        if a.reuse_indexes && dir.exists() {
-            eprintln!("{}: reusing {}", e.name, dir.display());
-            r.index.docs = results.docs;
-            r.index.index_bytes = tierdex_bench::engines::dir_bytes(&dir)?;
-            built.insert(key, r.index.clone());
-            continue;
-        }
-        eprintln!("{}: indexing ...", e.name);
         let mut args = e.spec.index_args();
         let mut input = &corpus;
         if has_typed && e.spec.is_tierdex() {
@@ -189,6 +181,14 @@ pub fn run(a: Args) -> Result<()> {
                         .into();
             }
         }
+        if a.reuse_indexes && dir.exists() {
+            eprintln!("{}: reusing {}", e.name, dir.display());
+            r.index.docs = results.docs;
+            r.index.index_bytes = tierdex_bench::engines::dir_bytes(&dir)?;
+            built.insert(key, r.index.clone());
+            continue;
+        }
+        eprintln!("{}: indexing ...", e.name);
         r.index = e.index_with(input, &dir, a.index_threads, a.memory_mb, &args)?;
         built.insert(key, r.index.clone());
         eprintln!(
