@@ -78,6 +78,9 @@ struct Engine {
 /// Hits in sort order with their sort values.
 type SortedHits = Vec<(Vec<OwnedValue>, DocAddress)>;
 
+/// Hits with their score (unsorted queries) or sort values (sorted ones).
+type Hits = Vec<(Option<Score>, Option<Vec<OwnedValue>>, DocAddress)>;
+
 /// The sort key computer of a key. Missing values sort last both ways:
 /// `None` is the lowest value for `Natural` (descending) and for
 /// `ReverseNoneLower` (ascending).
@@ -215,7 +218,7 @@ impl Engine {
             (q, Vec::new())
         };
         let search_error = |e: tantivy::TantivyError| format!("search error: {e}");
-        let (count, top): (Option<u64>, Vec<(Option<Score>, Option<Vec<OwnedValue>>, DocAddress)>) = match mode {
+        let (count, top): (Option<u64>, Hits) = match mode {
             Mode::Count => {
                 let count = self.searcher.search(&*query, &Count).map_err(search_error)?;
                 (Some(count as u64), Vec::new())
