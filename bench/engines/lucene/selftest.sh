@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Self-check of the Lucene peer engine: builds it, indexes a 3-document corpus, runs the five
-# query modes (and a bad query) and checks the output shape and a few values with python3.
+# query modes (and a bad query) and checks the output shape and a few values with python3; then
+# the typed fields and structured queries against a brute-force oracle (../typed_selftest.py).
 # Exits non-zero on any failure. Works from any directory.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -102,3 +103,5 @@ for f in failures:
 print(f"selftest: {checks - len(failures)} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)
 PY
+
+python3 "$here/../typed_selftest.py" "$tmp" "$here/run.sh"

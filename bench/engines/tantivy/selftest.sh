@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Self-test of the tantivy peer engine: builds it, indexes a 3-document
 # corpus, runs the five query modes (one and two threads) and checks the
-# output against bench/PROTOCOL.md. Needs only cargo and python3.
-# Exits non-zero on failure.
+# output against bench/PROTOCOL.md; then the typed fields and structured
+# queries against a brute-force oracle (../typed_selftest.py). Needs only
+# cargo and python3. Exits non-zero on failure.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 engine="$("$here/build.sh")"
@@ -125,3 +126,5 @@ if failures:
     sys.exit(1)
 print(f"selftest: {len(queries)} queries x 2 thread counts, index and error cases: all good")
 EOF
+
+python3 "$here/../typed_selftest.py" "$work" "$engine"

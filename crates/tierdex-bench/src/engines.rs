@@ -342,8 +342,12 @@ pub struct Answer {
 pub struct HitRecord {
     /// External document id.
     pub id: String,
-    /// Score.
-    pub score: f64,
+    /// Score; `None` (`null`) when a structured query sorts by fields.
+    #[serde(default)]
+    pub score: Option<f64>,
+    /// The sort values of a structured query with a sort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<Vec<serde_json::Value>>,
 }
 
 /// The result of streaming a query list through an engine.
@@ -448,6 +452,27 @@ impl Engine {
             "tierdex query-stream --help",
         )?;
         Ok(need.into_iter().filter(|f| !help.contains(f)).collect())
+    }
+
+    /// Whether the engine answers the protocol's structured (JSON) queries
+    /// over the index `dir` of `docs` documents, by [`STRUCTURED_PROBE`].
+    pub fn answers_structured_queries(&self, dir: &Path, docs: u64) -> Result<bool> {
+        let lines: Vec<String> = STRUCTURED_PROBE.iter().map(|l| l.to_string()).collect();
+        let run = self.query(dir, 1, &lines, 0, 1, &|_| {})?;
+        Ok(structured_probe_ok(&run.answers, docs))
+    }
+
+    /// Whether tierdex's `index` command has option `flag` (e.g. `--mapping`);
+    /// false for the peers.
+    pub fn index_has_flag(&self, flag: &str) -> Result<bool> {
+        if !self.is_tierdex() {
+            return Ok(false);
+        }
+        let help = run(
+            Command::new(&self.program).args(["index", "--help"]),
+            "tierdex index --help",
+        )?;
+        Ok(help.split(|c: char| c.is_whitespace() || c == ',').any(|w| w == flag))
     }
 
     /// The query process of this variant over the index `dir`, with
@@ -655,6 +680,25 @@ impl Engine {
     }
 }
 
+/// The probe of [`Engine::answers_structured_queries`]: `COUNT` lines of
+/// structured queries whose counts are known for any index of `docs`
+/// documents (every document; none).
+pub const STRUCTURED_PROBE: [&str; 2] = [
+    "COUNT\t{\"query\": {\"match_all\": {}}}",
+    "COUNT\t{\"query\": {\"bool\": {\"must_not\": [{\"match_all\": {}}]}}}",
+];
+
+/// Whether `answers` to [`STRUCTURED_PROBE`] are right for an index of
+/// `docs` documents. An engine that reads the JSON as query text (as
+/// `tierdex query-stream` did before it took structured queries) answers
+/// with other counts instead of an error.
+pub fn structured_probe_ok(answers: &[Answer], docs: u64) -> bool {
+    answers.len() == 2
+        && answers.iter().all(|a| a.error.is_none())
+        && answers[0].count == Some(docs)
+        && answers[1].count == Some(0)
+}
+
 /// Peak resident set size (VmHWM) of process `pid`, in KiB.
 pub fn vm_hwm_kb(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -776,6 +820,27 @@ mod tests {
         let l = EngineSpec::parse_list(&["tierdex,tierdex:ram".into(), "lucene".into()]).unwrap();
         assert_eq!(l.len(), 3);
         assert!(EngineSpec::parse_list(&["tierdex,tierdex".into()]).is_err());
+    }
+
+    #[test]
+    fn structured_probe() {
+        let count = |c: u64| Answer {
+            count: Some(c),
+            ..Default::default()
+        };
+        assert!(structured_probe_ok(&[count(50), count(0)], 50));
+        // JSON read as text: some other count, no error.
+        assert!(!structured_probe_ok(&[count(7), count(0)], 50));
+        assert!(!structured_probe_ok(&[count(50), count(3)], 50));
+        let failed = Answer {
+            error: Some("bad query".into()),
+            ..Default::default()
+        };
+        assert!(!structured_probe_ok(&[failed.clone(), failed], 50));
+        for l in STRUCTURED_PROBE {
+            let (_, json) = l.split_once('\t').unwrap();
+            serde_json::from_str::<serde_json::Value>(json).unwrap();
+        }
     }
 
     #[test]

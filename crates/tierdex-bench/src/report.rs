@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engines::IndexReport;
 use crate::quality::Metrics;
-use crate::stats::{Agreement, Row};
+use crate::stats::{Agreement, Row, TypedAgreement};
 
 /// The machine a run happened on.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -112,6 +112,26 @@ pub struct Results {
     pub overlap: BTreeMap<String, (f64, usize)>,
     /// Ranking quality.
     pub quality: Vec<QualityResult>,
+    /// The typed workload, when the corpus has typed fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed: Option<TypedResults>,
+}
+
+/// What the typed workload measured besides latency.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TypedResults {
+    /// How tierdex indexed the corpus.
+    pub tierdex_index: String,
+    /// Documents of the sample the filters were chosen on.
+    pub sample_docs: usize,
+    /// Per category: queries with a filter and their mean selectivity on the sample.
+    pub selectivity: BTreeMap<String, (usize, f64)>,
+    /// Per engine: its answers compared with Lucene's.
+    pub agreement: BTreeMap<String, TypedAgreement>,
+    /// Engines that failed the structured-query probe (their typed answers
+    /// count as failed).
+    #[serde(default)]
+    pub unsupported: Vec<String>,
 }
 
 fn ms(us: f64) -> String {
@@ -209,6 +229,7 @@ impl Results {
                 for n in &names {
                     match r.engines.get(n) {
                         Some(l) => line += &format!(" {} ({} / {}) |", ms(l.mean_us), ms(l.p50_us), ms(l.p99_us)),
+                        None if r.failed.contains(n) => line += " failed |",
                         None => line += " - |",
                     }
                 }
@@ -218,7 +239,8 @@ impl Results {
                 let _ = writeln!(s, "{line}");
             }
         }
-        for (peer, a) in &self.agreement {
+        // Sections of comparisons that compared nothing (e.g. `--typed only`) are left out.
+        for (peer, a) in self.agreement.iter().filter(|(_, a)| !a.by_category.is_empty()) {
             let _ = writeln!(
                 s,
                 "\n### Count agreement with {peer} (command file)\n\n{:.2}% of distinct queries with a count agree.\n",
@@ -239,7 +261,10 @@ impl Results {
                 }
             }
         }
-        if !self.overlap.is_empty() {
+        if let Some(t) = &self.typed {
+            typed_markdown(&mut s, t);
+        }
+        if self.overlap.values().any(|(_, n)| *n > 0) {
             let _ = writeln!(s, "\n### Top-10 overlap (command file)\n");
             for (peer, (o, n)) in &self.overlap {
                 let _ = writeln!(
@@ -309,6 +334,87 @@ impl Results {
         }
         std::fs::write(dir.join("results.md"), md)?;
         Ok(charts)
+    }
+}
+
+/// The typed workload's section: filter selectivities and every engine's
+/// agreement with Lucene.
+fn typed_markdown(s: &mut String, t: &TypedResults) {
+    let _ = writeln!(
+        s,
+        "\n### Typed fields\n\ntierdex: {}. Filters chosen on a sample of {} documents; \
+         \"failed\" in a latency row: the engine answered none of its queries (the row compares the others).\n",
+        if t.tierdex_index.is_empty() {
+            "-"
+        } else {
+            &t.tierdex_index
+        },
+        t.sample_docs
+    );
+    if !t.unsupported.is_empty() {
+        let _ = writeln!(
+            s,
+            "Not answering structured queries (a probe of known counts failed; their typed queries count as failed): {}.\n",
+            t.unsupported.join(", ")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "| category | queries with a filter | mean selectivity (sample) |\n|---|---:|---:|"
+    );
+    let order = crate::workload::typed::categories();
+    let mut cats: Vec<(&String, &(usize, f64))> = t.selectivity.iter().collect();
+    cats.sort_by_key(|(c, _)| order.iter().position(|o| o == *c).unwrap_or(usize::MAX));
+    for (c, (n, sel)) in cats {
+        let _ = writeln!(s, "| {c} | {n} | {:.3}% |", sel * 100.0);
+    }
+    for (engine, a) in &t.agreement {
+        let (n, eq) = a
+            .counts
+            .by_category
+            .values()
+            .fold((0, 0), |(n, e), (x, y)| (n + x, e + y));
+        let (sn, seq) = a.sorts.values().fold((0, 0), |(n, e), (x, y)| (n + x, e + y));
+        if n == 0 && sn == 0 && a.overlap.1 == 0 {
+            let _ = writeln!(
+                s,
+                "\n**{engine} vs lucene** (typed queries): nothing compared; {} failed here, {} failed in Lucene.",
+                a.failed, a.reference_failed
+            );
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "\n**{engine} vs lucene** (typed queries): counts equal on {eq} of {n} answers ({:.2}%); \
+             sorted results with the same sort values on {seq} of {sn} ({:.2}%); \
+             top-10 overlap of unsorted queries {:.1}% ({} queries); {} failed here, {} failed in Lucene.\n",
+            a.counts.rate() * 100.0,
+            a.sort_rate() * 100.0,
+            a.overlap.0 * 100.0,
+            a.overlap.1,
+            a.failed,
+            a.reference_failed
+        );
+        if n > 0 {
+            let _ = writeln!(
+                s,
+                "| category | counts compared | equal | sorted compared | equal |\n|---|---:|---:|---:|---:|"
+            );
+            let mut cats: Vec<&String> = a.counts.by_category.keys().chain(a.sorts.keys()).collect();
+            cats.sort_by_key(|c| (order.iter().position(|o| o == *c).unwrap_or(usize::MAX), c.to_string()));
+            cats.dedup();
+            for c in cats {
+                let (cn, ce) = a.counts.by_category.get(c).copied().unwrap_or_default();
+                let (sn, se) = a.sorts.get(c).copied().unwrap_or_default();
+                let _ = writeln!(s, "| {c} | {cn} | {ce} | {sn} | {se} |");
+            }
+        }
+        for (q, x, y) in a.counts.examples.iter().take(10) {
+            let _ = writeln!(s, "- count `{q}`: {x} vs {y}");
+        }
+        for e in a.sort_examples.iter().take(10) {
+            let _ = writeln!(s, "- sort {e}");
+        }
     }
 }
 
@@ -462,6 +568,7 @@ mod tests {
             category: c.into(),
             n: 3,
             excluded: 0,
+            failed: Vec::new(),
             engines: engines.clone(),
             ratio: [("lucene".to_string(), 0.5)].into_iter().collect(),
         };
@@ -489,6 +596,81 @@ mod tests {
         let back: Results =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
         assert_eq!(back.rows.len(), 2);
+    }
+
+    #[test]
+    fn typed_section_and_failed_engines() {
+        let lat = Latency {
+            n: 2,
+            mean_us: 80.0,
+            p50_us: 70.0,
+            p99_us: 90.0,
+            mean_min_us: 60.0,
+        };
+        let row = Row {
+            source: "typed".into(),
+            mode: "TOP_10".into(),
+            category: "filter-1%-and".into(),
+            n: 2,
+            excluded: 0,
+            failed: vec!["tierdex".into()],
+            engines: [("lucene".to_string(), lat), ("tantivy".to_string(), lat)]
+                .into_iter()
+                .collect(),
+            ratio: BTreeMap::new(),
+        };
+        let mut agreement = TypedAgreement::default();
+        agreement.counts.by_category.insert("filter-1%-and".into(), (4, 4));
+        agreement.sorts.insert("sort-price-asc".into(), (2, 1));
+        agreement.sort_examples.push("`TOP_10 {..}`: hit 3".into());
+        agreement.failed = 6;
+        let typed = TypedResults {
+            tierdex_index: "title and body only".into(),
+            sample_docs: 1000,
+            selectivity: [("filter-1%-and".to_string(), (2, 0.0101))].into_iter().collect(),
+            agreement: [("tantivy".to_string(), agreement)].into_iter().collect(),
+            unsupported: vec!["tierdex".into()],
+        };
+        let r = Results {
+            engines: ["tierdex", "lucene", "tantivy"]
+                .iter()
+                .map(|n| EngineResult {
+                    name: n.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            rows: vec![row],
+            typed: Some(typed),
+            // `--typed only`: the command file's comparisons compared nothing.
+            agreement: [("lucene".to_string(), Agreement::default())].into_iter().collect(),
+            overlap: [("lucene".to_string(), (1.0, 0))].into_iter().collect(),
+            ..Default::default()
+        };
+        let md = r.markdown();
+        assert!(md.contains("### Latency: typed queries"), "{md}");
+        assert!(md.contains("| TOP_10 | filter-1%-and | 2 | failed | 80 µs"), "{md}");
+        assert!(md.contains("tierdex: title and body only"), "{md}");
+        assert!(md.contains("their typed queries count as failed): tierdex."), "{md}");
+        assert!(md.contains("| filter-1%-and | 2 | 1.010% |"), "{md}");
+        assert!(md.contains("counts equal on 4 of 4 answers (100.00%)"), "{md}");
+        assert!(md.contains("same sort values on 1 of 2 (50.00%)"), "{md}");
+        assert!(md.contains("6 failed here"), "{md}");
+        assert!(md.contains("| sort-price-asc | 0 | 0 | 2 | 1 |"), "{md}");
+        assert!(!md.contains("Count agreement with") && !md.contains("Top-10 overlap (command file)"));
+        let mut r = r;
+        let t = r.typed.as_mut().unwrap();
+        t.agreement.insert(
+            "tierdex".into(),
+            TypedAgreement {
+                failed: 9,
+                ..Default::default()
+            },
+        );
+        assert!(r
+            .markdown()
+            .contains("**tierdex vs lucene** (typed queries): nothing compared; 9 failed here"));
+        let back: Results = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.typed.unwrap().agreement["tantivy"].failed, 6);
     }
 
     #[test]

@@ -85,10 +85,14 @@ pub struct Row {
     pub mode: String,
     /// Category.
     pub category: String,
-    /// Queries in the group answered by every engine.
+    /// Queries in the group answered by every engine compared.
     pub n: usize,
     /// Queries of the group left out because some engine failed on them.
     pub excluded: usize,
+    /// Engines that failed on every query of the group (left out of the
+    /// row, so that the others are still compared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
     /// Latency per engine.
     pub engines: BTreeMap<String, Latency>,
     /// tierdex's mean time divided by each peer's (below 1: tierdex faster).
@@ -96,30 +100,43 @@ pub struct Row {
 }
 
 /// Groups queries by (source, mode, category) and aggregates each engine's
-/// times over the queries that every engine answered without error.
+/// times over the queries that every engine answered without error. An
+/// engine that failed on every query of a group (e.g. tierdex before it
+/// answers structured queries) is left out of that group instead, and named
+/// in [`Row::failed`].
 pub fn rows(
     queries: &[BenchQuery],
     answers: &BTreeMap<String, Vec<Answer>>,
     times: &BTreeMap<String, Vec<QueryTime>>,
 ) -> Vec<Row> {
-    let mut groups: BTreeMap<(String, String, String), (Vec<usize>, usize)> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String, String), Vec<usize>> = BTreeMap::new();
     for (i, q) in queries.iter().enumerate() {
-        let ok = answers.values().all(|a| a.get(i).is_some_and(|a| a.error.is_none()));
-        let g = groups
+        groups
             .entry((q.source.clone(), q.mode.clone(), q.category.clone()))
-            .or_default();
-        if ok {
-            g.0.push(i);
-        } else {
-            g.1 += 1;
-        }
+            .or_default()
+            .push(i);
     }
+    let answered = |a: &[Answer], i: usize| a.get(i).is_some_and(|a| a.error.is_none());
     let mut out = Vec::new();
     let mut groups: Vec<_> = groups.into_iter().collect();
     groups.sort_by_key(|((source, mode, category), _)| (rank_source(source), rank_mode(mode), rank_category(category)));
-    for ((source, mode, category), (idx, excluded)) in groups {
+    for ((source, mode, category), all) in groups {
+        let (mut live, mut failed) = (Vec::new(), Vec::new());
+        for (name, a) in answers {
+            if all.iter().any(|&i| answered(a, i)) {
+                live.push(name);
+            } else {
+                failed.push(name);
+            }
+        }
+        let idx: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|&i| live.iter().all(|name| answered(&answers[*name], i)))
+            .collect();
         let engines: BTreeMap<String, Latency> = times
             .iter()
+            .filter(|(name, _)| !failed.contains(name))
             .map(|(name, t)| (name.clone(), Latency::of(t, &idx)))
             .collect();
         let mut ratio = BTreeMap::new();
@@ -135,7 +152,8 @@ pub fn rows(
             mode,
             category,
             n: idx.len(),
-            excluded,
+            excluded: all.len() - idx.len(),
+            failed: failed.into_iter().cloned().collect(),
             engines,
             ratio,
         });
@@ -144,7 +162,10 @@ pub fn rows(
 }
 
 fn rank_source(s: &str) -> (usize, String) {
-    let r = ["commands", "generated"].iter().position(|x| *x == s).unwrap_or(9);
+    let r = ["commands", "generated", "typed"]
+        .iter()
+        .position(|x| *x == s)
+        .unwrap_or(9);
     (r, s.to_string())
 }
 
@@ -158,6 +179,12 @@ fn rank_category(c: &str) -> (usize, String) {
         .iter()
         .position(|x| *x == c)
         .or_else(|| crate::workload::CATEGORIES.iter().position(|x| *x == c).map(|p| p + 10))
+        .or_else(|| {
+            crate::workload::typed::categories()
+                .iter()
+                .position(|x| x == c)
+                .map(|p| p + 40)
+        })
         .unwrap_or(99);
     (r, c.to_string())
 }
@@ -240,6 +267,161 @@ pub fn top10_overlap(queries: &[BenchQuery], source: &str, ours: &[Answer], thei
     (if n == 0 { 1.0 } else { sum / n as f64 }, n)
 }
 
+/// One engine's answers to structured (typed) queries compared with a
+/// reference engine's (Lucene's).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TypedAgreement {
+    /// Counts, on every query with a count that both answered.
+    pub counts: Agreement,
+    /// Sorted queries, per category: (compared, equal sequences of field sort values).
+    pub sorts: BTreeMap<String, (usize, usize)>,
+    /// Some sort disagreements: the query and the first difference.
+    pub sort_examples: Vec<String>,
+    /// Mean top-10 overlap on the unsorted top-10 queries, and the queries compared.
+    pub overlap: (f64, usize),
+    /// Queries of the source the engine failed on.
+    pub failed: usize,
+    /// Queries of the source the reference failed on.
+    pub reference_failed: usize,
+}
+
+impl TypedAgreement {
+    /// Share of sorted queries whose sort values agree.
+    pub fn sort_rate(&self) -> f64 {
+        let (n, eq) = self.sorts.values().fold((0, 0), |(n, e), (a, b)| (n + a, e + b));
+        if n == 0 {
+            1.0
+        } else {
+            eq as f64 / n as f64
+        }
+    }
+}
+
+/// For a structured query with a sort, which of its sort keys are fields
+/// (`false` for `_score`); `None` without a sort.
+pub fn field_sort_keys(text: &str) -> Option<Vec<bool>> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let keys: Vec<&serde_json::Value> = match v.get("sort")? {
+        serde_json::Value::Array(a) => a.iter().collect(),
+        other => vec![other],
+    };
+    let is_score = |k: &serde_json::Value| match k {
+        serde_json::Value::String(s) => s == "_score",
+        serde_json::Value::Object(o) => o.contains_key("_score"),
+        _ => false,
+    };
+    (!keys.is_empty()).then(|| keys.iter().map(|k| !is_score(k)).collect())
+}
+
+/// Sort values equal as the protocol means it: numbers by value (`1.0E-5`
+/// and `0.00001` are equal), everything else exactly.
+fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The field sort values of an answer's hits, hit by hit.
+fn field_sort_values(a: &Answer, fields: &[bool]) -> Vec<Vec<serde_json::Value>> {
+    a.hits
+        .iter()
+        .map(|h| {
+            h.sort
+                .iter()
+                .flatten()
+                .zip(fields)
+                .filter(|(_, &f)| f)
+                .map(|(v, _)| v.clone())
+                .collect()
+        })
+        .collect()
+}
+
+/// Compares `ours` with `reference` on every query of `source`: counts on
+/// every query with a count, sorted results by their sequence of field
+/// sort values (ties may come in any order, so ids are not compared), and
+/// the top-10 overlap of unsorted top-10 queries.
+pub fn typed_agreement(queries: &[BenchQuery], source: &str, ours: &[Answer], reference: &[Answer]) -> TypedAgreement {
+    let mut t = TypedAgreement::default();
+    let (mut overlap_sum, mut overlap_n) = (0.0, 0usize);
+    for (i, q) in queries.iter().enumerate() {
+        if q.source != source {
+            continue;
+        }
+        let (Some(x), Some(y)) = (ours.get(i), reference.get(i)) else {
+            continue;
+        };
+        t.failed += usize::from(x.error.is_some());
+        t.reference_failed += usize::from(y.error.is_some());
+        if x.error.is_some() || y.error.is_some() {
+            continue;
+        }
+        if let (Some(cx), Some(cy)) = (x.count, y.count) {
+            let e = t.counts.by_category.entry(q.category.clone()).or_default();
+            e.0 += 1;
+            if cx == cy {
+                e.1 += 1;
+            } else if t.counts.examples.len() < 40 {
+                t.counts.examples.push((format!("{}\t{}", q.mode, q.text), cx, cy));
+            }
+        }
+        if !q.mode.starts_with("TOP_") {
+            continue;
+        }
+        match field_sort_keys(&q.text) {
+            Some(fields) => {
+                let (a, b) = (field_sort_values(x, &fields), field_sort_values(y, &fields));
+                let equal = a.len() == b.len()
+                    && a.iter()
+                        .zip(&b)
+                        .all(|(u, v)| u.len() == v.len() && u.iter().zip(v).all(|(p, q)| same_value(p, q)));
+                let e = t.sorts.entry(q.category.clone()).or_default();
+                e.0 += 1;
+                if equal {
+                    e.1 += 1;
+                } else if t.sort_examples.len() < 20 {
+                    let at = a
+                        .iter()
+                        .zip(&b)
+                        .position(|(u, v)| u != v)
+                        .unwrap_or(a.len().min(b.len()));
+                    t.sort_examples.push(format!(
+                        "`{}\t{}`: hit {at}: {:?} vs {:?} ({} vs {} hits)",
+                        q.mode,
+                        q.text,
+                        a.get(at),
+                        b.get(at),
+                        a.len(),
+                        b.len()
+                    ));
+                }
+            }
+            None if q.mode.starts_with("TOP_10") && !y.hits.is_empty() => {
+                let theirs: std::collections::HashSet<&str> = y.hits.iter().take(10).map(|h| h.id.as_str()).collect();
+                let common = x
+                    .hits
+                    .iter()
+                    .take(10)
+                    .filter(|h| theirs.contains(h.id.as_str()))
+                    .count();
+                overlap_sum += common as f64 / theirs.len() as f64;
+                overlap_n += 1;
+            }
+            None => {}
+        }
+    }
+    t.overlap = (
+        if overlap_n == 0 {
+            1.0
+        } else {
+            overlap_sum / overlap_n as f64
+        },
+        overlap_n,
+    );
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,7 +443,8 @@ mod tests {
                 .iter()
                 .map(|i| HitRecord {
                     id: i.to_string(),
-                    score: 1.0,
+                    score: Some(1.0),
+                    sort: None,
                 })
                 .collect(),
             ..Default::default()
@@ -299,6 +482,107 @@ mod tests {
         let r = rows(&qs, &answers, &times);
         assert_eq!((r[0].n, r[0].excluded), (1, 1));
         assert_eq!(r[0].ratio["lucene"], 0.5);
+    }
+
+    fn sorted(count: Option<u64>, values: &[(&str, serde_json::Value)]) -> Answer {
+        Answer {
+            count,
+            hits: values
+                .iter()
+                .map(|(id, v)| HitRecord {
+                    id: id.to_string(),
+                    score: None,
+                    sort: Some(vec![v.clone(), serde_json::json!(1.5)]),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn typed_answers_compare_counts_sort_values_and_failures() {
+        use serde_json::json;
+        let typed = |cat: &str, mode: &str, text: &str| BenchQuery {
+            source: "typed".into(),
+            ..q(cat, mode, text)
+        };
+        let sort = r#"{"query":{"match_all":{}},"sort":[{"price":"asc"},"_score"]}"#;
+        let qs = vec![
+            typed("range-price", "COUNT", r#"{"query":{"range":{"price":{"gte":1}}}}"#),
+            typed("range-price", "COUNT", r#"{"query":{"range":{"price":{"gte":2}}}}"#),
+            typed("sort-price-asc", "TOP_10_COUNT", sort),
+            typed("sort-price-asc", "TOP_10", sort),
+            typed("filter-1%-or", "TOP_10", r#"{"query":{"match_all":{}}}"#),
+            typed("filter-1%-or", "TOP_10", r#"{"query":{"match_all":{}}}"#),
+            q("term", "COUNT", "a"),
+        ];
+        // Ties in any order: the same sequence of values with other ids agrees
+        // (1e-5 and 0.00001 are one number; the `_score` values are not compared).
+        let mut tied = sorted(
+            Some(7),
+            &[("b", json!(1.0e-5)), ("a", json!(1.0e-5)), ("c", json!(null))],
+        );
+        tied.hits[0].sort.as_mut().unwrap()[1] = json!(9.0);
+        let ours = vec![
+            ans(Some(5), &[]),
+            ans(Some(3), &[]),
+            tied,
+            sorted(None, &[("a", json!(2.0))]),
+            ans(None, &["1", "2"]),
+            Answer {
+                error: Some("no JSON yet".into()),
+                ..Default::default()
+            },
+            ans(Some(1), &[]),
+        ];
+        let theirs = vec![
+            ans(Some(5), &[]),
+            ans(Some(4), &[]),
+            sorted(
+                Some(7),
+                &[("a", json!(0.00001)), ("b", json!(0.00001)), ("c", json!(null))],
+            ),
+            sorted(None, &[("a", json!(3.0))]),
+            ans(None, &["2", "3"]),
+            ans(None, &["2", "3"]),
+            ans(Some(2), &[]),
+        ];
+        let t = typed_agreement(&qs, "typed", &ours, &theirs);
+        assert_eq!(t.counts.by_category["range-price"], (2, 1));
+        assert_eq!(t.counts.by_category["sort-price-asc"], (1, 1));
+        assert_eq!(t.counts.examples.len(), 1);
+        assert_eq!(t.sorts["sort-price-asc"], (2, 1));
+        assert!(t.sort_examples[0].contains("hit 0"), "{:?}", t.sort_examples);
+        assert_eq!((t.failed, t.reference_failed), (1, 0));
+        assert_eq!(t.overlap, (0.5, 1));
+        assert_eq!(t.sort_rate(), 0.5);
+        assert_eq!(field_sort_keys(sort), Some(vec![true, false]));
+        assert_eq!(field_sort_keys("a b"), None);
+    }
+
+    #[test]
+    fn an_engine_failing_a_whole_group_leaves_the_others_compared() {
+        let qs = vec![q("range-price", "COUNT", "{}"), q("range-price", "COUNT", "{}")];
+        let failed = Answer {
+            error: Some("x".into()),
+            ..Default::default()
+        };
+        let mut answers = BTreeMap::new();
+        answers.insert("tierdex".to_string(), vec![failed.clone(), failed]);
+        answers.insert("lucene".to_string(), vec![ans(Some(1), &[]), ans(Some(2), &[])]);
+        answers.insert("tantivy".to_string(), vec![ans(Some(1), &[]), ans(Some(2), &[])]);
+        let mut times = BTreeMap::new();
+        times.insert("tierdex".to_string(), query_times(&[vec![0], vec![0]]));
+        times.insert("lucene".to_string(), query_times(&[vec![20], vec![40]]));
+        times.insert("tantivy".to_string(), query_times(&[vec![10], vec![10]]));
+        let r = rows(&qs, &answers, &times);
+        assert_eq!((r[0].n, r[0].excluded), (2, 0));
+        assert_eq!(r[0].failed, vec!["tierdex".to_string()]);
+        assert!(!r[0].engines.contains_key("tierdex") && r[0].ratio.is_empty());
+        assert_eq!(
+            (r[0].engines["lucene"].mean_us, r[0].engines["tantivy"].mean_us),
+            (30.0, 10.0)
+        );
     }
 
     #[test]

@@ -21,6 +21,12 @@ pub struct Args {
     /// Distinct words in the vocabulary.
     #[arg(long, default_value_t = 250_000)]
     vocab: usize,
+    /// Add typed fields to every document: `date` (ISO-8601, 2005-2024),
+    /// `category` (a keyword, ~1,000 Zipf-distributed values), `tags` (0-5
+    /// keywords of 200), `price` (a log-normal double, absent from 3%) and
+    /// `popularity` (a heavy-tailed long).
+    #[arg(long)]
+    typed: bool,
     /// Output file: .jsonl, .jsonl.zst or .jsonl.gz.
     #[arg(short, long)]
     out: PathBuf,
@@ -32,6 +38,7 @@ pub fn run(a: Args) -> Result<()> {
         docs: a.docs,
         seed: a.seed,
         vocab_size: a.vocab,
+        typed: a.typed,
         ..GenOptions::default()
     };
     let pb = bar(Some(a.docs), false, "generating");

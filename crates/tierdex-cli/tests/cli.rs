@@ -494,3 +494,35 @@ fn hard_inputs_get_clear_answers() {
     assert_eq!(lines[2]["count"], 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 3 queries failed"));
 }
+
+/// `tierdex gen --typed`: every document carries the typed fields, with
+/// the same text as without them.
+#[test]
+fn gen_typed_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (typed, plain) = (tmp.path().join("t.jsonl"), tmp.path().join("p.jsonl"));
+    for (out, flag) in [(&typed, Some("--typed")), (&plain, None)] {
+        let mut args = vec!["gen", "--docs", "50", "--vocab", "2000", "--out", out.to_str().unwrap()];
+        args.extend(flag);
+        ok(&args);
+    }
+    let lines = |p: &Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (typed, plain) = (lines(&typed), lines(&plain));
+    assert_eq!(typed.len(), 50);
+    for (t, p) in typed.iter().zip(&plain) {
+        assert_eq!((&t["id"], &t["title"], &t["body"]), (&p["id"], &p["title"], &p["body"]));
+        assert_eq!(p.as_object().unwrap().len(), 3);
+        assert!(t["date"].as_str().unwrap().ends_with('Z'), "{t}");
+        assert!(
+            t["category"].is_string() && t["tags"].is_array() && t["popularity"].is_u64(),
+            "{t}"
+        );
+        assert!(t["price"].is_null() || t["price"].as_f64().unwrap() >= 0.0);
+    }
+}

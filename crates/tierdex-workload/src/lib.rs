@@ -3,13 +3,16 @@
 //! OR and AND, two- and three-term phrases, exclusions, title-only terms.
 //! The `pair-*` categories are the phrase-filter workload (DESIGN §4): a
 //! popular term next to a term of each popularity level, which rarely
-//! stand side by side.
+//! stand side by side. [`typed`] builds the typed-field workloads (filters
+//! of chosen selectivity, sorts, range counts) as structured queries.
 
 use anyhow::Result;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use tierdex::search::Searcher;
 use tierdex::Field;
+
+pub mod typed;
 
 /// One generated query.
 #[derive(Debug, Clone)]

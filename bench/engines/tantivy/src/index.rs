@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use tantivy::directory::MmapDirectory;
 use tantivy::merge_policy::NoMergePolicy;
-use tantivy::{Index, IndexSettings, IndexWriter, TantivyDocument};
-use tierdex::corpus::{Corpus, ReadOptions};
+use tantivy::{DateTime, Index, IndexSettings, IndexWriter, TantivyDocument};
 
+use crate::corpus::Corpus;
 use crate::schema::{self, Fields};
 
 /// tantivy's bounds on the memory arena of one indexing thread
@@ -50,11 +50,8 @@ pub fn run(corpus_path: &Path, dir: &Path, threads: usize, memory_mb: usize) -> 
     }
 
     // The corpus first: a missing corpus must not leave an index directory.
-    // (tierdex's corpus errors already name the file and the line, and
-    // print their cause: their own text only, not the chain.)
-    let corpus = Corpus::open(&[corpus_path.to_path_buf()], ReadOptions::default())
-        .map_err(|e| anyhow!("cannot open corpus: {e}"))?;
     ensure!(corpus_path.is_file(), "corpus {} is not a file", corpus_path.display());
+    let corpus = Corpus::open(corpus_path)?;
 
     let created = prepare_dir(dir)?;
     let result = build(corpus, dir, threads, per_thread);
@@ -172,15 +169,37 @@ fn build(corpus: Corpus, dir: &Path, threads: usize, bytes_per_thread: usize) ->
 }
 
 /// Streams the corpus into the writer; returns the number of documents.
-fn add_documents(writer: &IndexWriter<TantivyDocument>, corpus: Corpus, fields: Fields, start: Instant) -> Result<u64> {
+fn add_documents(
+    writer: &IndexWriter<TantivyDocument>,
+    mut corpus: Corpus,
+    fields: Fields,
+    start: Instant,
+) -> Result<u64> {
     let mut docs = 0u64;
-    for record in corpus {
-        // The error names the file and the 1-based line.
-        let d = record.map_err(|e| anyhow!("bad corpus: {e}"))?;
-        let mut doc = TantivyDocument::with_capacity(d.id.len() + d.title().len() + d.body().len() + 64);
+    let Some(typed) = fields.typed else {
+        bail!("the schema has no typed fields");
+    };
+    // The error names the file and the 1-based line.
+    while let Some(d) = corpus.next_record()? {
+        let mut doc = TantivyDocument::with_capacity(d.id.len() + d.title.len() + d.body.len() + 64);
         doc.add_text(fields.id, &d.id);
-        doc.add_text(fields.title, d.title());
-        doc.add_text(fields.body, d.body());
+        doc.add_text(fields.title, &d.title);
+        doc.add_text(fields.body, &d.body);
+        for c in &d.category {
+            doc.add_text(typed.category, c);
+        }
+        for t in &d.tags {
+            doc.add_text(typed.tags, t);
+        }
+        if let Some(ms) = d.date {
+            doc.add_date(typed.date, DateTime::from_timestamp_millis(ms));
+        }
+        if let Some(p) = d.price {
+            doc.add_f64(typed.price, p);
+        }
+        if let Some(p) = d.popularity {
+            doc.add_i64(typed.popularity, p);
+        }
         writer.add_document(doc).context("cannot add a document")?;
         docs += 1;
         if docs.is_multiple_of(PROGRESS_EVERY) {

@@ -3,9 +3,12 @@
 //! tierdex's analyzer as tantivy's tokenizer so that both engines see the
 //! same terms.
 
+mod corpus;
+mod date;
 mod index;
 mod query;
 mod schema;
+mod structured;
 mod tokenizer;
 
 use std::path::PathBuf;
@@ -29,7 +32,8 @@ enum Command {
     Version,
     /// Builds a one-segment index in DIR from a JSON lines corpus.
     Index {
-        /// JSON lines corpus, `{"id", "title", "body"}` per line.
+        /// JSON lines corpus, `{"id", "title", "body"}` per line, with the
+        /// protocol's typed fields when present.
         #[arg(long)]
         corpus: PathBuf,
         /// Index directory (created; must not exist or be empty).

@@ -10,13 +10,15 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
+use tantivy::collector::sort_key::{ComparatorEnum, SortByErasedType};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::directory::MmapDirectory;
-use tantivy::query::QueryParser;
-use tantivy::schema::{Field, Value};
+use tantivy::query::{Query, QueryParser};
+use tantivy::schema::{Field, OwnedValue, Value};
 use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Score, Searcher, TantivyDocument};
 
-use crate::schema;
+use crate::schema::{self, TypedFields};
+use crate::structured::{self, SortBy, SortKey};
 
 /// What a line asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +47,11 @@ impl Mode {
 #[derive(Serialize)]
 struct Hit {
     id: String,
-    score: f32,
+    /// `null` for a field sort (scores are not computed for it).
+    score: Option<f32>,
+    /// The sort values, with a sort.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sort: Option<Vec<serde_json::Value>>,
 }
 
 #[derive(Serialize)]
@@ -66,6 +72,43 @@ struct Engine {
     searcher: Searcher,
     parser: QueryParser,
     id: Field,
+    typed: Option<TypedFields>,
+}
+
+/// Hits in sort order with their sort values.
+type SortedHits = Vec<(Vec<OwnedValue>, DocAddress)>;
+
+/// Hits with their score (unsorted queries) or sort values (sorted ones).
+type Hits = Vec<(Option<Score>, Option<Vec<OwnedValue>>, DocAddress)>;
+
+/// The sort key computer of a key. Missing values sort last both ways:
+/// `None` is the lowest value for `Natural` (descending) and for
+/// `ReverseNoneLower` (ascending).
+fn sort_key(k: &SortKey) -> (SortByErasedType, ComparatorEnum) {
+    let by = match &k.by {
+        SortBy::Score => SortByErasedType::for_score(),
+        SortBy::Field(f) => SortByErasedType::for_field(f),
+    };
+    let comparator = if k.desc {
+        ComparatorEnum::Natural
+    } else {
+        ComparatorEnum::ReverseNoneLower
+    };
+    (by, comparator)
+}
+
+/// A sort value as JSON: dates as epoch milliseconds, missing as null.
+fn sort_json(v: OwnedValue) -> serde_json::Value {
+    match v {
+        OwnedValue::Null => serde_json::Value::Null,
+        OwnedValue::Str(s) => serde_json::Value::String(s),
+        OwnedValue::I64(i) => i.into(),
+        OwnedValue::U64(u) => u.into(),
+        OwnedValue::F64(f) => f.into(),
+        OwnedValue::Bool(b) => b.into(),
+        OwnedValue::Date(d) => d.into_timestamp_millis().into(),
+        other => serde_json::Value::String(format!("{other:?}")),
+    }
 }
 
 impl Engine {
@@ -98,9 +141,38 @@ impl Engine {
                 searcher,
                 parser,
                 id: fields.id,
+                typed: fields.typed,
             },
             reader,
         ))
+    }
+
+    /// The first hits of `query` in the order of `keys` (1 to 3 keys), and
+    /// the count for `TOP_10_COUNT`.
+    fn sorted(&self, query: &dyn Query, keys: &[SortKey], mode: Mode) -> Result<(Option<u64>, SortedHits), String> {
+        let n = match mode {
+            Mode::Top(n) => n,
+            _ => 10,
+        };
+        let search_error = |e: tantivy::TantivyError| format!("search error: {e}");
+        macro_rules! run {
+            ($computer:expr, $flatten:expr) => {{
+                let top = TopDocs::with_limit(n).order_by($computer);
+                let (count, hits) = if mode == Mode::TopCount {
+                    let (hits, count) = self.searcher.search(query, &(top, Count)).map_err(search_error)?;
+                    (Some(count as u64), hits)
+                } else {
+                    (None, self.searcher.search(query, &top).map_err(search_error)?)
+                };
+                (count, hits.into_iter().map(|(k, a)| ($flatten(k), a)).collect())
+            }};
+        }
+        Ok(match keys {
+            [a] => run!(sort_key(a), |k| vec![k]),
+            [a, b] => run!((sort_key(a), sort_key(b)), |(x, y)| vec![x, y]),
+            [a, b, c] => run!((sort_key(a), sort_key(b), sort_key(c)), |(x, y, z)| vec![x, y, z]),
+            _ => return Err(format!("{} sort keys: 1 to 3 are supported", keys.len())),
+        })
     }
 
     /// The JSON answer (without newline) to one input line.
@@ -134,36 +206,50 @@ impl Engine {
 
         // Timed: parsing and searching.
         let start = Instant::now();
-        let query = self
-            .parser
-            .parse_query(text)
-            .map_err(|e| format!("query parse error: {e}"))?;
+        let (query, sort): (Box<dyn Query>, Vec<SortKey>) = if structured::is_json(text) {
+            let r =
+                structured::parse(text, &self.parser, self.typed.as_ref()).map_err(|e| format!("bad query: {e}"))?;
+            (r.query, r.sort)
+        } else {
+            let q = self
+                .parser
+                .parse_query(text)
+                .map_err(|e| format!("query parse error: {e}"))?;
+            (q, Vec::new())
+        };
         let search_error = |e: tantivy::TantivyError| format!("search error: {e}");
-        let (count, top): (Option<u64>, Vec<(Score, DocAddress)>) = match mode {
+        let (count, top): (Option<u64>, Hits) = match mode {
+            Mode::Count => {
+                let count = self.searcher.search(&*query, &Count).map_err(search_error)?;
+                (Some(count as u64), Vec::new())
+            }
+            _ if !sort.is_empty() => {
+                let (count, hits) = self.sorted(&*query, &sort, mode)?;
+                (count, hits.into_iter().map(|(k, a)| (None, Some(k), a)).collect())
+            }
             Mode::Top(n) => {
                 let top = self
                     .searcher
                     .search(&*query, &TopDocs::with_limit(n).order_by_score())
                     .map_err(search_error)?;
-                (None, top)
+                (None, top.into_iter().map(|(s, a)| (Some(s), None, a)).collect())
             }
             Mode::TopCount => {
                 let (top, count) = self
                     .searcher
                     .search(&*query, &(TopDocs::with_limit(10).order_by_score(), Count))
                     .map_err(search_error)?;
-                (Some(count as u64), top)
-            }
-            Mode::Count => {
-                let count = self.searcher.search(&*query, &Count).map_err(search_error)?;
-                (Some(count as u64), Vec::new())
+                (
+                    Some(count as u64),
+                    top.into_iter().map(|(s, a)| (Some(s), None, a)).collect(),
+                )
             }
         };
         let elapsed_us = start.elapsed().as_micros() as u64;
 
         // Not timed: the stored ids of the hits.
         let mut hits = Vec::with_capacity(top.len());
-        for (score, address) in top {
+        for (score, sort, address) in top {
             let doc: TantivyDocument = self
                 .searcher
                 .doc(address)
@@ -173,7 +259,8 @@ impl Engine {
                 .and_then(|v| v.as_str())
                 .ok_or_else(|| format!("stored document {address:?} has no id"))?
                 .to_owned();
-            hits.push(Hit { id, score });
+            let sort = sort.map(|values| values.into_iter().map(sort_json).collect());
+            hits.push(Hit { id, score, sort });
         }
         Ok(Answer {
             count,

@@ -3,17 +3,19 @@
 //! and charts.
 
 use std::collections::BTreeMap;
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use tierdex::search::Searcher;
 use tierdex_bench::commands::{read_command_file, BenchQuery};
 use tierdex_bench::engines::{Answer, EngineSpec, QueryOptions};
 use tierdex_bench::quality::find_collections;
-use tierdex_bench::report::{EngineResult, Machine, QualityResult, Results};
-use tierdex_bench::stats::{count_agreement, query_times, rows, top10_overlap, QueryTime};
+use tierdex_bench::report::{EngineResult, Machine, QualityResult, Results, TypedResults};
+use tierdex_bench::stats::{count_agreement, query_times, rows, top10_overlap, typed_agreement, QueryTime};
 use tierdex_bench::workload;
+use tierdex_bench::workload::typed::{TextPools, TypedSample};
 
 use super::*;
 
@@ -67,6 +69,13 @@ pub struct Args {
     /// Reuse the indexes of a previous run with the same corpus (no indexing figures then).
     #[arg(long)]
     pub reuse_indexes: bool,
+    /// The typed workload (text top-10 with filters of 0.1% to 50% selectivity,
+    /// sorts by price and date, range counts, as structured queries): `auto`
+    /// runs it when the corpus's first record has typed fields (`tierdex gen
+    /// --typed`); `on` requires them; `only` runs nothing else (no command file,
+    /// no generated text workload); `off` drops the typed fields.
+    #[arg(long, value_enum, default_value_t = TypedMode::Auto)]
+    pub typed: TypedMode,
     /// Working directory (corpus copy, indexes); default target/bench/<corpus>.
     #[arg(long)]
     pub work: Option<PathBuf>,
@@ -74,6 +83,22 @@ pub struct Args {
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
+
+/// When `compare` runs the typed workload.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypedMode {
+    /// When the corpus has typed fields.
+    Auto,
+    /// Always (a corpus without typed fields is an error).
+    On,
+    /// Never: typed fields are dropped.
+    Off,
+    /// Only the typed workload.
+    Only,
+}
+
+/// Documents of the corpus sampled to choose the typed workload's filters.
+const TYPED_SAMPLE: u64 = 200_000;
 
 /// Runs `tierdex-bench compare`.
 pub fn run(a: Args) -> Result<()> {
@@ -110,9 +135,28 @@ pub fn run(a: Args) -> Result<()> {
         });
     }
 
+    let has_typed = a.typed != TypedMode::Off && corpus_has_typed_fields(&a.corpus)?;
+    if !has_typed && matches!(a.typed, TypedMode::On | TypedMode::Only) {
+        bail!(
+            "--typed {:?}: the first record of {} has no typed field ({})",
+            a.typed,
+            a.corpus.display(),
+            TYPED_FIELDS.join(", ")
+        );
+    }
     let corpus = work.join("corpus.jsonl");
-    results.docs = prepare_corpus(&a.corpus, a.input.docs, &corpus)?;
-    eprintln!("corpus: {} documents", results.docs);
+    let prepared = prepare_corpus(&a.corpus, a.input.docs, &corpus, has_typed)?;
+    results.docs = prepared.docs;
+    eprintln!(
+        "corpus: {} documents{}",
+        results.docs,
+        if has_typed { " with typed fields" } else { "" }
+    );
+    let mapping = work.join("mapping.json");
+    let mut typed_results = TypedResults::default();
+    if has_typed {
+        std::fs::write(&mapping, serde_json::to_string_pretty(&typed_mapping())?)?;
+    }
     // Variants with the same index key share one index (built once, its report copied).
     let mut built: BTreeMap<String, tierdex_bench::engines::IndexReport> = BTreeMap::new();
     for (e, r) in engines.iter().zip(results.engines.iter_mut()) {
@@ -122,6 +166,21 @@ pub fn run(a: Args) -> Result<()> {
             r.index = report.clone();
             continue;
         }
+        let mut args = e.spec.index_args();
+        let mut input = &corpus;
+        if has_typed && e.spec.is_tierdex() {
+            // Until `tierdex index` takes mappings, tierdex indexes the text
+            // only (its typed queries then fail and are left out).
+            if e.index_has_flag("--mapping")? {
+                args.extend(["--mapping".to_string(), mapping.display().to_string()]);
+                typed_results.tierdex_index = "typed fields indexed (`tierdex index --mapping`)".into();
+            } else if let Some(text) = &prepared.text_only {
+                input = text;
+                typed_results.tierdex_index =
+                    "title and body only: this `tierdex index` has no `--mapping` yet, so its typed queries fail"
+                        .into();
+            }
+        }
         if a.reuse_indexes && dir.exists() {
             eprintln!("{}: reusing {}", e.name, dir.display());
             r.index.docs = results.docs;
@@ -130,7 +189,7 @@ pub fn run(a: Args) -> Result<()> {
             continue;
         }
         eprintln!("{}: indexing ...", e.name);
-        r.index = e.index_with(&corpus, &dir, a.index_threads, a.memory_mb, &e.spec.index_args())?;
+        r.index = e.index_with(input, &dir, a.index_threads, a.memory_mb, &args)?;
         built.insert(key, r.index.clone());
         eprintln!(
             "{}: {} docs in {:.1} s, {:.0} MiB",
@@ -143,12 +202,15 @@ pub fn run(a: Args) -> Result<()> {
 
     // Query sets: the command file and workloads generated from the corpus.
     let mut queries: Vec<BenchQuery> = Vec::new();
+    let only_typed = a.typed == TypedMode::Only;
     let command_file = a.input.queries.clone().or_else(|| default_command_file(&repo));
-    if let Some(f) = &command_file {
+    if let (Some(f), false) = (&command_file, only_typed) {
         queries.extend(read_command_file(f, sample)?);
     }
     let searcher = Searcher::open(&work.join("tierdex"))?;
-    for q in workload::generate(&searcher, per_category, 42)? {
+    let generated = workload::generate(&searcher, per_category, 42)?;
+    drop(searcher);
+    for q in generated.iter().filter(|_| !only_typed) {
         for mode in ["TOP_10", "TOP_10_COUNT", "COUNT"] {
             queries.push(BenchQuery {
                 source: "generated".into(),
@@ -158,7 +220,33 @@ pub fn run(a: Args) -> Result<()> {
             });
         }
     }
-    drop(searcher);
+    if has_typed {
+        let every = results.docs.div_ceil(TYPED_SAMPLE).max(1);
+        let file = std::fs::File::open(&corpus).with_context(|| format!("reading {}", corpus.display()))?;
+        let typed_sample = TypedSample::read(BufReader::new(file), every)?;
+        let typed = workload::typed::generate(&typed_sample, &TextPools::from_workload(&generated), per_category, 42);
+        typed_results.sample_docs = typed_sample.docs.len();
+        for q in &typed {
+            if let Some(s) = q.selectivity {
+                let e = typed_results.selectivity.entry(q.category.clone()).or_insert((0, 0.0));
+                e.1 = (e.1 * e.0 as f64 + s) / (e.0 + 1) as f64;
+                e.0 += 1;
+            }
+            for mode in q.modes {
+                queries.push(BenchQuery {
+                    source: "typed".into(),
+                    category: q.category.clone(),
+                    mode: mode.to_string(),
+                    text: q.json.clone(),
+                });
+            }
+        }
+        eprintln!(
+            "typed workload: {} queries from a sample of {} documents",
+            typed.len(),
+            typed_sample.docs.len()
+        );
+    }
     let lines: Vec<String> = queries.iter().map(|q| q.line()).collect();
     eprintln!(
         "{} queries x ({warmup} warm-up + {passes} measured passes) per engine",
@@ -174,10 +262,24 @@ pub fn run(a: Args) -> Result<()> {
             pool_bytes: a.pool_bytes,
             heap_mb: None,
         };
-        let run = e.query_with(&work.join(e.spec.index_key()), &options, &lines, warmup, passes, &|n| {
-            pb.set_position(n)
-        })?;
+        let index = work.join(e.spec.index_key());
+        let structured = !has_typed || e.answers_structured_queries(&index, results.docs)?;
+        let mut run = e.query_with(&index, &options, &lines, warmup, passes, &|n| pb.set_position(n))?;
         pb.finish_and_clear();
+        if !structured {
+            // Its answers to the typed queries are not answers to them (a
+            // tierdex without structured queries reads the JSON as text).
+            eprintln!(
+                "{}: does not answer structured queries (probe); its typed queries count as failed",
+                e.name
+            );
+            typed_results.unsupported.push(e.name.clone());
+            for (q, answer) in queries.iter().zip(run.answers.iter_mut()) {
+                if q.source == "typed" {
+                    answer.error = Some("structured queries not supported (probe failed)".into());
+                }
+            }
+        }
         r.query_peak_rss_kb = run.peak_rss_kb;
         r.query_wall_secs = run.wall_secs;
         r.errors = run.answers.iter().filter(|x| x.error.is_some()).count();
@@ -195,6 +297,17 @@ pub fn run(a: Args) -> Result<()> {
                 .overlap
                 .insert(peer.clone(), top10_overlap(&queries, "commands", ours, theirs));
         }
+    }
+    if has_typed {
+        // Every engine's structured answers against Lucene's.
+        if let Some(reference) = answers.get("lucene") {
+            for (name, theirs) in answers.iter().filter(|(n, _)| *n != "lucene") {
+                typed_results
+                    .agreement
+                    .insert(name.clone(), typed_agreement(&queries, "typed", theirs, reference));
+            }
+        }
+        results.typed = Some(typed_results);
     }
 
     if !a.no_quality {

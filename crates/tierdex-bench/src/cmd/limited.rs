@@ -183,7 +183,7 @@ pub fn run(a: Args) -> Result<()> {
             Some(c) => c.clone(),
             None => {
                 let c = work.join("corpus.jsonl");
-                let n = prepare_corpus(&a.corpus, a.input.docs, &c)?;
+                let n = prepare_corpus(&a.corpus, a.input.docs, &c, false)?.docs;
                 eprintln!("corpus: {n} documents");
                 corpus_copy = Some(c.clone());
                 c

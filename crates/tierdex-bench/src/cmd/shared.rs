@@ -2,7 +2,7 @@
 //! the engines, the corpus copy and run names.
 
 use std::collections::BTreeMap;
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -90,43 +90,189 @@ pub(crate) fn stem(path: &Path) -> String {
     name.split('.').next().unwrap_or("corpus").to_string()
 }
 
-/// Writes the first `limit` documents of `source` as plain JSON lines
-/// (`{"id","title","body"}`), unless an identical copy is already there.
-pub(crate) fn prepare_corpus(source: &Path, limit: Option<u64>, out: &Path) -> Result<u64> {
-    let meta = std::fs::metadata(source).with_context(|| format!("reading {}", source.display()))?;
-    let stamp = format!("{} {} {:?}", source.display(), meta.len(), limit);
-    let stamp_path = out.with_extension("stamp");
-    if out.exists() && std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
-        let docs = std::fs::read_to_string(out.with_extension("docs"))?.trim().parse()?;
-        return Ok(docs);
+/// Names of the bench protocol's typed fields (`bench/PROTOCOL.md`).
+pub(crate) const TYPED_FIELDS: [&str; 5] = ["date", "category", "tags", "price", "popularity"];
+
+/// The Elasticsearch-style mapping of a typed corpus (the protocol's
+/// fields), written next to the corpus copy for `tierdex index --mapping`.
+pub(crate) fn typed_mapping() -> serde_json::Value {
+    serde_json::json!({"properties": {
+        "title": {"type": "text"},
+        "body": {"type": "text"},
+        "date": {"type": "date"},
+        "category": {"type": "keyword"},
+        "tags": {"type": "keyword"},
+        "price": {"type": "double"},
+        "popularity": {"type": "long"},
+    }})
+}
+
+/// A JSON lines file, zstd or gzip compressed (recognised by their magic
+/// bytes) or plain.
+fn open_lines(path: &Path) -> Result<Box<dyn BufRead>> {
+    let mut file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut magic = [0u8; 4];
+    let n = file.read(&mut magic)?;
+    file.seek(SeekFrom::Start(0))?;
+    let reader: Box<dyn Read> = match &magic[..n] {
+        [0x28, 0xB5, 0x2F, 0xFD] => Box::new(zstd::stream::read::Decoder::new(file)?),
+        [0x1F, 0x8B, ..] => Box::new(flate2::read::MultiGzDecoder::new(file)),
+        _ => Box::new(file),
+    };
+    Ok(Box::new(BufReader::with_capacity(1 << 20, reader)))
+}
+
+/// Whether the first record of a JSON lines corpus has any of the
+/// protocol's typed fields (a directory of text files has none).
+pub(crate) fn corpus_has_typed_fields(source: &Path) -> Result<bool> {
+    if source.is_dir() {
+        return Ok(false);
     }
-    let corpus = Corpus::open(&[source.to_path_buf()], ReadOptions::default())?;
+    for line in open_lines(source)?.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(line.trim_start_matches('\u{feff}'))
+            .with_context(|| format!("the first record of {}", source.display()))?;
+        return Ok(TYPED_FIELDS.iter().any(|f| v.get(f).is_some_and(|x| !x.is_null())));
+    }
+    Ok(false)
+}
+
+/// One record of the corpus copy: id, title and body, and the typed fields
+/// it has (copied as they are: the engines check them).
+#[derive(serde::Serialize)]
+struct OutRecord<'a> {
+    id: &'a str,
+    title: &'a str,
+    body: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    date: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    category: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tags: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    price: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    popularity: Option<&'a serde_json::Value>,
+}
+
+/// The corpus copy [`prepare_corpus`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Prepared {
+    /// Documents in it.
+    pub docs: u64,
+    /// With typed fields: the same documents with id, title and body only
+    /// (`<out>-text.jsonl`), for a tierdex whose `index` has no mappings yet.
+    pub text_only: Option<PathBuf>,
+}
+
+/// Writes the first `limit` documents of `source` as plain JSON lines
+/// (`{"id","title","body"}`, plus the typed fields of the bench protocol
+/// when `typed`), unless an identical copy is already there. A JSON lines
+/// source is read record by record (`id` or `url`, a string or an integer;
+/// `title` and `body` strings or null; other keys dropped); a directory goes
+/// through tierdex's corpus reader (title and body only).
+pub(crate) fn prepare_corpus(source: &Path, limit: Option<u64>, out: &Path, typed: bool) -> Result<Prepared> {
+    let meta = std::fs::metadata(source).with_context(|| format!("reading {}", source.display()))?;
+    let stamp = format!("{} {} {:?} typed={typed}", source.display(), meta.len(), limit);
+    let stamp_path = out.with_extension("stamp");
+    let text_only = typed.then(|| out.with_file_name(format!("{}-text.jsonl", stem(out))));
+    if out.exists()
+        && text_only.as_ref().is_none_or(|t| t.exists())
+        && std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str())
+    {
+        let docs = std::fs::read_to_string(out.with_extension("docs"))?.trim().parse()?;
+        return Ok(Prepared { docs, text_only });
+    }
     let mut w = BufWriter::new(std::fs::File::create(out)?);
+    let mut text_w = match &text_only {
+        Some(t) => Some(BufWriter::new(std::fs::File::create(t)?)),
+        None => None,
+    };
     let pb = bar(limit.unwrap_or(0), "corpus");
     let mut n = 0u64;
-    for doc in corpus {
-        let doc = doc?;
-        serde_json::to_writer(
-            &mut w,
-            &serde_json::json!({"id": doc.id, "title": doc.title(), "body": doc.body()}),
-        )?;
+    let mut write = |id: &str, title: &str, body: &str, v: Option<&serde_json::Value>| -> Result<()> {
+        let typed_field = |f: &str| v.filter(|_| typed).and_then(|v| v.get(f)).filter(|x| !x.is_null());
+        let rec = OutRecord {
+            id,
+            title,
+            body,
+            date: typed_field("date"),
+            category: typed_field("category"),
+            tags: typed_field("tags"),
+            price: typed_field("price"),
+            popularity: typed_field("popularity"),
+        };
+        serde_json::to_writer(&mut w, &rec)?;
         w.write_all(b"\n")?;
-        n += 1;
-        if n.is_multiple_of(4096) {
-            pb.set_position(n);
+        if let Some(t) = text_w.as_mut() {
+            serde_json::to_writer(&mut *t, &serde_json::json!({"id": id, "title": title, "body": body}))?;
+            t.write_all(b"\n")?;
         }
-        if limit.is_some_and(|l| n >= l) {
-            break;
+        Ok(())
+    };
+    let done = |n: u64| limit.is_some_and(|l| n >= l);
+    if source.is_dir() {
+        for doc in Corpus::open(&[source.to_path_buf()], ReadOptions::default())? {
+            let doc = doc?;
+            write(&doc.id, doc.title(), doc.body(), None)?;
+            n += 1;
+            if done(n) {
+                break;
+            }
+        }
+    } else {
+        for (i, line) in open_lines(source)?.lines().enumerate() {
+            let line = line.with_context(|| format!("{}:{}", source.display(), i + 1))?;
+            let line = if i == 0 {
+                line.trim_start_matches('\u{feff}')
+            } else {
+                &line
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let at = || format!("{}:{}", source.display(), i + 1);
+            let v: serde_json::Value = serde_json::from_str(line).with_context(at)?;
+            let text = |f: &str| -> Result<&str> {
+                match v.get(f) {
+                    None | Some(serde_json::Value::Null) => Ok(""),
+                    Some(serde_json::Value::String(s)) => Ok(s),
+                    Some(_) => bail!("{}: field `{f}` must be a string", at()),
+                }
+            };
+            let id = match v.get("id").or_else(|| v.get("url")) {
+                Some(serde_json::Value::String(s)) if !s.is_empty() => s.clone(),
+                Some(serde_json::Value::Number(x)) if x.is_u64() || x.is_i64() => x.to_string(),
+                _ => bail!(
+                    "{}: missing or bad `id` (or `url`): a non-empty string or an integer",
+                    at()
+                ),
+            };
+            write(&id, text("title")?, text("body")?, Some(&v))?;
+            n += 1;
+            if n.is_multiple_of(4096) {
+                pb.set_position(n);
+            }
+            if done(n) {
+                break;
+            }
         }
     }
     w.flush()?;
+    if let Some(t) = text_w.as_mut() {
+        t.flush()?;
+    }
     pb.finish_and_clear();
     if n == 0 {
         bail!("{} holds no documents", source.display());
     }
     std::fs::write(out.with_extension("docs"), n.to_string())?;
     std::fs::write(stamp_path, stamp)?;
-    Ok(n)
+    Ok(Prepared { docs: n, text_only })
 }
 
 /// Whether `dir` holds a complete index of `engine`.
@@ -171,4 +317,72 @@ pub struct CorpusQueries {
     /// file in ../shared/queries when present.
     #[arg(long)]
     pub queries: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierdex::corpus::gen::{write_corpus, GenOptions};
+
+    fn lines(p: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn corpus_copies_keep_or_drop_typed_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("t.jsonl.zst");
+        let opts = GenOptions {
+            docs: 300,
+            vocab_size: 1000,
+            median_body_tokens: 5.0,
+            typed: true,
+            ..GenOptions::default()
+        };
+        write_corpus(&opts, &source, &|_| {}).unwrap();
+        assert!(corpus_has_typed_fields(&source).unwrap());
+
+        let out = dir.path().join("corpus.jsonl");
+        let p = prepare_corpus(&source, Some(200), &out, true).unwrap();
+        assert_eq!(p.docs, 200);
+        let (full, text) = (lines(&out), lines(p.text_only.as_ref().unwrap()));
+        assert_eq!((full.len(), text.len()), (200, 200));
+        for (f, t) in full.iter().zip(&text) {
+            assert_eq!((&f["id"], &f["title"], &f["body"]), (&t["id"], &t["title"], &t["body"]));
+            assert_eq!(t.as_object().unwrap().len(), 3);
+            assert!(
+                f["date"].is_string() && f["tags"].is_array() && f["popularity"].is_u64(),
+                "{f}"
+            );
+        }
+        assert!(full.iter().any(|f| f.get("price").is_none()));
+        // Reused while the stamp matches; rewritten without typed fields when asked.
+        let before = std::fs::metadata(&out).unwrap().modified().unwrap();
+        assert_eq!(prepare_corpus(&source, Some(200), &out, true).unwrap(), p);
+        assert_eq!(std::fs::metadata(&out).unwrap().modified().unwrap(), before);
+        let plain = prepare_corpus(&source, Some(200), &out, false).unwrap();
+        assert_eq!((plain.docs, plain.text_only), (200, None));
+        assert!(lines(&out).iter().all(|v| v.as_object().unwrap().len() == 3));
+
+        // `url` and integer ids, null text, other keys dropped; bad records name their line.
+        let odd = dir.path().join("odd.jsonl");
+        std::fs::write(
+            &odd,
+            "{\"url\": \"u1\", \"title\": null, \"body\": \"b\", \"x\": 1}\n\n{\"id\": 7, \"title\": \"t\"}\n",
+        )
+        .unwrap();
+        assert!(!corpus_has_typed_fields(&odd).unwrap());
+        let p = prepare_corpus(&odd, None, &dir.path().join("o.jsonl"), false).unwrap();
+        assert_eq!(p.docs, 2);
+        let v = lines(&dir.path().join("o.jsonl"));
+        assert_eq!(v[0], serde_json::json!({"id": "u1", "title": "", "body": "b"}));
+        assert_eq!(v[1]["id"], "7");
+        std::fs::write(&odd, "{\"id\": \"a\"}\n{\"title\": 3, \"id\": \"b\"}\n").unwrap();
+        let e = prepare_corpus(&odd, None, &dir.path().join("o2.jsonl"), false).unwrap_err();
+        assert!(format!("{e:#}").contains("odd.jsonl:2"), "{e:#}");
+    }
 }

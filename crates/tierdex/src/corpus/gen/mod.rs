@@ -17,6 +17,10 @@
 //!   commas and a full stop; occasional numbers (`1984`, `1,000`),
 //!   possessives (`network's`) and abbreviations (`u.s.`).
 //!
+//! With [`GenOptions::typed`], every document also carries typed fields
+//! (`date`, `category`, `tags`, `price`, `popularity`; see [`typed`]) drawn
+//! from their own RNG stream, so the text is the same either way.
+//!
 //! Output is deterministic: document `i` depends only on the options and
 //! `i` (its RNG is seeded by `(seed, i)`), and all arithmetic is
 //! platform-independent, so the same options give byte-identical corpora on
@@ -25,6 +29,7 @@
 mod sample;
 #[cfg(test)]
 mod tests;
+pub mod typed;
 mod vocab;
 
 use std::fs::File;
@@ -36,6 +41,7 @@ use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 use self::sample::{below, exp, ln, normal, rng_for, threshold, unit, zipf_weights, Alias, GenRng, Zipf};
+use self::typed::{TypedModel, TYPED_FIELDS};
 use super::CorpusError;
 use crate::schema::Document;
 
@@ -68,6 +74,10 @@ pub struct GenOptions {
     pub markov_rate: f64,
     /// Probability that a body word is one of the document's topic words.
     pub topic_rate: f64,
+    /// Whether documents carry the typed fields `date`, `category`, `tags`,
+    /// `price` and `popularity` (see [`typed`]); off by default, so that
+    /// corpora generated before typed fields existed stay byte-identical.
+    pub typed: bool,
 }
 
 impl Default for GenOptions {
@@ -84,6 +94,7 @@ impl Default for GenOptions {
             collocation_rate: 0.02,
             markov_rate: 0.15,
             topic_rate: 0.04,
+            typed: false,
         }
     }
 }
@@ -163,6 +174,8 @@ pub struct Generator {
     t_markov: u64,
     t_comma: u64,
     t_possessive: u64,
+    /// The typed-field model, when [`GenOptions::typed`].
+    typed: Option<TypedModel>,
 }
 
 impl std::fmt::Debug for Generator {
@@ -302,6 +315,7 @@ impl Generator {
             t_markov,
             t_comma: threshold(COMMA_RATE),
             t_possessive: (1u64 << 32) - threshold(POSSESSIVE_RATE),
+            typed: opts.typed.then(|| TypedModel::new(opts.seed)),
             opts,
         }
     }
@@ -349,7 +363,30 @@ impl Generator {
         let n = self.body_len(&mut rng);
         let mut body = Vec::with_capacity(n as usize * 7 + 16);
         self.body(&mut rng, n, &topic[..n_topic], &mut body);
-        Document::title_body(format!("g{i}"), ascii_string(title), ascii_string(body))
+        let mut doc = Document::title_body(format!("g{i}"), ascii_string(title), ascii_string(body));
+        if let Some(t) = &self.typed {
+            t.set_fields(&t.values(i), &mut doc);
+        }
+        doc
+    }
+
+    /// The `category` values by rank (most frequent first); empty unless
+    /// [`GenOptions::typed`].
+    pub fn categories(&self) -> &[String] {
+        self.typed.as_ref().map_or(&[], |t| t.categories())
+    }
+
+    /// The `tags` values by rank (most frequent first); empty unless
+    /// [`GenOptions::typed`].
+    pub fn tags(&self) -> &[String] {
+        self.typed.as_ref().map_or(&[], |t| t.tags())
+    }
+
+    /// The typed values of document `i` without its text (tests sample
+    /// many documents cheaply); `None` unless [`GenOptions::typed`].
+    #[cfg(test)]
+    fn typed_values(&self, i: u64) -> Option<typed::TypedValues> {
+        self.typed.as_ref().map(|t| t.values(i))
     }
 
     /// Documents `0..docs` in order.
@@ -549,7 +586,9 @@ fn ascii_string(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Appends `doc` as one JSON line `{"id":..,"title":..,"body":..}\n`.
+/// Appends `doc` as one JSON line `{"id":..,"title":..,"body":..}\n`,
+/// followed by its typed fields (in [`TYPED_FIELDS`] order) when it has
+/// them.
 fn push_json_line(out: &mut Vec<u8>, doc: &Document) {
     out.extend_from_slice(b"{\"id\":");
     push_json_str(out, &doc.id);
@@ -557,6 +596,16 @@ fn push_json_line(out: &mut Vec<u8>, doc: &Document) {
     push_json_str(out, doc.title());
     out.extend_from_slice(b",\"body\":");
     push_json_str(out, doc.body());
+    for name in TYPED_FIELDS {
+        if let Some(v) = doc.fields.get(name) {
+            out.extend_from_slice(b",\"");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":");
+            // Writing to a Vec cannot fail; numbers in serde_json's
+            // shortest round-trip form.
+            let _ = serde_json::to_writer(&mut *out, v);
+        }
+    }
     out.extend_from_slice(b"}\n");
 }
 
@@ -667,7 +716,8 @@ impl ChunkCompressor {
     }
 }
 
-/// Writes the corpus as JSON lines (`{"id","title","body"}`),
+/// Writes the corpus as JSON lines (`{"id","title","body"}`, plus the
+/// typed fields with [`GenOptions::typed`]),
 /// zstd-compressed (with checksums) when `out` ends in `.zst`, gzip when
 /// `.gz`. Generates and compresses in parallel chunks on all cores and
 /// writes them in order, so the output does not depend on the thread count

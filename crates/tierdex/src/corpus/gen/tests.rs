@@ -423,3 +423,227 @@ fn gen_sample() {
         .collect();
     eprintln!("mean token length {mean:.2} letters; share by length 1..15: {shares:?}");
 }
+
+fn typed(docs: u64, seed: u64) -> GenOptions {
+    GenOptions {
+        typed: true,
+        ..small(docs, seed)
+    }
+}
+
+/// Parses a JSON lines corpus with typed fields (the corpus reader checks
+/// records against a title/body schema).
+fn read_typed(path: &std::path::Path) -> Vec<Document> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn typed_fields_leave_the_text_alone() {
+    let plain = Generator::new(small(40, 3));
+    let g = Generator::new(typed(40, 3));
+    for (a, b) in plain.docs().zip(g.docs()) {
+        assert_eq!(
+            (a.id.as_str(), a.title(), a.body()),
+            (b.id.as_str(), b.title(), b.body())
+        );
+        assert_eq!(a.fields.len(), 2);
+        for f in ["date", "category", "tags", "popularity"] {
+            assert!(b.fields.contains_key(f), "{} lacks {f}", b.id);
+        }
+    }
+    assert!(plain.categories().is_empty() && plain.tags().is_empty());
+    assert_eq!((g.categories().len(), g.tags().len()), (1000, 200));
+    let names: HashSet<&String> = g.categories().iter().chain(g.tags()).collect();
+    assert_eq!(names.len(), 1200, "category and tag names are distinct");
+}
+
+#[test]
+fn typed_fields_are_deterministic_and_well_formed() {
+    let a = Generator::new(typed(300, 8));
+    let b = Generator::new(typed(300, 8));
+    let other = Generator::new(typed(300, 9));
+    let docs: Vec<Document> = a.docs().collect();
+    assert_eq!(docs, b.docs().collect::<Vec<_>>());
+    assert_eq!(a.doc(123), docs[123]);
+    assert_ne!(docs, other.docs().collect::<Vec<_>>());
+    let categories: HashSet<&str> = a.categories().iter().map(String::as_str).collect();
+    let tags: HashSet<&str> = a.tags().iter().map(String::as_str).collect();
+    for d in &docs {
+        let date = d.fields.get("date").and_then(|v| v.as_str()).unwrap();
+        assert_eq!(date.len(), 20, "{date}");
+        assert!(
+            ("2005-01-01T00:00:00Z"..="2024-12-31T23:59:59Z").contains(&date),
+            "{date}"
+        );
+        assert!(categories.contains(d.fields.get("category").and_then(|v| v.as_str()).unwrap()));
+        let t: Vec<&str> = d
+            .fields
+            .get("tags")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(t.len() <= 5 && t.iter().all(|x| tags.contains(x)));
+        assert_eq!(t.iter().collect::<HashSet<_>>().len(), t.len(), "distinct tags {t:?}");
+        if let Some(p) = d.fields.get("price") {
+            let p = p.as_f64().unwrap();
+            let cents = (p * 100.0).round();
+            assert!(p >= 0.0 && (cents / 100.0 - p).abs() < 1e-9, "{p}");
+        }
+        let pop = d.fields.get("popularity").unwrap().as_u64().unwrap();
+        assert!(pop <= 1_000_000);
+        // The values come from the same stream as the cheap sampler's.
+        let i: u64 = d.id[1..].parse().unwrap();
+        let v = a.typed_values(i).unwrap();
+        assert_eq!(v.popularity, pop);
+        assert_eq!(typed::format_date(v.date_secs), date);
+    }
+}
+
+#[test]
+fn typed_golden_output_is_stable() {
+    // Pins the typed corpus like `golden_output_is_stable` pins the text.
+    let g = Generator::new(GenOptions {
+        docs: 50,
+        typed: true,
+        ..GenOptions::default()
+    });
+    let mut buf = Vec::new();
+    g.write_json_lines(0..50, &mut buf);
+    let first = buf.split(|&b| b == b'\n').next().unwrap();
+    let first = std::str::from_utf8(first).unwrap();
+    // Field order of the line: id, title, body, then the typed fields.
+    let keys: Vec<usize> = [
+        "\"id\"",
+        "\"title\"",
+        "\"body\"",
+        "\"date\"",
+        "\"category\"",
+        "\"tags\"",
+        "\"popularity\"",
+    ]
+    .iter()
+    .map(|k| first.find(k).unwrap())
+    .collect();
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "{first}");
+    let hash = xxhash_rust::xxh3::xxh3_64(&buf);
+    assert_eq!(hash, 0xa4ef_8731_be3d_e43b, "typed golden hash changed: {hash:#x}");
+}
+
+#[test]
+fn typed_distributions() {
+    // 100,000 documents' typed values (no text: fast).
+    let g = Generator::new(typed(0, 42));
+    let n = 100_000u64;
+    let mut category_counts = vec![0u32; 1000];
+    let mut tag_counts = vec![0u32; 200];
+    let (mut prices, mut missing, mut no_tags, mut n_tags) = (Vec::new(), 0u64, 0u64, 0u64);
+    let mut pops = Vec::new();
+    let (mut first_decade, mut min_date, mut max_date) = (0u64, i64::MAX, i64::MIN);
+    // 2015-01-01T00:00:00Z.
+    let mid = 1_420_070_400;
+    for i in 0..n {
+        let v = g.typed_values(i).unwrap();
+        category_counts[v.category as usize] += 1;
+        for &t in &v.tags[..v.n_tags] {
+            tag_counts[t as usize] += 1;
+        }
+        n_tags += v.n_tags as u64;
+        no_tags += u64::from(v.n_tags == 0);
+        match v.price_cents {
+            Some(c) => prices.push(c),
+            None => missing += 1,
+        }
+        pops.push(v.popularity);
+        first_decade += u64::from(v.date_secs < mid);
+        min_date = min_date.min(v.date_secs);
+        max_date = max_date.max(v.date_secs);
+    }
+    let distinct = category_counts.iter().filter(|&&c| c > 0).count();
+    let top = f64::from(category_counts[0]) / n as f64;
+    eprintln!("categories: {distinct} distinct, top {top:.3}");
+    assert!((950..=1000).contains(&distinct), "{distinct} categories");
+    // Zipf(1) over 1,000 values: the top one has 1/H(1000) = 13.4%.
+    assert!((0.12..0.15).contains(&top), "top category {top}");
+    assert!(category_counts[0] > 5 * category_counts[9] && category_counts[9] > category_counts[500]);
+
+    let tags_seen = tag_counts.iter().filter(|&&c| c > 0).count();
+    let no_tags = no_tags as f64 / n as f64;
+    eprintln!(
+        "tags: {tags_seen} distinct, {no_tags:.3} without, mean {:.2}",
+        n_tags as f64 / n as f64
+    );
+    assert!(tags_seen >= 195 && tag_counts[0] > 10 * tag_counts[150]);
+    assert!((0.13..0.17).contains(&no_tags), "{no_tags}");
+
+    prices.sort_unstable();
+    let median = prices[prices.len() / 2] as f64 / 100.0;
+    let missing = missing as f64 / n as f64;
+    let p90 = prices[prices.len() * 9 / 10] as f64 / 100.0;
+    eprintln!("price: median {median}, p90 {p90}, {missing:.4} missing");
+    assert!((28.5..31.5).contains(&median), "median price {median}");
+    // Log-normal, sigma 1: p90 = median * e^1.2816 = 3.6 x median.
+    assert!((3.2..4.0).contains(&(p90 / median)), "p90 {p90}");
+    assert!((0.025..0.035).contains(&missing), "missing {missing}");
+
+    // Linear density from 1 to 2 over 20 years: 5/12 in the first decade.
+    let share = first_decade as f64 / n as f64;
+    eprintln!(
+        "dates: {} .. {}, first decade {share:.3}",
+        typed::format_date(min_date),
+        typed::format_date(max_date)
+    );
+    assert!((0.40..0.43).contains(&share), "first decade {share}");
+    assert!(min_date >= typed::DATE_START_SECS && max_date < typed::DATE_END_SECS);
+    assert!(min_date < typed::DATE_START_SECS + 86_400 * 30 && max_date > typed::DATE_END_SECS - 86_400 * 30);
+
+    pops.sort_unstable();
+    let (p50, p99, max) = (pops[pops.len() / 2], pops[pops.len() * 99 / 100], *pops.last().unwrap());
+    let mean = pops.iter().sum::<u64>() as f64 / n as f64;
+    eprintln!("popularity: p50 {p50}, p99 {p99}, max {max}, mean {mean:.0}");
+    assert!(
+        (5..=10).contains(&p50) && p99 > 400 && max > 50_000 && max <= 1_000_000,
+        "{p50} {p99} {max}"
+    );
+    assert!(mean > 3.0 * p50 as f64);
+}
+
+#[test]
+fn dates_format_as_iso_8601() {
+    assert_eq!(typed::format_date(0), "1970-01-01T00:00:00Z");
+    assert_eq!(typed::format_date(1_300_115_366), "2011-03-14T15:09:26Z");
+    assert_eq!(typed::format_date(typed::DATE_START_SECS), "2005-01-01T00:00:00Z");
+    assert_eq!(typed::format_date(typed::DATE_END_SECS - 1), "2024-12-31T23:59:59Z");
+    // Leap days, and a century that is not a leap year.
+    assert_eq!(typed::format_date(951_782_400), "2000-02-29T00:00:00Z");
+    assert_eq!(typed::format_date(1_709_164_800), "2024-02-29T00:00:00Z");
+    assert_eq!(typed::format_date(-2_203_891_200), "1900-03-01T00:00:00Z");
+    assert_eq!(typed::format_date(-1), "1969-12-31T23:59:59Z");
+}
+
+#[test]
+fn typed_corpus_round_trips_through_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = typed(700, 4);
+    let expected: Vec<Document> = Generator::new(opts.clone()).docs().collect();
+    let out = dir.path().join("t.jsonl");
+    write_corpus(&opts, &out, &|_| {}).unwrap();
+    assert_eq!(read_typed(&out), expected);
+    let one = dir.path().join("t1.jsonl");
+    write_corpus_with_threads(&opts, &one, &|_| {}, 1).unwrap();
+    assert_eq!(std::fs::read(&one).unwrap(), std::fs::read(&out).unwrap());
+    // Some documents have no price, some no tags (an empty array).
+    assert!(expected.iter().any(|d| !d.fields.contains_key("price")));
+    assert!(expected
+        .iter()
+        .any(|d| d.fields.get("tags").unwrap().as_array().unwrap().is_empty()));
+    // Untyped options give the untyped corpus.
+    let plain = dir.path().join("p.jsonl");
+    write_corpus(&small(700, 4), &plain, &|_| {}).unwrap();
+    let text = std::fs::read_to_string(&plain).unwrap();
+    assert!(!text.contains("\"category\""));
+    assert_eq!(read_back(&plain).len(), 700);
+}

@@ -11,8 +11,10 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
@@ -20,12 +22,12 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.stream.Stream;
 import org.apache.lucene.analysis.Analyzer;
-import org.apache.lucene.document.Document;
 import org.apache.lucene.document.Field;
 import org.apache.lucene.document.FieldType;
 import org.apache.lucene.document.StringField;
 import org.apache.lucene.index.DirectoryReader;
 import org.apache.lucene.index.IndexOptions;
+import org.apache.lucene.index.IndexableField;
 import org.apache.lucene.index.IndexWriter;
 import org.apache.lucene.index.IndexWriterConfig;
 import org.apache.lucene.index.TieredMergePolicy;
@@ -89,6 +91,7 @@ final class Indexer {
     String id;
     String title;
     String body;
+    final Typed.Values typed = new Typed.Values();
   }
 
   static int run(String corpusArg, String indexArg, int threads, int memoryMb) throws Exception {
@@ -290,7 +293,7 @@ final class Indexer {
     private final Field idField = new StringField("id", "", Field.Store.YES);
     private final Field titleField = new Field("title", "", TEXT_TYPE);
     private final Field bodyField = new Field("body", "", TEXT_TYPE);
-    private final Document doc = new Document();
+    private final List<IndexableField> doc = new ArrayList<>();
     private final ParsedDoc rec = new ParsedDoc();
 
     Worker(
@@ -302,9 +305,6 @@ final class Indexer {
       this.queue = queue;
       this.failure = failure;
       this.added = added;
-      doc.add(idField);
-      doc.add(titleField);
-      doc.add(bodyField);
     }
 
     @Override
@@ -343,6 +343,11 @@ final class Indexer {
             idField.setStringValue(rec.id);
             titleField.setStringValue(rec.title);
             bodyField.setStringValue(rec.body);
+            doc.clear();
+            doc.add(idField);
+            doc.add(titleField);
+            doc.add(bodyField);
+            rec.typed.addFields(doc);
             writer.addDocument(doc);
             n++;
           } catch (BadRecord e) {
@@ -368,16 +373,18 @@ final class Indexer {
 
   /**
    * Parses one record: an object with {@code id} (string or integer; or {@code url}), {@code
-   * title} and {@code body} (string or null, missing = empty); other fields ignored. Same rules as
-   * tierdex's corpus reader.
+   * title} and {@code body} (string or null, missing = empty), and the typed fields of
+   * bench/PROTOCOL.md when present; other fields ignored. Same rules as tierdex's corpus reader.
    */
   static void parse(byte[] b, int off, int len, ParsedDoc out) throws BadRecord {
     String id = null;
     String url = null;
     String title = null;
     String body = null;
-    boolean[] seen = new boolean[4];
+    boolean[] seen = new boolean[9];
     String field = null;
+    Typed.Values typed = out.typed;
+    typed.clear();
     try (JsonParser p = JSON.createParser(b, off, len)) {
       if (p.nextToken() != JsonToken.START_OBJECT) {
         throw new BadRecord("expected a JSON object");
@@ -392,6 +399,11 @@ final class Indexer {
               case "url" -> 1;
               case "title" -> 2;
               case "body" -> 3;
+              case Typed.CATEGORY -> 4;
+              case Typed.TAGS -> 5;
+              case Typed.DATE -> 6;
+              case Typed.PRICE -> 7;
+              case Typed.POPULARITY -> 8;
               default -> -1;
             };
         if (slot < 0) {
@@ -415,6 +427,39 @@ final class Indexer {
               id = s;
             } else {
               url = s;
+            }
+          }
+          case 4, 5 -> keywords(p, v, name, slot == 4 ? typed.categories : typed.tags);
+          case 6 -> {
+            if (v == JsonToken.VALUE_STRING) {
+              try {
+                typed.dateMillis = Typed.parseDate(p.getText());
+              } catch (IllegalArgumentException e) {
+                throw new BadRecord("field `date`: " + e.getMessage());
+              }
+              typed.hasDate = true;
+            } else if (v == JsonToken.VALUE_NUMBER_INT) {
+              typed.dateMillis = p.getLongValue();
+              typed.hasDate = true;
+            } else if (v != JsonToken.VALUE_NULL) {
+              throw new BadRecord(
+                  "field `date` must be an ISO-8601 string or an integer of epoch milliseconds");
+            }
+          }
+          case 7 -> {
+            if (v == JsonToken.VALUE_NUMBER_INT || v == JsonToken.VALUE_NUMBER_FLOAT) {
+              typed.price = p.getDoubleValue();
+              typed.hasPrice = true;
+            } else if (v != JsonToken.VALUE_NULL) {
+              throw new BadRecord("field `price` must be a number");
+            }
+          }
+          case 8 -> {
+            if (v == JsonToken.VALUE_NUMBER_INT) {
+              typed.popularity = p.getLongValue();
+              typed.hasPopularity = true;
+            } else if (v != JsonToken.VALUE_NULL) {
+              throw new BadRecord("field `popularity` must be an integer");
             }
           }
           default -> {
@@ -458,6 +503,24 @@ final class Indexer {
     out.id = key;
     out.title = title == null ? "" : title;
     out.body = body == null ? "" : body;
+  }
+
+  /** A keyword field's value: a string, an array of strings, or null. */
+  private static void keywords(JsonParser p, JsonToken v, String name, List<String> out)
+      throws IOException, BadRecord {
+    if (v == JsonToken.VALUE_STRING) {
+      out.add(p.getText());
+    } else if (v == JsonToken.START_ARRAY) {
+      JsonToken t;
+      while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
+        if (t != JsonToken.VALUE_STRING) {
+          throw new BadRecord("field `" + name + "` must hold strings");
+        }
+        out.add(p.getText());
+      }
+    } else if (v != JsonToken.VALUE_NULL) {
+      throw new BadRecord("field `" + name + "` must be a string or an array of strings");
+    }
   }
 
   private static boolean isBlank(byte[] b, int from, int to) {

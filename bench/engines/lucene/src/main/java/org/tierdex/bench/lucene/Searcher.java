@@ -27,10 +27,13 @@ import org.apache.lucene.index.StoredFieldVisitor;
 import org.apache.lucene.index.StoredFields;
 import org.apache.lucene.queryparser.classic.MultiFieldQueryParser;
 import org.apache.lucene.queryparser.classic.ParseException;
+import org.apache.lucene.search.FieldDoc;
 import org.apache.lucene.search.IndexSearcher;
 import org.apache.lucene.search.Query;
 import org.apache.lucene.search.ScoreDoc;
+import org.apache.lucene.search.Sort;
 import org.apache.lucene.search.TopDocs;
+import org.apache.lucene.search.TopFieldCollectorManager;
 import org.apache.lucene.search.TopScoreDocCollectorManager;
 import org.apache.lucene.search.TotalHits;
 import org.apache.lucene.search.similarities.BM25Similarity;
@@ -228,10 +231,21 @@ final class Searcher {
 
       long t0 = System.nanoTime();
       Query query;
-      try {
-        query = parser.parse(text);
-      } catch (ParseException | RuntimeException e) {
-        return Json.error("cannot parse query: " + firstLine(e.getMessage()));
+      Sort sort = null;
+      if (isJson(text)) {
+        try {
+          JsonQuery q = JsonQuery.parse(text, parser);
+          query = q.query;
+          sort = q.sort;
+        } catch (JsonQuery.BadQuery e) {
+          return Json.error("bad query: " + e.getMessage());
+        }
+      } else {
+        try {
+          query = parser.parse(text);
+        } catch (ParseException | RuntimeException e) {
+          return Json.error("cannot parse query: " + firstLine(e.getMessage()));
+        }
       }
       TopDocs top = null;
       long count = -1;
@@ -239,15 +253,22 @@ final class Searcher {
         if (k == 0) {
           count = searcher.count(query);
         } else if (counted) {
-          top = searcher.search(query, new TopScoreDocCollectorManager(k, null, Integer.MAX_VALUE));
+          top =
+              sort == null
+                  ? searcher.search(query, new TopScoreDocCollectorManager(k, null, Integer.MAX_VALUE))
+                  : searcher.search(
+                      query, new TopFieldCollectorManager(sort, k, null, Integer.MAX_VALUE));
           if (top.totalHits.relation() != TotalHits.Relation.EQUAL_TO) {
             throw new IllegalStateException("total hit count is not exact: " + top.totalHits);
           }
           count = top.totalHits.value();
         } else {
-          // Threshold k: Lucene may skip non-competitive documents (block-max WAND / MaxScore)
-          // as soon as k hits are collected.
-          top = searcher.search(query, new TopScoreDocCollectorManager(k, null, k));
+          // Threshold k: Lucene may skip non-competitive documents (block-max WAND / MaxScore,
+          // or the points of a sort field) as soon as k hits are collected.
+          top =
+              sort == null
+                  ? searcher.search(query, new TopScoreDocCollectorManager(k, null, k))
+                  : searcher.search(query, new TopFieldCollectorManager(sort, k, null, k));
         }
       } catch (RuntimeException e) {
         return Json.error("search failed: " + firstLine(String.valueOf(e)));
@@ -274,13 +295,37 @@ final class Searcher {
           b.append("{\"id\":");
           Json.string(b, visitor.id == null ? "" : visitor.id);
           b.append(",\"score\":");
-          Json.number(b, docs[i].score);
+          if (sort == null) {
+            Json.number(b, docs[i].score);
+          } else {
+            // Scores are not computed for field sorts (a `_score` key is in the sort values).
+            b.append("null,\"sort\":[");
+            Object[] values = ((FieldDoc) docs[i]).fields;
+            for (int j = 0; j < values.length; j++) {
+              if (j > 0) {
+                b.append(',');
+              }
+              JsonQuery.sortValue(b, values[j]);
+            }
+            b.append(']');
+          }
           b.append('}');
         }
       }
       b.append("],\"elapsed_us\":").append(elapsedUs).append('}');
       return b.toString();
     }
+  }
+
+  /** Whether a query is a structured (JSON) one: its first non-blank character is '{'. */
+  static boolean isJson(String text) {
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c != ' ' && c != '\t') {
+        return c == '{';
+      }
+    }
+    return false;
   }
 
   private static String firstLine(String s) {
