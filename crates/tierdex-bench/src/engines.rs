@@ -472,7 +472,9 @@ impl Engine {
             Command::new(&self.program).args(["index", "--help"]),
             "tierdex index --help",
         )?;
-        Ok(help.split(|c: char| c.is_whitespace() || matches!(c, ',' | '[' | ']')).any(|w| w == flag))
+        Ok(help
+            .split(|c: char| c.is_whitespace() || matches!(c, ',' | '[' | ']'))
+            .any(|w| w == flag))
     }
 
     /// The query process of this variant over the index `dir`, with

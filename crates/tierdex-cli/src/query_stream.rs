@@ -78,7 +78,11 @@ impl Totals {
 #[derive(Serialize)]
 struct Hit {
     id: String,
-    score: f32,
+    /// `null` for a sort that is not by score.
+    score: Option<f32>,
+    /// With a sort: the hit's sort values, one per key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sort: Option<Vec<tierdex::search::SortValue>>,
 }
 
 #[derive(Serialize)]
@@ -114,12 +118,13 @@ fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
     };
     let started = Instant::now();
     let (result, query_io) = crate::tier::measure(io == Some(true), || {
-        tierdex::query::parse(query)
-            .map_err(tierdex::Error::from)
-            .and_then(|q| match ctx.cache {
-                Some(c) => c.search(s, thread, &q, mode, k).map(|(r, o)| (r, Some(o))),
-                None => s.search_parsed(&q, mode, k).map(|r| (r, None)),
-            })
+        if query.trim_start().starts_with('{') {
+            return json_request(s, query, mode, k).map(|r| (r, None));
+        }
+        s.parse(query).and_then(|q| match ctx.cache {
+            Some(c) => c.search(s, thread, &q, mode, k).map(|(r, o)| (r, Some(o))),
+            None => s.search_parsed(&q, mode, k).map(|r| (r, None)),
+        })
     });
     let elapsed_us = started.elapsed().as_micros() as u64;
     if io.is_some() {
@@ -127,10 +132,18 @@ fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
     }
     let result = result.and_then(|(r, cache)| {
         let mut hits = Vec::with_capacity(r.hits.len());
-        for h in &r.hits {
+        let by_score = r.sort.is_none();
+        for (i, h) in r.hits.iter().enumerate() {
             hits.push(Hit {
                 id: s.doc_id(h.doc)?,
-                score: h.score,
+                score: by_score.then_some(h.score),
+                // The protocol's sort values: one per key, without the
+                // trailing document number.
+                sort: r.sort.as_ref().map(|v| {
+                    let mut v = v[i].clone();
+                    v.pop();
+                    v
+                }),
             });
         }
         Ok(Answer {
@@ -145,6 +158,54 @@ fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
         Ok(a) => serde_json::to_string(&a).expect("serialisable"),
         Err(e) => error(&e.to_string()),
     }
+}
+
+/// A JSON line's request (`{"query": Q, "sort": [..]}`, an Elasticsearch
+/// request body; `size`, `from` and `search_after` too), run in `mode`
+/// with `k` hits unless it says `size`.
+fn json_request(
+    s: &Searcher,
+    line: &str,
+    mode: tierdex::search::Mode,
+    k: usize,
+) -> tierdex::Result<tierdex::search::SearchResults> {
+    use tierdex::query::dsl;
+    let bad = |m: String| tierdex::Error::InvalidArgument(m);
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let o = v.as_object().ok_or_else(|| bad("a request is a JSON object".into()))?;
+    if let Some(k) = o
+        .keys()
+        .find(|k| !["query", "sort", "size", "from", "search_after"].contains(&k.as_str()))
+    {
+        return Err(bad(format!(
+            "[{k}] is not supported (query, sort, size, from, search_after)"
+        )));
+    }
+    let schema = s.schema();
+    let query = dsl::query(
+        schema,
+        s.query_limits(),
+        o.get("query").ok_or_else(|| bad("a request needs a `query`".into()))?,
+    )?;
+    let count = |key: &str| -> tierdex::Result<Option<usize>> {
+        o.get(key)
+            .map(|v| {
+                v.as_u64()
+                    .map(|n| n as usize)
+                    .ok_or_else(|| bad(format!("[{key}] must be a whole number ≥ 0")))
+            })
+            .transpose()
+    };
+    let mut req = tierdex::search::SearchRequest::new(&query, count("size")?.unwrap_or(k));
+    req.mode = mode;
+    req.from = count("from")?.unwrap_or(0);
+    if let Some(v) = o.get("sort") {
+        req.sort = dsl::sort(schema, v)?;
+    }
+    if let Some(v) = o.get("search_after") {
+        req.search_after = Some(dsl::search_after(v)?);
+    }
+    s.search_request(&req)
 }
 
 fn error(message: &str) -> String {

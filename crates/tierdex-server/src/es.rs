@@ -1,15 +1,22 @@
 //! An Elasticsearch-compatible subset.
 //!
-//! * Search: `/{index}/_search` and `/{index}/_count` with `query_string`,
-//!   `match`, `match_phrase`, `term` and `bool` (`must`, `should`,
-//!   `must_not`), `size`, `track_total_hits`, `highlight` and `_source`.
-//! * Writes: `PUT /{index}`, `POST /{index}/_doc`, `PUT|POST
-//!   /{index}/_doc/{id}`, `DELETE /{index}/_doc/{id}`, `POST /_bulk` and
-//!   `/{index}/_bulk` (NDJSON `index`, `create` and `delete` actions),
-//!   `/{index}/_refresh`, and `?refresh=true|wait_for` on writes. Documents
-//!   hold the text fields of the index's schema (`title` and `body` by
-//!   default); other fields are refused (tierdex has no dynamic mapping),
-//!   never silently dropped.
+//! * Search: `/{index}/_search` and `/{index}/_count` with the query DSL of
+//!   [`tierdex::query::dsl`] (`query_string`, `match`, `match_phrase`,
+//!   `match_all`, `match_none`, `term`, `terms`, `range`, `exists`, `bool`
+//!   with `filter`, `constant_score`), `size`, `from` (up to a 10,000-hit
+//!   window), `sort`, `search_after`, `track_total_hits`, `highlight` and
+//!   `_source` (true, false, patterns, includes/excludes).
+//! * Documents: `GET|HEAD /{index}/_doc/{id}` (real time: every
+//!   acknowledged write, refreshed or not), `_mget`.
+//! * Mappings: `PUT /{index}` with `mappings` (while the index is empty),
+//!   `GET /{index}/_mapping`, `PUT /{index}/_mapping` (new fields).
+//! * Writes: `POST /{index}/_doc`, `PUT|POST /{index}/_doc/{id}`, `DELETE
+//!   /{index}/_doc/{id}`, `POST /_bulk` and `/{index}/_bulk` (NDJSON
+//!   `index`, `create` and `delete` actions), `/{index}/_refresh`,
+//!   `_forcemerge`, and `?refresh=true|wait_for` on writes. Documents are
+//!   any JSON objects: the mapping (strict, or dynamic) decides what is
+//!   indexed; a document that does not fit is a `mapper_parsing_exception`,
+//!   never silently cut.
 //!
 //! Answers have Elasticsearch's shape. Anything else is a 400 naming what is
 //! not supported, never a silently different request.
@@ -21,10 +28,9 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tierdex::query::ast::{Clause, Occur, Query};
+use tierdex::query::ast::Query;
 use tierdex::schema::Schema;
 use tierdex::search::Mode;
-use tierdex::Field;
 
 use tierdex::update::wal::Op;
 use tierdex::Document;
@@ -44,148 +50,20 @@ pub struct UriParams {
     pub timeout: Option<String>,
 }
 
-fn field(schema: &Schema, name: &str) -> Result<Option<Field>, ApiError> {
-    match name {
-        "_all" | "*" => Ok(None),
-        other => schema.field(other).map(Some).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "unknown field `{other}` (fields: {})",
-                schema.names().join(", ")
-            ))
-        }),
-    }
-}
-
-/// A leaf query's field, text and other options.
-type Leaf<'a> = (Option<Field>, String, Option<&'a Map<String, Value>>);
-
-/// `{"field": "text"}` or `{"field": {"query": "text", ...}}`.
-fn field_and_text<'a>(schema: &Schema, kind: &str, v: &'a Value) -> Result<Leaf<'a>, ApiError> {
-    let obj = v
-        .as_object()
-        .filter(|o| o.len() == 1)
-        .ok_or_else(|| ApiError::bad_request(format!("[{kind}] takes one field: {{\"body\": \"text\"}}")))?;
-    let (name, inner) = obj.iter().next().expect("one entry");
-    let f = field(schema, name)?;
-    match inner {
-        Value::String(s) => Ok((f, s.clone(), None)),
-        Value::Object(o) => {
-            let text = o
-                .get("query")
+/// Translates an Elasticsearch query object into a query over `schema`'s
+/// fields (see [`tierdex::query::dsl`]).
+pub fn translate(state: &AppState, schema: &Schema, v: &Value) -> Result<Query, ApiError> {
+    let limits = *state.searcher().query_limits();
+    tierdex::query::dsl::query(schema, &limits, v).map_err(|e| match &e {
+        tierdex::Error::Query(_) => {
+            let text = v
+                .pointer("/query_string/query")
                 .and_then(Value::as_str)
-                .ok_or_else(|| ApiError::bad_request(format!("[{kind}] needs a string `query`")))?;
-            Ok((f, text.to_string(), Some(o)))
+                .unwrap_or_default();
+            ApiError::from_engine(text, e)
         }
-        _ => Err(ApiError::bad_request(format!(
-            "[{kind}] field `{name}` needs a string or an object"
-        ))),
-    }
-}
-
-fn clauses(schema: &Schema, kind: &str, v: &Value, occur: Occur, out: &mut Vec<Clause>) -> Result<(), ApiError> {
-    let items: Vec<&Value> = match v {
-        Value::Array(a) => a.iter().collect(),
-        Value::Object(_) => vec![v],
-        _ => {
-            return Err(ApiError::bad_request(format!(
-                "[bool] `{kind}` takes a query or a list of queries"
-            )))
-        }
-    };
-    for q in items {
-        out.push(Clause {
-            occur,
-            query: translate(schema, q)?,
-        });
-    }
-    Ok(())
-}
-
-/// Translates an Elasticsearch query object into a query over `schema`'s fields.
-pub fn translate(schema: &Schema, v: &Value) -> Result<Query, ApiError> {
-    let obj = v
-        .as_object()
-        .filter(|o| o.len() == 1)
-        .ok_or_else(|| ApiError::bad_request("a query is an object with exactly one key, e.g. {\"match\": {...}}"))?;
-    let (kind, body) = obj.iter().next().expect("one entry");
-    match kind.as_str() {
-        "query_string" | "simple_query_string" => {
-            let text = body
-                .get("query")
-                .and_then(Value::as_str)
-                .ok_or_else(|| ApiError::bad_request(format!("[{kind}] needs a string `query`")))?;
-            if let Some(f) = body.get("default_field").and_then(Value::as_str) {
-                field(schema, f)?;
-                if f != "*" && f != "_all" {
-                    return Err(ApiError::bad_request(
-                        "[query_string] default_field is not supported: prefix terms with their field (`name:term`)",
-                    ));
-                }
-            }
-            tierdex::query::parser::parse_with(text, schema).map_err(|e| ApiError::from_engine(text, e.into()))
-        }
-        "match" => {
-            let (f, text, opts) = field_and_text(schema, kind, body)?;
-            let operator = opts
-                .and_then(|o| o.get("operator"))
-                .and_then(Value::as_str)
-                .unwrap_or("or")
-                .to_ascii_lowercase();
-            let occur = match operator.as_str() {
-                "or" => Occur::Should,
-                "and" => Occur::Must,
-                other => return Err(ApiError::bad_request(format!("[match] unknown operator `{other}`"))),
-            };
-            Ok(Query::Boolean(
-                text.split_whitespace()
-                    .map(|w| Clause {
-                        occur,
-                        query: Query::Term {
-                            field: f,
-                            text: w.to_string(),
-                        },
-                    })
-                    .collect(),
-            ))
-        }
-        "match_phrase" => {
-            let (f, text, _) = field_and_text(schema, kind, body)?;
-            Ok(Query::Boolean(vec![Clause {
-                occur: Occur::Should,
-                query: Query::Phrase { field: f, text },
-            }]))
-        }
-        "term" => {
-            let (f, text, _) = field_and_text(schema, kind, body)?;
-            Ok(Query::Boolean(vec![Clause {
-                occur: Occur::Should,
-                query: Query::Term { field: f, text },
-            }]))
-        }
-        "bool" => {
-            let o = body
-                .as_object()
-                .ok_or_else(|| ApiError::bad_request("[bool] takes an object"))?;
-            let mut out = Vec::new();
-            for (k, v) in o {
-                match k.as_str() {
-                    "must" => clauses(schema, k, v, Occur::Must, &mut out)?,
-                    "should" => clauses(schema, k, v, Occur::Should, &mut out)?,
-                    "must_not" => clauses(schema, k, v, Occur::MustNot, &mut out)?,
-                    "minimum_should_match" if v == &json!(1) || v == &json!("1") => {}
-                    other => {
-                        return Err(ApiError::bad_request(format!(
-                            "[bool] `{other}` is not supported (must, should, must_not)"
-                        )))
-                    }
-                }
-            }
-            Ok(Query::Boolean(out))
-        }
-        other => Err(ApiError::bad_request(format!(
-            "query type [{other}] is not supported (query_string, match, match_phrase, term, bool)"
-        ))),
-    }
+        _ => ApiError::engine(e),
+    })
 }
 
 fn check_index(state: &AppState, index: &str) -> Result<(), ApiError> {
@@ -248,17 +126,14 @@ fn body_count(body: &Value, key: &str) -> Result<Option<u64>, ApiError> {
     }
 }
 
-/// The query of a request: the body's `query`, or `?q=`.
-fn request_query(schema: &Schema, body: &Value, uri: &UriParams) -> Result<(Query, String), ApiError> {
+/// The query of a request: the body's `query`, or `?q=`, or (neither)
+/// every document.
+fn request_query(state: &AppState, body: &Value, uri: &UriParams) -> Result<(Query, String), ApiError> {
+    let searcher = state.searcher();
     match (body.get("query"), &uri.q) {
-        (Some(q), _) => Ok((translate(schema, q)?, q.to_string())),
-        (None, Some(q)) => Ok((
-            tierdex::query::parser::parse_with(q, schema).map_err(|e| ApiError::from_engine(q, e.into()))?,
-            q.clone(),
-        )),
-        (None, None) => Err(ApiError::bad_request(
-            "no query: send {\"query\": {...}} or ?q= (match_all is not supported)",
-        )),
+        (Some(q), _) => Ok((translate(state, searcher.schema(), q)?, q.to_string())),
+        (None, Some(q)) => Ok((searcher.parse(q).map_err(|e| ApiError::from_engine(q, e))?, q.clone())),
+        (None, None) => Ok((Query::MatchAll, "*:*".into())),
     }
 }
 
@@ -304,6 +179,8 @@ pub async fn search(
             "_source",
             "timeout",
             "from",
+            "sort",
+            "search_after",
         ]
         .contains(&key.as_str())
         {
@@ -312,10 +189,8 @@ pub async fn search(
             )));
         }
     }
-    if body_count(&body, "from")?.or(uri.from).unwrap_or(0) != 0 {
-        return Err(ApiError::bad_request("[from] other than 0 is not supported"));
-    }
-    let (query, text) = request_query(state.searcher().schema(), &body, &uri)?;
+    let from = body_count(&body, "from")?.or(uri.from).unwrap_or(0) as usize;
+    let (query, text) = request_query(&state, &body, &uri)?;
     let size = match body_count(&body, "size")? {
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         None => uri.size.unwrap_or(10),
@@ -325,6 +200,15 @@ pub async fn search(
             "[size] {size} is above the limit of {MAX_K}"
         )));
     }
+    let schema = state.searcher().schema().clone();
+    let sort = match body.get("sort") {
+        Some(v) => tierdex::query::dsl::sort(&schema, v).map_err(ApiError::engine)?,
+        None => Vec::new(),
+    };
+    let search_after = match body.get("search_after") {
+        Some(v) => Some(tierdex::query::dsl::search_after(v).map_err(ApiError::engine)?),
+        None => None,
+    };
     // Counts are always exact: a number asks for at least that much.
     let track = match body.get("track_total_hits") {
         None | Some(Value::Bool(true)) => true,
@@ -337,13 +221,8 @@ pub async fn search(
         }
     };
     let source = match body.get("_source") {
-        None | Some(Value::Bool(true)) => true,
-        Some(Value::Bool(false)) => false,
-        Some(v) => {
-            return Err(ApiError::bad_request(format!(
-                "[_source] {v} is not supported: true or false (source filtering is not implemented)"
-            )))
-        }
+        None => Some(tierdex::query::dsl::SourceFilter::default()),
+        Some(v) => Some(tierdex::query::dsl::SourceFilter::parse(v).map_err(ApiError::engine)?),
     };
     let mode = match (size, track) {
         (0, _) => Mode::Count,
@@ -368,6 +247,9 @@ pub async fn search(
             mode,
             k: size,
             source,
+            from,
+            sort,
+            search_after,
             highlight,
             timeout,
         })
@@ -379,7 +261,10 @@ pub async fn search(
         .map(|h| {
             let mut hit = json!({ "_index": name, "_id": h.id, "_score": h.score });
             if let Some(d) = &h.source {
-                hit["_source"] = Value::Object(d.fields.to_map());
+                hit["_source"] = d.clone();
+            }
+            if let Some(v) = &h.sort {
+                hit["sort"] = json!(v);
             }
             if let Some(hl) = &h.highlight {
                 let mut m = Map::new();
@@ -416,14 +301,22 @@ pub async fn count(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let (uri, body) = prelude(&state, &index, uri, &body)?;
-    let (query, text) = request_query(state.searcher().schema(), &body, &uri)?;
+    if let Some(k) = body.as_object().and_then(|o| o.keys().find(|k| *k != "query")) {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in a count request"
+        )));
+    }
+    let (query, text) = request_query(&state, &body, &uri)?;
     let answer = state
         .search(SearchJob {
             text,
             query,
             mode: Mode::Count,
             k: 0,
-            source: false,
+            source: None,
+            from: 0,
+            sort: Vec::new(),
+            search_after: None,
             highlight: None,
             timeout: state.config().default_timeout,
         })
@@ -448,22 +341,13 @@ fn source_doc(schema: &Schema, id: String, v: &Value) -> Result<Document, ApiErr
         .ok_or_else(|| ApiError::bad_request("the document must be a JSON object"))?;
     let mut d = Document::new(id);
     for (k, x) in obj {
-        let text = match x {
-            Value::String(t) => t.clone(),
-            Value::Null => continue,
-            _ => {
-                return Err(mapper_error(format!("field [{k}] must be a string")));
-            }
-        };
-        if schema.field(k).is_none() {
-            return Err(mapper_error(format!(
-                "field [{k}] is not in the mapping: tierdex indexes [{}]",
-                schema.names().join("], [")
-            )));
+        if !x.is_null() {
+            d.fields.insert(k.clone(), x.clone());
         }
-        d.fields.insert(k.clone(), Value::String(text));
     }
-    schema.check(&d).map_err(|e| mapper_error(e.to_string()))?;
+    // The document must fit the mapping as it would grow for it (the
+    // writer takes the new fields when it logs the document).
+    schema.clone().admit(&d).map_err(|e| mapper_error(e.to_string()))?;
     Ok(d)
 }
 
@@ -492,18 +376,276 @@ fn shards() -> Value {
 pub async fn create_index(
     State(state): State<Arc<AppState>>,
     Path(index): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     check_index(&state, &index)?;
-    if state.writer().is_none() || state.searcher().num_docs() > 0 {
+    let v = body_value(&body)?;
+    let o = v.as_object().expect("an object");
+    if let Some(k) = o.keys().find(|k| *k != "mappings" && *k != "settings") {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in an index creation (mappings)"
+        )));
+    }
+    if let Some(settings) = o
+        .get("settings")
+        .filter(|s| s.as_object().is_none_or(|m| !m.is_empty()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "[settings] {settings} are not supported: the served index's settings are chosen when it is created"
+        )));
+    }
+    let live = match state.writer() {
+        Some(w) => w.live_docs(),
+        None => 1,
+    };
+    if live > 0 {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "resource_already_exists_exception",
             format!("index [{index}] already exists"),
         ));
     }
+    if let Some(m) = o.get("mappings") {
+        put_mapping(&state, &index, m).await?;
+    }
     Ok(Json(
         json!({ "acknowledged": true, "shards_acknowledged": true, "index": index }),
     ))
+}
+
+/// `PUT /{index}` with a body: `{"mappings": {..}}` (and no settings)
+/// gives the served index its mapping while it holds no document, or adds
+/// the mapping's new fields to it.
+async fn put_mapping(state: &Arc<AppState>, index: &str, mapping: &Value) -> Result<(), ApiError> {
+    let Some(w) = state.writer().cloned() else {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "read_only",
+            "this server was started read-only",
+        ));
+    };
+    let schema = Schema::from_json(&mapping.to_string()).map_err(|e| mapper_error(format!("index [{index}]: {e}")))?;
+    tokio::task::spawn_blocking(move || w.update_mapping(schema))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
+        .map_err(|e| match e {
+            tierdex::Error::Conflict(m) => ApiError::new(StatusCode::BAD_REQUEST, "illegal_argument_exception", m),
+            other => ApiError::engine(other),
+        })
+}
+
+/// `GET /{index}/_mapping`.
+pub async fn get_mapping(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_index(&state, &index)?;
+    let schema = match state.writer() {
+        Some(w) => w.schema(),
+        None => state.searcher().schema().clone(),
+    };
+    let name = state.config().index_name.clone();
+    Ok(Json(
+        json!({ name: { "mappings": tierdex::schema::mapping::to_mapping(&schema) } }),
+    ))
+}
+
+/// `PUT|POST /{index}/_mapping`: adds fields to the mapping.
+pub async fn update_mapping(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    check_index(&state, &index)?;
+    let v = body_value(&body)?;
+    put_mapping(&state, &index, &v).await?;
+    Ok(Json(json!({ "acknowledged": true })))
+}
+
+/// `GET|HEAD /{index}/_doc/{id}`: the document with its `_source`, seeing
+/// every acknowledged write (refreshed or not), as Elasticsearch's
+/// real-time get.
+pub async fn get_doc(
+    State(state): State<Arc<AppState>>,
+    Path((index, id)): Path<(String, String)>,
+    uri: Result<UrlQuery<SourceParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    check_index(&state, &index)?;
+    let UrlQuery(p) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let filter = p.filter()?;
+    let (status, v) = fetch(&state, &id, &filter).await?;
+    Ok((status, Json(v)))
+}
+
+/// `_source` URI parameters of a get.
+#[derive(Debug, Default, Deserialize)]
+pub struct SourceParams {
+    /// `true`, `false`, or comma-separated patterns.
+    #[serde(rename = "_source")]
+    pub source: Option<String>,
+    /// Comma-separated patterns kept.
+    #[serde(rename = "_source_includes")]
+    pub includes: Option<String>,
+    /// Comma-separated patterns left out.
+    #[serde(rename = "_source_excludes")]
+    pub excludes: Option<String>,
+}
+
+impl SourceParams {
+    fn filter(&self) -> Result<tierdex::query::dsl::SourceFilter, ApiError> {
+        let list = |s: &Option<String>| -> Vec<String> {
+            s.iter()
+                .flat_map(|x| x.split(','))
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let mut f = match self.source.as_deref() {
+            None | Some("true") => tierdex::query::dsl::SourceFilter::default(),
+            Some("false") => tierdex::query::dsl::SourceFilter {
+                disabled: true,
+                ..Default::default()
+            },
+            Some(_) => tierdex::query::dsl::SourceFilter {
+                includes: list(&self.source),
+                ..Default::default()
+            },
+        };
+        f.includes.extend(list(&self.includes));
+        f.excludes.extend(list(&self.excludes));
+        Ok(f)
+    }
+}
+
+/// The get answer for document `id`: 200 with it, or 404.
+async fn fetch(
+    state: &Arc<AppState>,
+    id: &str,
+    filter: &tierdex::query::dsl::SourceFilter,
+) -> Result<(StatusCode, Value), ApiError> {
+    let st = state.clone();
+    let key = id.to_string();
+    let doc = tokio::task::spawn_blocking(move || match st.writer() {
+        Some(w) => w.get(&key),
+        None => st.searcher().get(&key),
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
+    .map_err(ApiError::engine)?;
+    let name = &state.config().index_name;
+    Ok(match doc {
+        Some(d) => {
+            let mut v =
+                json!({ "_index": name, "_id": id, "_version": 1, "_seq_no": 0, "_primary_term": 1, "found": true });
+            if let Some(src) = filter.apply(&d) {
+                v["_source"] = src;
+            }
+            (StatusCode::OK, v)
+        }
+        None => (
+            StatusCode::NOT_FOUND,
+            json!({ "_index": name, "_id": id, "found": false }),
+        ),
+    })
+}
+
+/// `GET|POST /_mget` and `/{index}/_mget`: `{"docs": [{"_id": .., "_index": ..,
+/// "_source": ..}]}` or (with an index) `{"ids": [..]}`.
+pub async fn mget(
+    State(state): State<Arc<AppState>>,
+    index: Option<Path<String>>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(Path(i)) = &index {
+        check_index(&state, i)?;
+    }
+    let v = body_value(&body)?;
+    let o = v.as_object().expect("an object");
+    if let Some(k) = o.keys().find(|k| *k != "docs" && *k != "ids") {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in _mget (docs, ids)"
+        )));
+    }
+    let mut wanted: Vec<(String, tierdex::query::dsl::SourceFilter)> = Vec::new();
+    if let Some(ids) = o.get("ids") {
+        if index.is_none() {
+            return Err(ApiError::bad_request(
+                "[ids] needs an index in the path: /{index}/_mget",
+            ));
+        }
+        let list = ids
+            .as_array()
+            .ok_or_else(|| ApiError::bad_request("[ids] must be a list"))?;
+        for id in list {
+            let id = match id {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                other => return Err(ApiError::bad_request(format!("[ids] entries are ids, not {other}"))),
+            };
+            wanted.push((id, Default::default()));
+        }
+    }
+    if let Some(docs) = o.get("docs") {
+        let list = docs
+            .as_array()
+            .ok_or_else(|| ApiError::bad_request("[docs] must be a list"))?;
+        for d in list {
+            let d = d
+                .as_object()
+                .ok_or_else(|| ApiError::bad_request("[docs] entries are objects"))?;
+            if let Some(k) = d.keys().find(|k| !["_id", "_index", "_source"].contains(&k.as_str())) {
+                return Err(ApiError::bad_request(format!(
+                    "[docs] entry key [{k}] is not supported"
+                )));
+            }
+            let id = match d.get("_id") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => return Err(ApiError::bad_request("[docs] entries need an `_id`")),
+            };
+            match d
+                .get("_index")
+                .and_then(Value::as_str)
+                .or(index.as_ref().map(|p| p.0.as_str()))
+            {
+                Some(i) => check_index(&state, i)?,
+                None => return Err(ApiError::bad_request(format!("[docs] entry [{id}] names no `_index`"))),
+            }
+            let f = match d.get("_source") {
+                Some(s) => tierdex::query::dsl::SourceFilter::parse(s).map_err(ApiError::engine)?,
+                None => Default::default(),
+            };
+            wanted.push((id, f));
+        }
+    }
+    let mut out = Vec::with_capacity(wanted.len());
+    for (id, f) in &wanted {
+        out.push(fetch(&state, id, f).await?.1);
+    }
+    Ok(Json(json!({ "docs": out })))
+}
+
+/// `POST /_forcemerge` and `/{index}/_forcemerge`: rewrites the segments
+/// holding deleted documents without them.
+pub async fn forcemerge(
+    State(state): State<Arc<AppState>>,
+    index: Option<Path<String>>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(Path(i)) = &index {
+        check_index(&state, i)?;
+    }
+    let Some(w) = state.writer().cloned() else {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "read_only",
+            "this server was started read-only",
+        ));
+    };
+    tokio::task::spawn_blocking(move || w.compact())
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
+        .map_err(ApiError::engine)?;
+    Ok(Json(json!({ "_shards": shards() })))
 }
 
 /// `HEAD /{index}`: 200 for the served index, 404 otherwise.

@@ -273,8 +273,14 @@ pub struct SearchJob {
     pub mode: Mode,
     /// Hits wanted.
     pub k: usize,
-    /// Fetch stored documents of the hits.
-    pub source: bool,
+    /// Show the hits' `_source`, filtered (`None`: not at all).
+    pub source: Option<tierdex::query::dsl::SourceFilter>,
+    /// Hits skipped before the page.
+    pub from: usize,
+    /// The order (empty: by score).
+    pub sort: Vec<tierdex::search::SortField>,
+    /// Start after this hit's sort values.
+    pub search_after: Option<Vec<tierdex::search::SortValue>>,
     /// Highlight the hits (snippet bytes).
     pub highlight: Option<usize>,
     /// Longest wait for the answer.
@@ -288,9 +294,12 @@ pub struct HitOut {
     pub id: String,
     /// BM25 score.
     pub score: f32,
-    /// Stored title and body, when asked.
+    /// The stored document's fields (`_source`), filtered, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<tierdex::Document>,
+    pub source: Option<serde_json::Value>,
+    /// With a sort: the hit's sort values, its document number last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sort: Option<Vec<tierdex::search::SortValue>>,
     /// Highlighted title and body snippet, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub highlight: Option<tierdex::search::Highlight>,
@@ -314,7 +323,17 @@ fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) 
     let snapshot = state.searcher();
     let s = &*snapshot;
     let d = Some(deadline);
+    let paged = job.from > 0 || !job.sort.is_empty() || job.search_after.is_some();
     let (r, outcome): (SearchResults, _) = match &state.cache {
+        _ if paged => {
+            let mut req = tierdex::search::SearchRequest::new(&job.query, job.k);
+            req.mode = job.mode;
+            req.from = job.from;
+            req.sort = job.sort.clone();
+            req.search_after = job.search_after.clone();
+            req.deadline = d;
+            (s.search_request(&req)?, None)
+        }
         Some(c) => c
             .search_until(s, thread, &job.query, job.mode, job.k, d)
             .map(|(r, o)| (r, Some(o)))?,
@@ -326,11 +345,15 @@ fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) 
         None
     };
     let mut hits = Vec::with_capacity(r.hits.len());
-    for h in &r.hits {
+    for (i, h) in r.hits.iter().enumerate() {
         hits.push(HitOut {
             id: s.doc_id(h.doc)?,
             score: h.score,
-            source: if job.source { Some(s.doc(h.doc)?) } else { None },
+            source: match &job.source {
+                Some(f) => f.apply(&s.doc(h.doc)?),
+                None => None,
+            },
+            sort: r.sort.as_ref().map(|v| v[i].clone()),
             highlight: match (&plan, job.highlight) {
                 (Some(p), Some(bytes)) => Some(s.highlight(p, h.doc, bytes)?),
                 _ => None,
@@ -619,12 +642,22 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/refresh", post(refresh))
         .route("/flush", post(flush))
         .route("/{index}", axum::routing::put(es::create_index).head(es::index_exists))
+        .route(
+            "/{index}/_mapping",
+            get(es::get_mapping).put(es::update_mapping).post(es::update_mapping),
+        )
+        .route("/_mget", get(es::mget).post(es::mget))
+        .route("/{index}/_mget", get(es::mget).post(es::mget))
+        .route("/_forcemerge", post(es::forcemerge))
+        .route("/{index}/_forcemerge", post(es::forcemerge))
         .route("/{index}/_doc", post(es::index_doc))
         .route(
             "/{index}/_doc/{id}",
             axum::routing::put(es::index_doc_id)
                 .post(es::index_doc_id)
-                .delete(es::delete_doc),
+                .delete(es::delete_doc)
+                .get(es::get_doc)
+                .head(es::get_doc),
         )
         .route("/_bulk", post(es::bulk_all))
         .route("/{index}/_bulk", post(es::bulk))
@@ -895,7 +928,10 @@ fn search_job(state: &AppState, p: &SearchParams) -> Result<SearchJob, ApiError>
         query,
         mode,
         k,
-        source: false,
+        source: None,
+        from: 0,
+        sort: Vec::new(),
+        search_after: None,
         highlight: p.highlight.unwrap_or(false).then_some(200),
         timeout: match p.timeout {
             Some(ms) => state

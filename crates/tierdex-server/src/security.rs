@@ -96,6 +96,9 @@ pub fn access(method: &Method, route: Option<&str>) -> Access {
         Some("/") if method == Method::GET || method == Method::HEAD => Access::Read,
         Some("/stats" | "/search" | "/{index}/_search" | "/{index}/_count") if reads => Access::Read,
         Some("/{index}") if method == Method::HEAD => Access::Read,
+        Some("/{index}/_doc/{id}") if method == Method::GET || method == Method::HEAD => Access::Read,
+        Some("/_mget" | "/{index}/_mget") if reads => Access::Read,
+        Some("/{index}/_mapping") if method == Method::GET => Access::Read,
         Some(
             "/docs" | "/docs/{id}" | "/{index}/_doc" | "/{index}/_doc/{id}" | "/_bulk" | "/{index}/_bulk" | "/refresh"
             | "/{index}/_refresh",

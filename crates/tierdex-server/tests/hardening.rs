@@ -252,13 +252,12 @@ async fn bad_search_parameters_are_named_400s() {
         (json!({"query": q, "from": -5}), "from"),
         (json!({"query": q, "from": "abc"}), "from"),
         (json!({"query": q, "from": 1.5}), "from"),
-        (json!({"query": q, "from": 10}), "from"),
         (json!({"query": q, "size": -1}), "size"),
         (json!({"query": q, "size": "abc"}), "size"),
         (json!({"query": q, "size": 2.5}), "size"),
         (json!({"query": q, "track_total_hits": "abc"}), "track_total_hits"),
         (json!({"query": q, "track_total_hits": -3}), "track_total_hits"),
-        (json!({"query": q, "_source": ["title"]}), "_source"),
+        (json!({"query": q, "_source": 5}), "_source"),
     ];
     for (b, names) in bodies {
         let (st, v) = json_request("POST", &s.url("/fruit/_search"), &[JSON], Some(&b.to_string())).await;
@@ -268,7 +267,6 @@ async fn bad_search_parameters_are_named_400s() {
     for (path, names) in [
         ("/fruit/_search?q=apple&from=-5", "from"),
         ("/fruit/_search?q=apple&from=abc", "from"),
-        ("/fruit/_search?q=apple&from=3", "from"),
         ("/fruit/_search?q=apple&size=-1", "size"),
         ("/fruit/_search?q=apple&size=abc", "size"),
         ("/search?q=apple&k=-1", "k"),

@@ -19,6 +19,7 @@ internal!(boolean);
 internal!(collector);
 internal!(column);
 internal!(count);
+pub mod dsl;
 pub mod highlight;
 pub mod limits;
 pub mod parser;

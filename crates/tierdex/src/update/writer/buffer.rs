@@ -46,6 +46,52 @@ fn map_dynamic(st: &mut State, doc: &Document) -> Result<()> {
 }
 
 impl IndexWriter {
+    /// Changes the index's mapping: `schema` replaces it while the index
+    /// holds no document yet (Elasticsearch's index creation with
+    /// mappings); otherwise its fields are added to the index's, a field
+    /// already there with another type being an error (a mapping update).
+    /// The new mapping is committed (in the manifest) before this returns.
+    pub fn update_mapping(&self, schema: Schema) -> Result<()> {
+        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.lock_ready()?;
+        let empty = st.durable.is_empty() && st.buffer.is_empty() && st.refreshed_parts.is_empty() && st.ids.is_empty();
+        let merged = if empty {
+            schema
+        } else {
+            let mut current = st.manifest.schema();
+            for e in schema.entries() {
+                match current.field(&e.name).and_then(|f| current.entry(f)) {
+                    Some(old) if old.ty == e.ty && old.source == e.source => {}
+                    Some(old) => {
+                        return Err(Error::Conflict(format!(
+                            "mapper [{}] cannot be changed from type [{}] to [{}]: the index holds documents",
+                            e.name,
+                            old.ty.name(),
+                            e.ty.name()
+                        )))
+                    }
+                    None => {
+                        current.add_field(e.clone())?;
+                    }
+                }
+            }
+            if schema.dynamic_mode() != current.dynamic_mode() {
+                current.set_dynamic(schema.dynamic_mode());
+            }
+            current
+        };
+        let before = st.manifest.schema();
+        install(&mut st, merged);
+        if let Err(e) = st.manifest.store(&self.dir) {
+            install(&mut st, before);
+            return Err(e);
+        }
+        st.dirty = true;
+        drop(st);
+        drop(_maintenance);
+        self.refresh().map(|_| ())
+    }
+
     /// Applies a batch: logged, and once the log is synced applied to the
     /// buffer (visible to searches after the next refresh); returns then,
     /// the batch durable. Batches are applied in log order, so a batch is

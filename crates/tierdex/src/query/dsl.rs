@@ -1,0 +1,716 @@
+//! Elasticsearch's query DSL: a request body's `query`, `sort`,
+//! `search_after` and `_source` as tierdex queries, sorts and filters.
+//! The server's `_search` and `query-stream`'s JSON lines both read
+//! requests here.
+//!
+//! Queries: `query_string` and `simple_query_string` (tierdex's query
+//! language, with `default_field`/`fields` and `default_operator`),
+//! `match` (`operator`), `match_phrase`, `match_all`, `match_none`,
+//! `term`, `terms`, `range` (`gt`, `gte`, `lt`, `lte`), `exists`, `bool`
+//! (`must`, `should`, `filter`, `must_not`, `minimum_should_match` 1; a
+//! `bool` with only `must_not` clauses, or none, matches every other
+//! document, as in Elasticsearch) and `constant_score` (`filter`, `boost`).
+//! Any other key is an error naming it: nothing is ignored.
+
+use std::ops::Bound;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::query::ast::{Clause, Occur, Query};
+use crate::query::limits::QueryLimits;
+use crate::query::sort::{SortBy, SortField, SortValue};
+use crate::schema::{Document, Field, Schema};
+
+fn bad(msg: impl Into<String>) -> Error {
+    Error::InvalidArgument(msg.into())
+}
+
+/// The field named `name` (`None` for `_all` and `*`: the default fields).
+fn field(schema: &Schema, name: &str) -> Result<Option<Field>> {
+    match name {
+        "_all" | "*" => Ok(None),
+        other => schema.field(other).map(Some).ok_or_else(|| {
+            bad(format!(
+                "unknown field `{other}` (fields: {})",
+                schema.names().join(", ")
+            ))
+        }),
+    }
+}
+
+fn must_field(schema: &Schema, kind: &str, name: &str) -> Result<Field> {
+    field(schema, name)?.ok_or_else(|| bad(format!("[{kind}] needs a field, not `{name}`")))
+}
+
+/// A scalar as query text.
+fn text(kind: &str, v: &Value) -> Result<String> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(bad(format!("[{kind}] takes a string, number or boolean, not {other}"))),
+    }
+}
+
+/// The single `{"field": spec}` entry of a leaf query.
+fn single<'a>(kind: &str, v: &'a Value) -> Result<(&'a String, &'a Value)> {
+    v.as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+        .ok_or_else(|| bad(format!("[{kind}] takes one field: {{\"field\": ...}}")))
+}
+
+/// Checks that `o` holds only the keys in `allowed`.
+fn only(kind: &str, o: &Map<String, Value>, allowed: &[&str]) -> Result<()> {
+    match o.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(bad(format!(
+            "[{kind}] does not support [{k}] (it takes: {})",
+            allowed.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn boost(kind: &str, v: Option<&Value>) -> Result<Option<f32>> {
+    match v {
+        None => Ok(None),
+        Some(b) => b
+            .as_f64()
+            .filter(|b| b.is_finite() && *b >= 0.0)
+            .map(|b| Some(b as f32))
+            .ok_or_else(|| bad(format!("[{kind}] boost must be a number ≥ 0, not {b}"))),
+    }
+}
+
+/// `query` over `fields` instead of the default ones (clauses without a
+/// field get each of them).
+fn with_fields(query: Query, fields: &[Field]) -> Query {
+    match query {
+        Query::Term { field: None, text } if fields.len() == 1 => Query::Term {
+            field: Some(fields[0]),
+            text,
+        },
+        Query::Phrase { field: None, text } if fields.len() == 1 => Query::Phrase {
+            field: Some(fields[0]),
+            text,
+        },
+        q @ (Query::Term { field: None, .. } | Query::Phrase { field: None, .. }) => Query::Boolean(
+            fields
+                .iter()
+                .map(|&f| Clause {
+                    occur: Occur::Should,
+                    query: with_fields(q.clone(), &[f]),
+                })
+                .collect(),
+        ),
+        Query::Boolean(clauses) => Query::Boolean(
+            clauses
+                .into_iter()
+                .map(|c| Clause {
+                    occur: c.occur,
+                    query: with_fields(c.query, fields),
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// `query` with its optional clauses required (`default_operator: AND`).
+fn all_required(query: Query) -> Query {
+    match query {
+        Query::Boolean(clauses) => Query::Boolean(
+            clauses
+                .into_iter()
+                .map(|c| Clause {
+                    occur: if c.occur == Occur::Should { Occur::Must } else { c.occur },
+                    query: all_required(c.query),
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn clauses(
+    schema: &Schema,
+    limits: &QueryLimits,
+    key: &str,
+    v: &Value,
+    occur: Occur,
+    out: &mut Vec<Clause>,
+) -> Result<()> {
+    let items: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        Value::Object(_) => vec![v],
+        _ => return Err(bad(format!("[bool] `{key}` takes a query or a list of queries"))),
+    };
+    for q in items {
+        out.push(Clause {
+            occur,
+            query: query(schema, limits, q)?,
+        });
+    }
+    Ok(())
+}
+
+/// A query object (`{"match": {...}}`) over `schema`'s fields.
+pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> {
+    let (kind, body) = v
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+        .ok_or_else(|| bad("a query is an object with exactly one key, e.g. {\"match\": {...}}"))?;
+    let obj = |what: &str| {
+        body.as_object()
+            .ok_or_else(|| bad(format!("[{kind}] takes an object{what}")))
+    };
+    match kind.as_str() {
+        "query_string" | "simple_query_string" => {
+            let o = obj("")?;
+            only(kind, o, &["query", "default_field", "fields", "default_operator"])?;
+            let text = o
+                .get("query")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad(format!("[{kind}] needs a string `query`")))?;
+            let mut q = crate::query::parser::parse_limited(text, schema, limits).map_err(Error::from)?;
+            let mut names: Vec<&str> = Vec::new();
+            if let Some(f) = o.get("default_field") {
+                names.push(
+                    f.as_str()
+                        .ok_or_else(|| bad(format!("[{kind}] default_field must be a string")))?,
+                );
+            }
+            if let Some(fs) = o.get("fields") {
+                let list = fs
+                    .as_array()
+                    .ok_or_else(|| bad(format!("[{kind}] fields must be a list")))?;
+                for f in list {
+                    names.push(
+                        f.as_str()
+                            .ok_or_else(|| bad(format!("[{kind}] fields must be strings")))?,
+                    );
+                }
+            }
+            let mut fields = Vec::new();
+            for n in names {
+                if let Some(f) = field(schema, n)? {
+                    fields.push(f);
+                }
+            }
+            if !fields.is_empty() {
+                q = with_fields(q, &fields);
+            }
+            match o.get("default_operator") {
+                None => {}
+                Some(Value::String(op)) if op.eq_ignore_ascii_case("or") => {}
+                Some(Value::String(op)) if op.eq_ignore_ascii_case("and") => q = all_required(q),
+                Some(other) => return Err(bad(format!("[{kind}] default_operator must be AND or OR, not {other}"))),
+            }
+            Ok(q)
+        }
+        "match" | "match_phrase" => {
+            let (name, spec) = single(kind, body)?;
+            let f = field(schema, name)?;
+            let (raw, operator) = match spec {
+                Value::Object(o) => {
+                    let allowed: &[&str] = if kind == "match" {
+                        &["query", "operator"]
+                    } else {
+                        &["query"]
+                    };
+                    only(kind, o, allowed)?;
+                    let q = o.get("query").ok_or_else(|| bad(format!("[{kind}] needs a `query`")))?;
+                    (
+                        text(kind, q)?,
+                        o.get("operator")
+                            .and_then(Value::as_str)
+                            .unwrap_or("or")
+                            .to_ascii_lowercase(),
+                    )
+                }
+                other => (text(kind, other)?, "or".into()),
+            };
+            if kind == "match_phrase" {
+                return Ok(Query::Boolean(vec![Clause {
+                    occur: Occur::Should,
+                    query: Query::Phrase { field: f, text: raw },
+                }]));
+            }
+            let occur = match operator.as_str() {
+                "or" => Occur::Should,
+                "and" => Occur::Must,
+                other => return Err(bad(format!("[match] unknown operator `{other}`"))),
+            };
+            // A typed field's match is its exact value.
+            if f.is_some_and(|f| schema.entry(f).is_some_and(|e| e.ty.column_kind().is_some())) {
+                return Ok(Query::Term { field: f, text: raw });
+            }
+            Ok(Query::Boolean(
+                raw.split_whitespace()
+                    .map(|w| Clause {
+                        occur,
+                        query: Query::Term {
+                            field: f,
+                            text: w.to_string(),
+                        },
+                    })
+                    .collect(),
+            ))
+        }
+        "match_all" => {
+            let o = obj("")?;
+            only(kind, o, &["boost"])?;
+            Ok(match boost(kind, o.get("boost"))? {
+                Some(b) => Query::constant_score(Query::MatchAll, b),
+                None => Query::MatchAll,
+            })
+        }
+        "match_none" => {
+            only(kind, obj("")?, &[])?;
+            Ok(Query::Boolean(Vec::new()))
+        }
+        "term" => {
+            let (name, spec) = single(kind, body)?;
+            let value = match spec {
+                Value::Object(o) => {
+                    only(kind, o, &["value"])?;
+                    text(kind, o.get("value").ok_or_else(|| bad("[term] needs a `value`"))?)?
+                }
+                other => text(kind, other)?,
+            };
+            Ok(match field(schema, name)? {
+                Some(f) => Query::Terms {
+                    field: f,
+                    values: vec![value],
+                },
+                // `_all`: the default fields.
+                None => Query::Term {
+                    field: None,
+                    text: value,
+                },
+            })
+        }
+        "terms" => {
+            let (name, spec) = single(kind, body)?;
+            let f = must_field(schema, kind, name)?;
+            let list = spec
+                .as_array()
+                .ok_or_else(|| bad("[terms] takes a list of values: {\"field\": [..]}"))?;
+            Ok(Query::Terms {
+                field: f,
+                values: list.iter().map(|v| text(kind, v)).collect::<Result<_>>()?,
+            })
+        }
+        "range" => {
+            let (name, spec) = single(kind, body)?;
+            let f = must_field(schema, kind, name)?;
+            let o = spec
+                .as_object()
+                .ok_or_else(|| bad("[range] takes {\"field\": {\"gte\": .., \"lt\": ..}}"))?;
+            only(kind, o, &["gt", "gte", "lt", "lte"])?;
+            let (mut lower, mut upper) = (Bound::Unbounded, Bound::Unbounded);
+            for (k, v) in o {
+                let t = text(kind, v)?;
+                match k.as_str() {
+                    "gte" => lower = Bound::Included(t),
+                    "gt" => lower = Bound::Excluded(t),
+                    "lte" => upper = Bound::Included(t),
+                    _ => upper = Bound::Excluded(t),
+                }
+            }
+            Ok(Query::Range { field: f, lower, upper })
+        }
+        "exists" => {
+            let o = obj("")?;
+            only(kind, o, &["field"])?;
+            let name = o
+                .get("field")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("[exists] needs a string `field`"))?;
+            Ok(Query::Exists {
+                field: must_field(schema, kind, name)?,
+            })
+        }
+        "constant_score" => {
+            let o = obj("")?;
+            only(kind, o, &["filter", "boost"])?;
+            let inner = query(
+                schema,
+                limits,
+                o.get("filter")
+                    .ok_or_else(|| bad("[constant_score] needs a `filter`"))?,
+            )?;
+            Ok(Query::constant_score(
+                inner,
+                boost(kind, o.get("boost"))?.unwrap_or(1.0),
+            ))
+        }
+        "bool" => {
+            let o = obj("")?;
+            let mut out = Vec::new();
+            for (k, v) in o {
+                match k.as_str() {
+                    "must" => clauses(schema, limits, k, v, Occur::Must, &mut out)?,
+                    "should" => clauses(schema, limits, k, v, Occur::Should, &mut out)?,
+                    "must_not" => clauses(schema, limits, k, v, Occur::MustNot, &mut out)?,
+                    "filter" => clauses(schema, limits, k, v, Occur::Filter, &mut out)?,
+                    "minimum_should_match" if v == &Value::from(1) || v == &Value::from("1") => {}
+                    "minimum_should_match" => {
+                        return Err(bad(format!(
+                            "[bool] minimum_should_match {v} is not supported (only 1)"
+                        )))
+                    }
+                    other => {
+                        return Err(bad(format!(
+                            "[bool] `{other}` is not supported (must, should, filter, must_not, minimum_should_match)"
+                        )))
+                    }
+                }
+            }
+            // Elasticsearch: without a required or optional clause, a bool
+            // matches every document its `must_not` clauses leave (score 0).
+            if !out.iter().any(|c| c.occur != Occur::MustNot) {
+                out.push(Clause {
+                    occur: Occur::Filter,
+                    query: Query::MatchAll,
+                });
+            }
+            Ok(Query::Boolean(out))
+        }
+        other => Err(bad(format!(
+            "query type [{other}] is not supported (query_string, simple_query_string, match, match_phrase, \
+             match_all, match_none, term, terms, range, exists, bool, constant_score)"
+        ))),
+    }
+}
+
+/// A `sort` value: a list (or one) of `"_score"`, `"_doc"`, `"field"`,
+/// `{"field": "asc"|"desc"}` or `{"field": {"order", "missing": "_first"|
+/// "_last", "mode": "min"|"max"}}`.
+pub fn sort(schema: &Schema, v: &Value) -> Result<Vec<SortField>> {
+    let items: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        other => vec![other],
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let (name, spec) = match item {
+            Value::String(s) => (s.as_str(), None),
+            Value::Object(o) if o.len() == 1 => {
+                let (k, v) = o.iter().next().expect("one entry");
+                (k.as_str(), Some(v))
+            }
+            other => {
+                return Err(bad(format!(
+                    "[sort] entries are a field name or {{\"field\": ..}}, not {other}"
+                )))
+            }
+        };
+        let by = match name {
+            "_score" => SortBy::Score,
+            "_doc" => SortBy::Doc,
+            other => SortBy::Field(must_field(schema, "sort", other)?),
+        };
+        let mut f = match by {
+            SortBy::Score => SortField::desc(by),
+            _ => SortField::asc(by),
+        };
+        let set_order = |f: &mut SortField, o: &str| -> Result<()> {
+            match o {
+                "asc" => *f = SortField::asc(f.by),
+                "desc" => *f = SortField::desc(f.by),
+                other => return Err(bad(format!("[sort] order must be asc or desc, not `{other}`"))),
+            }
+            Ok(())
+        };
+        match spec {
+            None => {}
+            Some(Value::String(o)) => set_order(&mut f, o)?,
+            Some(Value::Object(o)) => {
+                only("sort", o, &["order", "missing", "mode"])?;
+                if let Some(ord) = o.get("order") {
+                    set_order(&mut f, ord.as_str().unwrap_or("?"))?;
+                }
+                match o.get("missing").map(|m| m.as_str()) {
+                    None | Some(Some("_last")) => {}
+                    Some(Some("_first")) => f.missing_first = true,
+                    Some(_) => return Err(bad("[sort] missing must be _first or _last")),
+                }
+                match o.get("mode").map(|m| m.as_str()) {
+                    None => {}
+                    Some(Some("min")) => f.max = false,
+                    Some(Some("max")) => f.max = true,
+                    Some(_) => return Err(bad("[sort] mode must be min or max")),
+                }
+            }
+            Some(other) => {
+                return Err(bad(format!(
+                    "[sort] `{name}` takes \"asc\", \"desc\" or an object, not {other}"
+                )))
+            }
+        }
+        out.push(f);
+    }
+    Ok(out)
+}
+
+/// A `search_after` value: a hit's sort values.
+pub fn search_after(v: &Value) -> Result<Vec<SortValue>> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| bad("[search_after] takes the list of a hit's sort values"))?;
+    list.iter()
+        .map(|x| match x {
+            Value::Null => Ok(SortValue::Missing),
+            Value::String(s) => Ok(SortValue::Keyword(s.clone())),
+            Value::Bool(b) => Ok(SortValue::Long(*b as i64)),
+            Value::Number(n) => Ok(match n.as_i64() {
+                Some(i) => SortValue::Long(i),
+                None => SortValue::Double(n.as_f64().unwrap_or(f64::NAN)),
+            }),
+            other => Err(bad(format!(
+                "[search_after] values are numbers, strings or null, not {other}"
+            ))),
+        })
+        .collect()
+}
+
+/// Which parts of `_source` a hit shows (`_source`: a boolean, a pattern,
+/// a list of them, or `{"includes": [..], "excludes": [..]}`; `*` matches
+/// any characters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceFilter {
+    /// No source at all.
+    pub disabled: bool,
+    /// Paths kept (all when empty).
+    pub includes: Vec<String>,
+    /// Paths left out.
+    pub excludes: Vec<String>,
+}
+
+impl SourceFilter {
+    /// The filter a request's `_source` asks for.
+    pub fn parse(v: &Value) -> Result<SourceFilter> {
+        let list = |v: &Value| -> Result<Vec<String>> {
+            match v {
+                Value::String(s) => Ok(vec![s.clone()]),
+                Value::Array(a) => a
+                    .iter()
+                    .map(|x| {
+                        x.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| bad("[_source] patterns are strings"))
+                    })
+                    .collect(),
+                other => Err(bad(format!(
+                    "[_source] takes true, false, patterns or includes/excludes, not {other}"
+                ))),
+            }
+        };
+        match v {
+            Value::Bool(b) => Ok(SourceFilter {
+                disabled: !b,
+                ..Default::default()
+            }),
+            Value::Object(o) => {
+                only("_source", o, &["includes", "excludes"])?;
+                Ok(SourceFilter {
+                    disabled: false,
+                    includes: o.get("includes").map(list).transpose()?.unwrap_or_default(),
+                    excludes: o.get("excludes").map(list).transpose()?.unwrap_or_default(),
+                })
+            }
+            other => Ok(SourceFilter {
+                includes: list(other)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// `doc`'s source as this filter shows it (`None`: disabled).
+    pub fn apply(&self, doc: &Document) -> Option<Value> {
+        if self.disabled {
+            return None;
+        }
+        let mut out = Map::new();
+        for (k, v) in doc.fields.iter() {
+            if let Some(v) = self.keep(k, v) {
+                out.insert(k.clone(), v);
+            }
+        }
+        Some(Value::Object(out))
+    }
+
+    /// The part of `v` (at `path`) the filter keeps.
+    fn keep(&self, path: &str, v: &Value) -> Option<Value> {
+        if self.excludes.iter().any(|p| glob(p, path)) {
+            return None;
+        }
+        let included = self.includes.is_empty() || self.includes.iter().any(|p| glob(p, path));
+        match v {
+            Value::Object(m) => {
+                let mut out = Map::new();
+                for (k, x) in m {
+                    if let Some(x) = self.keep(&format!("{path}.{k}"), x) {
+                        out.insert(k.clone(), x);
+                    }
+                }
+                // An object is kept when it is included or holds included parts.
+                (included || !out.is_empty()).then_some(Value::Object(out))
+            }
+            _ => included.then(|| v.clone()),
+        }
+    }
+}
+
+/// Whether `pattern` (with `*` for any characters; a pattern matching an
+/// object's path matches everything under it) matches `path`.
+fn glob(pattern: &str, path: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'*', rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
+        }
+    }
+    go(pattern.as_bytes(), path.as_bytes())
+        || path
+            .char_indices()
+            .filter(|&(_, c)| c == '.')
+            .any(|(i, _)| go(pattern.as_bytes(), &path.as_bytes()[..i]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        Schema::from_json(
+            &json!({"properties": {"title": {"type": "text"}, "body": {"type": "text"},
+                "tag": {"type": "keyword"}, "n": {"type": "long"}}})
+            .to_string(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn queries_translate_or_name_what_is_not_supported() {
+        let s = schema();
+        let l = QueryLimits::default();
+        let q = |v: Value| query(&s, &l, &v);
+        let tag = s.field("tag").unwrap();
+        assert_eq!(
+            q(json!({"term": {"tag": {"value": "x"}}})).unwrap(),
+            Query::Terms {
+                field: tag,
+                values: vec!["x".into()]
+            }
+        );
+        assert_eq!(
+            q(json!({"range": {"n": {"gte": 3, "lt": "9"}}})).unwrap(),
+            Query::Range {
+                field: s.field("n").unwrap(),
+                lower: Bound::Included("3".into()),
+                upper: Bound::Excluded("9".into())
+            }
+        );
+        assert_eq!(q(json!({"match_all": {}})).unwrap(), Query::MatchAll);
+        let b =
+            q(json!({"bool": {"filter": [{"exists": {"field": "tag"}}], "must": {"match": {"body": "a b"}}}})).unwrap();
+        let Query::Boolean(c) = b else { panic!() };
+        assert_eq!(c.len(), 2);
+        assert!(c.iter().any(|c| c.occur == Occur::Filter));
+        let qs =
+            q(json!({"query_string": {"query": "a b", "default_field": "title", "default_operator": "AND"}})).unwrap();
+        let t = Some(s.field("title").unwrap());
+        assert_eq!(
+            qs,
+            Query::Boolean(vec![
+                Clause {
+                    occur: Occur::Must,
+                    query: Query::Term {
+                        field: t,
+                        text: "a".into()
+                    }
+                },
+                Clause {
+                    occur: Occur::Must,
+                    query: Query::Term {
+                        field: t,
+                        text: "b".into()
+                    }
+                },
+            ])
+        );
+        for (bad, says) in [
+            (json!({"fuzzy": {"a": "b"}}), "query type [fuzzy]"),
+            (
+                json!({"range": {"n": {"gte": 1, "format": "x"}}}),
+                "does not support [format]",
+            ),
+            (
+                json!({"match": {"body": {"query": "a", "fuzziness": 2}}}),
+                "does not support [fuzziness]",
+            ),
+            (json!({"bool": {"must": [], "boost": 2}}), "`boost` is not supported"),
+            (json!({"term": {"nope": "x"}}), "unknown field `nope`"),
+            (json!({"bool": {"minimum_should_match": 2}}), "minimum_should_match"),
+        ] {
+            let e = q(bad.clone()).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn sorts_and_search_after() {
+        let s = schema();
+        let n = s.field("n").unwrap();
+        let got = sort(
+            &s,
+            &json!(["_score", {"n": {"order": "desc", "missing": "_first", "mode": "min"}}, "tag"]),
+        )
+        .unwrap();
+        assert_eq!(got[0], SortField::desc(SortBy::Score));
+        assert_eq!(
+            got[1],
+            SortField {
+                by: SortBy::Field(n),
+                descending: true,
+                missing_first: true,
+                max: false
+            }
+        );
+        assert_eq!(got[2], SortField::asc(SortBy::Field(s.field("tag").unwrap())));
+        assert!(sort(&s, &json!([{"n": "up"}])).is_err());
+        assert_eq!(
+            search_after(&json!([1, 2.5, "x", null])).unwrap(),
+            vec![
+                SortValue::Long(1),
+                SortValue::Double(2.5),
+                SortValue::Keyword("x".into()),
+                SortValue::Missing
+            ]
+        );
+    }
+
+    #[test]
+    fn source_filters() {
+        let d: Document =
+            serde_json::from_value(json!({"id": "1", "a": 1, "user": {"name": "x", "age": 3}, "tags": ["p"]})).unwrap();
+        let f = |v: Value| SourceFilter::parse(&v).unwrap().apply(&d);
+        assert_eq!(f(json!(false)), None);
+        assert_eq!(f(json!("user.name")), Some(json!({"user": {"name": "x"}})));
+        assert_eq!(
+            f(json!({"includes": ["user"], "excludes": ["*.age"]})),
+            Some(json!({"user": {"name": "x"}}))
+        );
+        assert_eq!(f(json!(["a", "t*"])), Some(json!({"a": 1, "tags": ["p"]})));
+        assert_eq!(
+            f(json!(true)),
+            Some(json!({"a": 1, "user": {"name": "x", "age": 3}, "tags": ["p"]}))
+        );
+    }
+}
