@@ -85,7 +85,13 @@ pub fn run(a: Args) -> Result<()> {
         m.analyzer.stemming,
         m.analyzer.stop_words
     );
+    let filtered: Vec<&str> = schema
+        .fields()
+        .filter(|&f| schema.phrase_filters(f))
+        .map(|f| schema.name(f))
+        .collect();
     match m.bloom.map(|b| (b, b.shape())) {
+        Some(_) if filtered.is_empty() => println!("  no field has phrase Bloom filters"),
         Some((b, Ok(shape))) => println!(
             "  phrase Bloom filters on the terms of {} (stop words excluded): {} bytes and {} hashes per filter \
              (expected {} neighbours, false-positive rate {})",
@@ -117,6 +123,31 @@ pub fn run(a: Args) -> Result<()> {
     for f in schema.fields() {
         let s = index.field_stats(f);
         let name = schema.name(f);
+        let entry = schema.entry(f).expect("a field of the schema");
+        if entry.ty.column_kind().is_some() {
+            // Columns: documents with a value and values, over segment parts.
+            let (mut docs, mut values) = (0u64, 0u64);
+            for seg in index.segments() {
+                for part in seg.parts() {
+                    if let Some(c) = part.columns().and_then(|c| c.column(f.id())) {
+                        docs += c.meta.docs_with_value as u64;
+                        values += c.meta.value_count;
+                    }
+                }
+            }
+            let source = entry.source.as_deref().map_or(String::new(), |p| format!(" of `{p}`"));
+            let what = match (entry.ty.indexed(), entry.ty.doc_values()) {
+                (true, true) => "points and doc values",
+                (true, false) => "points",
+                (false, true) => "doc values",
+                (false, false) => "_source only",
+            };
+            println!(
+                "  field {name:width$}: {}{source}, {docs} docs with a value, {values} values ({what}; deleted documents counted)",
+                entry.ty.name()
+            );
+            continue;
+        }
         let default = if schema.default_fields().contains(&f) {
             ", searched by default"
         } else {

@@ -4,6 +4,7 @@
 mod cache;
 mod demo;
 mod gen;
+mod get;
 mod index;
 mod inspect;
 mod lines;
@@ -41,6 +42,8 @@ enum Command {
     Index(index::Args),
     /// Run queries against an index.
     Search(search::Args),
+    /// Documents by id, with their stored fields (`_source`), as JSON lines.
+    Get(get::Args),
     /// Show an index's segments, files, statistics and terms.
     Inspect(inspect::Args),
     /// Generate a seeded synthetic corpus as JSON lines.
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Index(a) => index::run(a),
         Command::Search(a) => search::run(a),
+        Command::Get(a) => get::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Demo(a) => demo::run(a),

@@ -37,7 +37,7 @@ impl From<ModeArg> for Mode {
 /// Options of `tierdex search`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "QUERY SYNTAX:\n  a b          either term (ranked by BM25)\n  +a +b        both terms\n  \"a b c\"      exact phrase\n  a -b         a but not b\n  title:a      a in the field `title` only (any field of the index)\n  +(a b) -c    groups\nUnqualified terms search the index's default fields (title and body in the\ndefault schema; see `tierdex inspect`), or those of --default-fields.\nA hit shows its first field as a heading and a snippet of the others."
+    after_help = "QUERY SYNTAX:\n  a b          either term (ranked by BM25)\n  +a +b        both terms\n  \"a b c\"      exact phrase\n  a -b         a but not b\n  title:a      a in the field `title` only (any field of the index)\n  +(a b) -c    groups\nUnqualified terms search the index's default fields (title and body in the\ndefault schema; see `tierdex inspect`), or those of --default-fields.\n  price:[10 TO 20]  tags:red  date:>=2020-01-01  _exists_:tags  *:*\n               typed fields: exact values, ranges, existence, everything\nA hit shows its first field as a heading and a snippet of the others."
 )]
 pub struct Args {
     /// Index directory.
@@ -71,6 +71,33 @@ pub struct Args {
     /// decoded, read operations, device bytes.
     #[arg(long)]
     io_stats: bool,
+    /// Order the hits by these keys instead of by score: `FIELD` (ascending),
+    /// `FIELD:desc`, `_score`, `_doc`; keyword, number, date and boolean
+    /// fields; documents without a value last. Comma-separated or repeated.
+    #[arg(long, value_delimiter = ',')]
+    sort: Vec<String>,
+    /// Hits skipped before the ones shown (from + k at most 10,000).
+    #[arg(long, default_value_t = 0)]
+    from: usize,
+    /// Show each hit's stored document (`_source`) as JSON.
+    #[arg(long)]
+    source: bool,
+}
+
+/// The sort keys `specs` name (`FIELD[:asc|desc]`, `_score`, `_doc`).
+fn sort_of(s: &Searcher, specs: &[String]) -> Result<Vec<tierdex::search::SortField>, Error> {
+    let mut list = Vec::new();
+    for spec in specs {
+        let (name, order) = match spec.rsplit_once(':') {
+            Some((n, o @ ("asc" | "desc"))) => (n, Some(o)),
+            _ => (spec.as_str(), None),
+        };
+        list.push(match order {
+            Some(o) => serde_json::json!({ name: o }),
+            None => serde_json::json!(name),
+        });
+    }
+    tierdex::query::dsl::sort(s.schema(), &serde_json::Value::Array(list))
 }
 
 #[derive(Serialize)]
@@ -80,6 +107,12 @@ struct JsonHit {
     title: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     snippet: Option<String>,
+    /// With --sort: the hit's sort values, its document number last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sort: Option<Vec<tierdex::search::SortValue>>,
+    /// With --source: the stored document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -155,7 +188,15 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
     let (evaluated, query_io) = crate::tier::measure(true, || -> Result<_, Error> {
         let parsed = s.parse(q)?;
         let plan = s.plan(&parsed)?;
-        let results = s.execute(&plan, a.mode.into(), a.k)?;
+        let results = if a.sort.is_empty() && a.from == 0 {
+            s.execute(&plan, a.mode.into(), a.k)?
+        } else {
+            let mut req = tierdex::search::SearchRequest::new(&parsed, a.k);
+            req.mode = a.mode.into();
+            req.from = a.from;
+            req.sort = sort_of(s, &a.sort)?;
+            s.search_request(&req)?
+        };
         Ok((plan, results))
     });
     let (plan, results) = evaluated?;
@@ -164,7 +205,7 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
     let io = |e: std::io::Error| Error::io("<stdout>", e);
     if a.json {
         let mut hits = Vec::with_capacity(results.hits.len());
-        for h in &results.hits {
+        for (i, h) in results.hits.iter().enumerate() {
             let doc = s.doc(h.doc)?;
             let snippet = if a.highlight {
                 Some(snippet(&s.highlight(&plan, h.doc, a.snippet_bytes)?).render("<b>", "</b>"))
@@ -174,6 +215,8 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
             hits.push(JsonHit {
                 score: h.score,
                 title: doc.text(heading(s)).to_string(),
+                sort: results.sort.as_ref().map(|v| v[i].clone()),
+                source: a.source.then(|| serde_json::Value::Object(doc.fields.to_map())),
                 id: doc.id,
                 snippet,
             });
@@ -235,13 +278,28 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
             )
             .map_err(io)?;
         }
+        if let Some(v) = results.sort.as_ref() {
+            let keys = &v[i][..v[i].len() - 1];
+            writeln!(
+                out,
+                "               sort: {}",
+                serde_json::to_string(keys).expect("serialisable")
+            )
+            .map_err(io)?;
+        }
+        if a.source {
+            let src = serde_json::Value::Object(doc.fields.to_map());
+            writeln!(out, "               {src}").map_err(io)?;
+        }
     }
     Ok(())
 }
 
-/// The field a hit is headed by: the schema's first (`title` by default).
+/// The field a hit is headed by: the schema's first text field (`title`
+/// by default).
 fn heading(s: &Searcher) -> &str {
-    s.schema().name(tierdex::Field::from_id(0))
+    let schema = s.schema();
+    schema.text_field_ids().next().map_or("", |f| schema.name(f))
 }
 
 /// The snippet shown under a hit's heading: of the first other field with a
