@@ -1,5 +1,7 @@
-//! `tierdex demo`: generate the default corpus, index it, run a mixed query
-//! workload and report index size, indexing speed and latency percentiles.
+//! `tierdex demo`: generate the default corpus (text and typed fields),
+//! index it, run a mixed query workload (text queries, then filtered, sorted
+//! and range queries on the typed fields) and report index size, indexing
+//! speed and latency percentiles.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,10 +9,13 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
-use tierdex::corpus::gen::{GenOptions, Generator};
+use tierdex::corpus::gen::{typed, GenOptions, Generator};
 use tierdex::indexing::{build_index_with_progress, IndexOptions, Progress};
-use tierdex::search::{Mode, Searcher};
+use tierdex::query::{dsl, QueryLimits};
+use tierdex::schema::mapping;
+use tierdex::search::{Mode, SearchRequest, Searcher};
 use tierdex::Document;
+use tierdex_workload::typed::{TextPools, TypedSample};
 
 use crate::human_bytes;
 use crate::progress::bar;
@@ -35,7 +40,17 @@ pub struct Args {
     /// Indexing threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Generate title and body only: no typed fields, no filtered, sorted
+    /// or range queries.
+    #[arg(long)]
+    text_only: bool,
 }
+
+/// Typed-value samples taken from this many generated documents (at most).
+const SAMPLE_DOCS: u64 = 20_000;
+
+/// Latency histogram, queries and total results of one (category, mode).
+type Row = (Histogram<u64>, u64, u64);
 
 /// Runs `tierdex demo`.
 pub fn run(a: Args) -> Result<()> {
@@ -54,14 +69,28 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
-    println!("tierdex demo: {} generated documents (seed {})", a.docs, a.seed);
+    let typed = !a.text_only;
+    println!(
+        "tierdex demo: {} generated documents{} (seed {})",
+        a.docs,
+        if typed { " with typed fields" } else { "" },
+        a.seed
+    );
     let t = Instant::now();
     let gen = Generator::new(GenOptions {
         docs: a.docs,
         seed: a.seed,
+        typed,
         ..GenOptions::default()
     });
     let docs = generate_parallel(&gen, a.docs);
+    let mut sample = TypedSample::new();
+    if typed {
+        let every = (a.docs / SAMPLE_DOCS).max(1) as usize;
+        for d in docs.iter().step_by(every) {
+            sample.push_json(&serde_json::to_string(d)?)?;
+        }
+    }
     let text: u64 = docs.iter().map(|d| (d.title().len() + d.body().len()) as u64).sum();
     println!(
         "  generated {} of text in {:.1} s",
@@ -69,7 +98,13 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
         t.elapsed().as_secs_f64()
     );
 
+    let schema = if typed {
+        mapping::from_mapping(&typed::mapping())?
+    } else {
+        IndexOptions::default().schema
+    };
     let opts = IndexOptions {
+        schema,
         merge: true,
         overwrite: true,
         threads: a.threads,
@@ -117,19 +152,19 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
         (Mode::TopKAndCount, "top_k_and_count"),
         (Mode::Count, "count"),
     ];
-    let mut rows: BTreeMap<(String, usize), (Histogram<u64>, u64, u64)> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, usize), Row> = BTreeMap::new();
     let t = Instant::now();
     for (mi, (mode, _)) in modes.iter().enumerate() {
         for (q, p) in &parsed {
             let started = Instant::now();
             let r = searcher.search_parsed(p, *mode, 10)?;
-            let us = started.elapsed().as_nanos() as u64;
-            let row = rows
-                .entry((q.category.clone(), mi))
-                .or_insert_with(|| (Histogram::new(3).expect("histogram"), 0, 0));
-            row.0.record(us.max(1))?;
-            row.1 += 1;
-            row.2 += r.count.unwrap_or(r.hits.len() as u64);
+            record(
+                &mut rows,
+                &q.category,
+                mi,
+                started,
+                r.count.unwrap_or(r.hits.len() as u64),
+            )?;
         }
     }
     println!(
@@ -138,27 +173,12 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
         modes.len(),
         t.elapsed().as_secs_f64()
     );
-    println!();
-    println!(
-        "  {:<11} {:<16} {:>7} {:>10} {:>10} {:>10} {:>10} {:>12}",
-        "category", "mode", "queries", "p50 µs", "p90 µs", "p99 µs", "max µs", "mean result"
-    );
     let mut order: Vec<_> = rows.keys().cloned().collect();
     order.sort_by_key(|(c, m)| (category_rank(c), c.clone(), *m));
-    for key in order {
-        let (h, n, total) = &rows[&key];
-        let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
-        println!(
-            "  {:<11} {:<16} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
-            key.0,
-            modes[key.1].1,
-            n,
-            us(0.5),
-            us(0.9),
-            us(0.99),
-            h.max() as f64 / 1e3,
-            *total as f64 / *n as f64
-        );
+    print_rows(&rows, &order, &modes);
+
+    if typed {
+        typed_queries(a, &searcher, &sample, &TextPools::from_workload(&queries), &modes)?;
     }
     println!();
     println!("  (mean result: matches for modes with a count, hits returned for top_k)");
@@ -170,6 +190,119 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs the typed workload (filters of 0.1% to 50% selectivity under text
+/// queries, sorts by price and date, range counts) and prints its table.
+fn typed_queries(
+    a: &Args,
+    searcher: &Searcher,
+    sample: &TypedSample,
+    texts: &TextPools,
+    modes: &[(Mode, &str); 3],
+) -> Result<()> {
+    let queries = tierdex_workload::typed::generate(sample, texts, a.queries, a.seed);
+    let limits = QueryLimits::default();
+    let mut requests = Vec::with_capacity(queries.len());
+    for q in &queries {
+        let v: serde_json::Value = serde_json::from_str(&q.json)?;
+        let query = dsl::query(searcher.schema(), &limits, &v["query"])
+            .with_context(|| format!("workload query {}", q.json))?;
+        let sort = match v.get("sort") {
+            Some(s) => dsl::sort(searcher.schema(), s)?,
+            None => Vec::new(),
+        };
+        let mode_ids: Vec<usize> = q
+            .modes
+            .iter()
+            .map(|m| match *m {
+                "TOP_10" => 0,
+                "TOP_10_COUNT" => 1,
+                _ => 2,
+            })
+            .collect();
+        requests.push((q, query, sort, mode_ids));
+    }
+    let run = |query, sort: &Vec<_>, mode| -> Result<u64> {
+        let mut req = SearchRequest::new(query, 10);
+        req.mode = mode;
+        req.sort = sort.clone();
+        let r = searcher.search_request(&req)?;
+        Ok(r.count.unwrap_or(r.hits.len() as u64))
+    };
+    for (_, query, sort, mode_ids) in &requests {
+        run(query, sort, modes[mode_ids[0]].0)?;
+    }
+    let mut rows: BTreeMap<(String, usize), Row> = BTreeMap::new();
+    let t = Instant::now();
+    let mut ran = 0usize;
+    for (mi, (mode, _)) in modes.iter().enumerate() {
+        for (q, query, sort, mode_ids) in &requests {
+            if !mode_ids.contains(&mi) {
+                continue;
+            }
+            let started = Instant::now();
+            let n = run(query, sort, *mode)?;
+            record(&mut rows, &q.category, mi, started, n)?;
+            ran += 1;
+        }
+    }
+    println!();
+    println!(
+        "  typed fields: ran {} filtered, sorted and range queries in {:.1} s (one thread, after a warm-up pass)",
+        ran,
+        t.elapsed().as_secs_f64()
+    );
+    let rank: Vec<String> = tierdex_workload::typed::categories();
+    let mut order: Vec<_> = rows.keys().cloned().collect();
+    order.sort_by_key(|(c, m)| (rank.iter().position(|x| x == c).unwrap_or(99), *m));
+    print_rows(&rows, &order, modes);
+    println!("  (filter-S-K: a K text query (term, and, or) with a filter matching S of the documents;");
+    println!("   sort-*: a filter or match_all sorted by the field; text-sort-*: a text query sorted by it;");
+    println!("   range-*: documents in a random range of the field, counted)");
+    Ok(())
+}
+
+/// Adds one query's latency (since `started`) and result to its row.
+fn record(
+    rows: &mut BTreeMap<(String, usize), Row>,
+    category: &str,
+    mode: usize,
+    started: Instant,
+    result: u64,
+) -> Result<()> {
+    let ns = started.elapsed().as_nanos() as u64;
+    let row = rows
+        .entry((category.to_string(), mode))
+        .or_insert_with(|| (Histogram::new(3).expect("histogram"), 0, 0));
+    row.0.record(ns.max(1))?;
+    row.1 += 1;
+    row.2 += result;
+    Ok(())
+}
+
+/// Prints `rows` in `order` as a latency table.
+fn print_rows(rows: &BTreeMap<(String, usize), Row>, order: &[(String, usize)], modes: &[(Mode, &str); 3]) {
+    println!();
+    println!(
+        "  {:<20} {:<16} {:>7} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "category", "mode", "queries", "p50 µs", "p90 µs", "p99 µs", "max µs", "mean result"
+    );
+    for key in order {
+        let (h, n, total) = &rows[key];
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+        println!(
+            "  {:<20} {:<16} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
+            key.0,
+            modes[key.1].1,
+            n,
+            us(0.5),
+            us(0.9),
+            us(0.99),
+            h.max() as f64 / 1e3,
+            *total as f64 / *n as f64
+        );
+    }
 }
 
 fn category_rank(c: &str) -> usize {

@@ -526,3 +526,39 @@ fn gen_typed_fields() {
         assert!(t["price"].is_null() || t["price"].as_f64().unwrap() >= 0.0);
     }
 }
+
+#[test]
+fn demo_reports_text_filtered_sorted_and_range_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("demo");
+    let out = ok(&[
+        "demo",
+        "--docs",
+        "4000",
+        "--queries",
+        "3",
+        "--threads",
+        "2",
+        "--dir",
+        idx.to_str().unwrap(),
+    ]);
+    for category in [
+        "term-100",
+        "and",
+        "filter-10%-or",
+        "sort-price-asc",
+        "text-sort-date-desc",
+        "range-date",
+    ] {
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(&format!("{category} "))),
+            "no {category} row in:\n{out}"
+        );
+    }
+    assert!(out.contains("typed fields: ran"), "{out}");
+    // The index holds the typed fields' columns.
+    let inspect = ok(&["inspect", idx.to_str().unwrap()]);
+    assert!(inspect.contains("price"), "{inspect}");
+    let text_only = ok(&["demo", "--docs", "2000", "--queries", "2", "--text-only"]);
+    assert!(!text_only.contains("typed fields"), "{text_only}");
+}

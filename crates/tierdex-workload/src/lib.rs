@@ -65,8 +65,11 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
     let mut rng = Pcg64::seed_from_u64(seed);
     let index = s.index();
     let num_docs = index.num_docs();
-    let terms = index.field_terms(Field::BODY)?;
-    let title_terms = index.field_terms(Field::TITLE)?;
+    // By name: a mapping may number `title` and `body` differently.
+    let body = s.schema().field("body").unwrap_or(Field::BODY);
+    let title = s.schema().field("title").unwrap_or(Field::TITLE);
+    let terms = index.field_terms(body)?;
+    let title_terms = index.field_terms(title)?;
     let mut out = Vec::new();
     let mut push = |category: &str, text: String| {
         out.push(WorkloadQuery {
@@ -105,7 +108,7 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
     let format = index.manifest().postings_format();
     let filtered = |t: &str| {
         let mut key = Vec::new();
-        tierdex::termdict::term_key(Field::BODY, t, &mut key);
+        tierdex::termdict::term_key(body, t, &mut key);
         format.filtered_term(&key)
     };
     let hubs: Vec<&str> = terms
@@ -155,7 +158,7 @@ pub fn generate(s: &Searcher, per_category: usize, seed: u64) -> Result<Vec<Work
         }
     }
     // AND and phrases from the text of random documents, so they match.
-    let analyzer = index.analyzer(Field::BODY).clone();
+    let analyzer = index.analyzer(body).clone();
     let mut tokens = Vec::new();
     let (mut and, mut phrases) = (0, 0);
     let mut attempts = 0;

@@ -56,6 +56,11 @@ pub struct Args {
     /// Leave the command file out (measured pass and warm-up): generated queries only.
     #[arg(long)]
     pub no_commands: bool,
+    /// The typed workload instead of the text one (a corpus of `tierdex gen --typed`): text
+    /// top-10 queries with filters of 0.1% to 50% selectivity, each next to the same text query
+    /// without its filter (`unfiltered-<level>-<kind>`), and sorts by price and date.
+    #[arg(long)]
+    pub typed: bool,
     /// Only these command-file categories (comma-separated: term, and, or, phrase, mixed), in the
     /// measured pass and the warm-up; default: all.
     #[arg(long, value_delimiter = ',')]
@@ -217,6 +222,13 @@ pub fn run(a: Args) -> Result<()> {
     let docs = searcher.index().num_docs();
     let wanted = |q: &workload::WorkloadQuery| a.categories.is_empty() || a.categories.contains(&q.category);
     let mut generated = workload::generate(&searcher, a.generated, a.seed)?;
+    let typed = if a.typed {
+        let measured = typed_workload(&a.corpus, docs, &generated, a.generated, a.seed)?;
+        let spare = typed_workload(&a.corpus, docs, &generated, a.generated, a.seed ^ 0x5eed_5eed)?;
+        Some((measured, spare))
+    } else {
+        None
+    };
     generated.retain(wanted);
     let categories = if a.categories.is_empty() {
         workload::CATEGORIES.len()
@@ -226,7 +238,7 @@ pub fn run(a: Args) -> Result<()> {
     let mut spare = workload::generate(&searcher, a.warmup_queries / categories + 2, a.seed ^ 0x5eed_5eed)?;
     spare.retain(wanted);
     drop(searcher);
-    let command_file = if a.no_commands {
+    let command_file = if a.no_commands || a.typed {
         None
     } else {
         a.input.queries.clone().or_else(|| default_command_file(&repo))
@@ -254,7 +266,16 @@ pub fn run(a: Args) -> Result<()> {
             })
             .collect()
     };
-    measured.extend(with_modes(generated));
+    let typed_spare = match typed {
+        Some((typed, spare)) => {
+            measured = typed;
+            spare
+        }
+        None => {
+            measured.extend(with_modes(generated));
+            Vec::new()
+        }
+    };
     let mut rng = Pcg64::seed_from_u64(a.seed);
     measured.shuffle(&mut rng);
     let taken: std::collections::HashSet<&str> = measured.iter().map(|q| q.text.as_str()).collect();
@@ -267,7 +288,11 @@ pub fn run(a: Args) -> Result<()> {
         v.shuffle(rng);
         v
     };
-    let spare = fresh(with_modes(spare), &mut rng);
+    let spare = if a.typed {
+        fresh(typed_spare, &mut rng)
+    } else {
+        fresh(with_modes(spare), &mut rng)
+    };
     let unsampled = match &command_file {
         Some(f) => fresh(
             read_command_file(f, 1)?.into_iter().filter(command_wanted).collect(),
@@ -401,6 +426,9 @@ pub fn run(a: Args) -> Result<()> {
                 run.setup_secs,
                 run.setup_io.read_bytes as f64 / (1 << 20) as f64,
             );
+            if a.typed {
+                print_filter_bytes(&run);
+            }
             results.runs.push(run);
             results.total_secs = started.elapsed().as_secs_f64();
             results.write_json(&out)?;
@@ -428,4 +456,73 @@ pub fn report(dir: &Path) -> Result<()> {
     let charts = results.write(dir)?;
     eprintln!("rewrote {} (limited.md, {} charts)", dir.display(), charts.len());
     Ok(())
+}
+
+/// Documents of the corpus sampled to choose the typed workload's filters.
+const TYPED_SAMPLE: u64 = 200_000;
+
+/// The typed workload of `--typed`: every filtered text query followed by
+/// its text query alone (`unfiltered-<level>-<kind>`), sorts and range
+/// counts, each in its first mode.
+fn typed_workload(
+    corpus: &Path,
+    docs: u64,
+    texts: &[workload::WorkloadQuery],
+    per_category: usize,
+    seed: u64,
+) -> Result<Vec<BenchQuery>> {
+    let every = docs.div_ceil(TYPED_SAMPLE).max(1);
+    let sample = workload::typed::TypedSample::read(open_lines(corpus)?, every)?;
+    if !sample.has_typed() {
+        bail!(
+            "--typed: {} has no typed fields (make one with `tierdex gen --typed`)",
+            corpus.display()
+        );
+    }
+    let pools = workload::typed::TextPools::from_workload(texts);
+    let mut out = Vec::new();
+    for q in workload::typed::generate(&sample, &pools, per_category, seed) {
+        let mode = q.modes[0].to_string();
+        if let Some(level_kind) = q.category.strip_prefix("filter-") {
+            let v: serde_json::Value = serde_json::from_str(&q.json)?;
+            let text = v["query"]["bool"]["must"][0].clone();
+            out.push(BenchQuery {
+                source: "typed".into(),
+                category: format!("unfiltered-{level_kind}"),
+                mode: mode.clone(),
+                text: serde_json::json!({ "query": text }).to_string(),
+            });
+        }
+        out.push(BenchQuery {
+            source: "typed".into(),
+            category: q.category,
+            mode,
+            text: q.json,
+        });
+    }
+    Ok(out)
+}
+
+/// Prints, per filter category of `run`, device bytes per query next to
+/// those of the same text queries without the filter.
+fn print_filter_bytes(run: &limited::Run) {
+    let bytes: BTreeMap<&str, f64> = run
+        .by_category
+        .iter()
+        .map(|c| (c.category.as_str(), c.summary.read_bytes_per_query))
+        .collect();
+    eprintln!("  device bytes per query, filtered / the same text query unfiltered:");
+    for (category, filtered) in &bytes {
+        let Some(level_kind) = category.strip_prefix("filter-") else {
+            continue;
+        };
+        if let Some(plain) = bytes.get(format!("unfiltered-{level_kind}").as_str()) {
+            eprintln!(
+                "    {category:<18} {:>9.1} KiB / {:>9.1} KiB = {:.2}",
+                filtered / 1024.0,
+                plain / 1024.0,
+                if *plain > 0.0 { filtered / plain } else { f64::NAN }
+            );
+        }
+    }
 }

@@ -96,20 +96,12 @@ pub(crate) const TYPED_FIELDS: [&str; 5] = ["date", "category", "tags", "price",
 /// The Elasticsearch-style mapping of a typed corpus (the protocol's
 /// fields), written next to the corpus copy for `tierdex index --mapping`.
 pub(crate) fn typed_mapping() -> serde_json::Value {
-    serde_json::json!({"properties": {
-        "title": {"type": "text"},
-        "body": {"type": "text"},
-        "date": {"type": "date"},
-        "category": {"type": "keyword"},
-        "tags": {"type": "keyword"},
-        "price": {"type": "double"},
-        "popularity": {"type": "long"},
-    }})
+    tierdex::corpus::gen::typed::mapping()
 }
 
 /// A JSON lines file, zstd or gzip compressed (recognised by their magic
 /// bytes) or plain.
-fn open_lines(path: &Path) -> Result<Box<dyn BufRead>> {
+pub(crate) fn open_lines(path: &Path) -> Result<Box<dyn BufRead>> {
     let mut file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
     let mut magic = [0u8; 4];
     let n = file.read(&mut magic)?;

@@ -166,7 +166,9 @@ fn required_term_scorers<'a>(terms: &[&TermWeight], b: Build<'a>) -> Result<Opti
 }
 
 /// The disjunction of `plans` (matching children only); `None` if none match.
-fn disjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+fn disjunction<'a>(plans: &[Plan], mut b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+    // Optional and excluded clauses iterate on their own.
+    b.lead_cost = None;
     if let Some(terms) = all_terms(plans) {
         let mut subs = term_scorers(&terms, b)?;
         return Ok(match subs.len() {
@@ -199,8 +201,16 @@ fn conjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a
         }));
     }
     let mut subs = Vec::with_capacity(plans.len());
-    for p in plans {
-        match p.scorer(b)? {
+    let costs: Vec<f64> = plans.iter().map(|p| p.iteration_cost()).collect();
+    for (i, p) in plans.iter().enumerate() {
+        let mut bi = b;
+        bi.lead_cost = costs
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, &c)| c)
+            .reduce(f64::min);
+        match p.scorer(bi)? {
             Some(s) => subs.push(s),
             None => return Ok(None),
         }

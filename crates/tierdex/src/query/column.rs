@@ -256,6 +256,13 @@ impl Weight for ColumnWeight {
     }
     fn terms<'a>(&'a self, _positive: bool, _out: &mut Vec<&'a TermWeight>) {}
     fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        // Much broader than the clause leading its conjunction: confirm the
+        // lead's candidates one by one from the doc values.
+        if b.lead_cost.is_some_and(|lead| self.estimate as f64 > 8.0 * lead) {
+            if let Some(check) = CheckScorer::new(self, b.seg)? {
+                return Ok(Some(Box::new(check)));
+            }
+        }
         let docs = self.docs(b.seg, b.cutoff.as_ref())?;
         Ok(Some(Box::new(DocSetScorer::new(docs, self.boost))))
     }
@@ -587,6 +594,180 @@ impl Scorer for DocSetScorer {
     }
     fn take_error(&mut self) -> Option<Error> {
         None
+    }
+}
+
+/// What one part of a segment checks a document's codes against.
+enum Check {
+    /// Codes in a range (numbers, or keyword ordinals).
+    Range(u64, u64),
+    /// Codes in a sorted set.
+    Set(Vec<u64>),
+    /// Any value.
+    Any,
+    /// No value can match in this part.
+    Never,
+}
+
+/// A column query confirming candidates from doc values (two-phase): used
+/// inside a conjunction whose lead is far more selective, it reads the
+/// values of the lead's candidates only. Alone, it walks every document.
+pub struct CheckScorer<'a> {
+    /// Per part: base, documents, reader, what its codes must satisfy.
+    parts: Vec<(DocId, DocId, Option<ColumnReader<'a>>, Check)>,
+    part: usize,
+    doc: DocId,
+    max_doc: DocId,
+    cost: u64,
+    boost: f32,
+    codes: Vec<u64>,
+    error: Option<Error>,
+}
+
+impl<'a> CheckScorer<'a> {
+    /// The checker of `w` over `seg`; `None` when some part lacks doc values.
+    fn new(w: &ColumnWeight, seg: &'a SegmentReader) -> Result<Option<CheckScorer<'a>>> {
+        let mut parts = Vec::with_capacity(seg.parts().len());
+        let mut cost = 0u64;
+        for p in seg.parts() {
+            let mut r = p.columns().and_then(|c| c.reader(w.field.id()));
+            let check = match r.as_mut() {
+                None => Check::Never,
+                Some(r) if !r.has_doc_values() => return Ok(None),
+                Some(r) => {
+                    cost += r.meta().docs_with_value as u64;
+                    match &w.what {
+                        ColumnMatch::Exists => Check::Any,
+                        ColumnMatch::Codes { lo, hi } => Check::Range(*lo, *hi),
+                        ColumnMatch::CodeSet(c) => Check::Set(c.clone()),
+                        ColumnMatch::Terms(values) => {
+                            let mut set = Vec::new();
+                            for v in values {
+                                if let Ok(o) = r.ord_of(v.as_bytes())? {
+                                    set.push(o);
+                                }
+                            }
+                            set.sort_unstable();
+                            Check::Set(set)
+                        }
+                        ColumnMatch::Strings { lower, upper } => match ord_range(r, lower, upper)? {
+                            Some((lo, hi)) => Check::Range(lo, hi),
+                            None => Check::Never,
+                        },
+                    }
+                }
+            };
+            parts.push((p.base, p.max_doc, r, check));
+        }
+        let mut s = CheckScorer {
+            parts,
+            part: 0,
+            doc: 0,
+            max_doc: seg.max_doc(),
+            cost,
+            boost: w.boost,
+            codes: Vec::new(),
+            error: None,
+        };
+        s.doc = s.scan(0);
+        Ok(Some(s))
+    }
+
+    /// Whether `doc` holds a wanted value.
+    #[inline]
+    fn test(&mut self, doc: DocId) -> bool {
+        while self.part + 1 < self.parts.len() && self.parts[self.part + 1].0 <= doc {
+            self.part += 1;
+        }
+        if self.parts[self.part].0 > doc {
+            self.part = self.parts.partition_point(|p| p.0 <= doc).saturating_sub(1);
+        }
+        let (base, _, reader, check) = &mut self.parts[self.part];
+        let Some(r) = reader.as_mut() else {
+            return false;
+        };
+        if matches!(check, Check::Never) {
+            return false;
+        }
+        if let Err(e) = r.codes(doc - *base, &mut self.codes) {
+            self.error.get_or_insert(e);
+            return false;
+        }
+        match check {
+            Check::Any => !self.codes.is_empty(),
+            Check::Range(lo, hi) => self.codes.iter().any(|c| (*lo..=*hi).contains(c)),
+            Check::Set(set) => self.codes.iter().any(|c| set.binary_search(c).is_ok()),
+            Check::Never => false,
+        }
+    }
+
+    /// The first match `>= from`, walking document by document.
+    fn scan(&mut self, mut from: DocId) -> DocId {
+        while from < self.max_doc {
+            if self.test(from) {
+                return from;
+            }
+            if self.error.is_some() {
+                break;
+            }
+            from += 1;
+        }
+        TERMINATED
+    }
+}
+
+impl Scorer for CheckScorer<'_> {
+    #[inline]
+    fn doc(&self) -> DocId {
+        self.doc
+    }
+    fn advance(&mut self) -> DocId {
+        if self.doc != TERMINATED {
+            self.doc = self.scan(self.doc + 1);
+        }
+        self.doc
+    }
+    fn seek(&mut self, target: DocId) -> DocId {
+        if target > self.doc {
+            self.doc = self.scan(target);
+        }
+        self.doc
+    }
+    fn cost(&self) -> u64 {
+        self.cost
+    }
+    fn score(&mut self) -> f32 {
+        self.boost
+    }
+    fn max_score(&self) -> f32 {
+        self.boost
+    }
+    fn shallow_advance(&mut self, _target: DocId) -> DocId {
+        if self.doc == TERMINATED {
+            TERMINATED
+        } else {
+            TERMINATED - 1
+        }
+    }
+    fn block_max_score(&mut self) -> f32 {
+        self.boost
+    }
+    fn two_phase(&self) -> bool {
+        true
+    }
+    #[inline]
+    fn matches_at(&mut self, target: DocId) -> bool {
+        if target >= self.max_doc {
+            return false;
+        }
+        let hit = self.test(target);
+        if hit {
+            self.doc = target;
+        }
+        hit
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
     }
 }
 

@@ -202,6 +202,11 @@ pub struct Build<'a> {
     pub filters: FilterUse,
     /// When opening cursors stops (checked before each one).
     pub cutoff: Option<Cutoff>,
+    /// In a conjunction: what iterating its cheapest other required clause
+    /// costs ([`Weight::iteration_cost`]). A filter much broader than that
+    /// confirms the lead's candidates from doc values instead of listing
+    /// its own matches.
+    pub lead_cost: Option<f64>,
 }
 
 impl<'a> Build<'a> {
@@ -213,6 +218,7 @@ impl<'a> Build<'a> {
             prefetch: None,
             filters: FilterUse::Auto,
             cutoff: None,
+            lead_cost: None,
         }
     }
 

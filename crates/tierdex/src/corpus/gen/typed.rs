@@ -28,6 +28,20 @@ use crate::schema::Document;
 
 /// Names of the typed fields, in the order they are written.
 pub const TYPED_FIELDS: [&str; 5] = ["date", "category", "tags", "price", "popularity"];
+
+/// The Elasticsearch mapping of a typed generated corpus: `title` and `body`
+/// text, then the typed fields with the types their values have.
+pub fn mapping() -> Value {
+    serde_json::json!({"properties": {
+        "title": {"type": "text"},
+        "body": {"type": "text"},
+        "date": {"type": "date"},
+        "category": {"type": "keyword"},
+        "tags": {"type": "keyword"},
+        "price": {"type": "double"},
+        "popularity": {"type": "long"},
+    }})
+}
 /// Distinct `category` values.
 pub const CATEGORIES: usize = 1000;
 /// Distinct `tags` values.
