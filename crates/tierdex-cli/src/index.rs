@@ -80,6 +80,11 @@ pub struct Args {
     /// Remove English stop words (off by default).
     #[arg(long)]
     stop_words: bool,
+    /// The index's analyzer by name (standard, simple, whitespace, english,
+    /// french, german, ..: every name a mapping accepts), instead of
+    /// --stemming and --stop-words; fields with their own analyzer keep it.
+    #[arg(long, conflicts_with_all = ["stemming", "stop_words"], value_parser = parse_analyzer)]
+    analyzer: Option<AnalyzerConfig>,
     /// Replace an index already in --out: the new index is built beside it
     /// and swapped in when complete (a failed build leaves the old one);
     /// refused while a server or another command writes to it.
@@ -186,10 +191,11 @@ pub fn run(a: Args) -> Result<()> {
     }
     let opts = IndexOptions {
         schema,
-        analyzer: AnalyzerConfig {
+        analyzer: a.analyzer.unwrap_or(AnalyzerConfig {
             stemming: a.stemming,
             stop_words: a.stop_words,
-        },
+            ..Default::default()
+        }),
         segment_docs: a.segment_docs,
         segment_bytes: a.segment_mb.max(1) << 20,
         threads: a.threads,
@@ -259,4 +265,14 @@ fn report(s: &BuildStats, skipped: u64, out: &std::path::Path, json: bool) -> Re
         human_bytes(s.text_bytes)
     );
     Ok(())
+}
+
+/// An analyzer by its mapping name.
+fn parse_analyzer(name: &str) -> Result<AnalyzerConfig, String> {
+    AnalyzerConfig::named(name).ok_or_else(|| {
+        format!(
+            "unknown analyzer `{name}` ({})",
+            tierdex::analysis::ANALYZER_NAMES.join(", ")
+        )
+    })
 }

@@ -74,7 +74,7 @@ pub fn run(a: Args) -> Result<()> {
     let total: u64 = m.segments.iter().map(|s| s.bytes()).sum();
     println!("index {}", a.dir.display());
     println!(
-        "  {} documents ({} deleted, not yet compacted), {} segment(s), {}, codec {}, layout {}, strategy {}, analyzer stemming={} stop_words={}",
+        "  {} documents ({} deleted, not yet compacted), {} segment(s), {}, codec {}, layout {}, strategy {}, analyzer {}",
         index.live_docs(),
         index.num_docs() - index.live_docs(),
         m.segments.len(),
@@ -82,8 +82,9 @@ pub fn run(a: Args) -> Result<()> {
         m.codec,
         m.layout,
         m.strategy,
-        m.analyzer.stemming,
-        m.analyzer.stop_words
+        m.analyzer
+            .name()
+            .map_or_else(|| serde_json::to_string(&m.analyzer).unwrap_or_default(), str::to_string)
     );
     let filtered: Vec<&str> = schema
         .fields()

@@ -1,8 +1,12 @@
 //! A per-thread, direct-mapped cache of Snowball stems, so that stemming
 //! does not allocate (nor run the stemmer) for every token of running text.
+//! Entries are keyed by language and term, so fields of different languages
+//! analysed on one thread share it safely.
 
 use rust_stemmers::Stemmer;
 use std::cell::RefCell;
+
+use super::Language;
 
 /// Number of slots (a power of two). About 100 KiB per thread once warm.
 const SLOTS: usize = 2048;
@@ -16,19 +20,19 @@ thread_local! {
     pub(super) static STEM_CACHE: RefCell<StemCache> = RefCell::new(StemCache::default());
 }
 
-/// Slots of (term, stem); a slot with an empty term is vacant (terms are
-/// never empty).
+/// Slots of (language, term, stem); a slot with an empty term is vacant
+/// (terms are never empty).
 #[derive(Debug, Default)]
 pub(super) struct StemCache {
-    slots: Vec<(String, String)>,
+    slots: Vec<(Language, String, String)>,
     /// Stem of the last term that bypassed the cache.
     spill: String,
 }
 
 impl StemCache {
-    /// The stem of `term` (lowercase) by `stemmer`, which must always be the
-    /// same algorithm (Snowball English).
-    pub(super) fn stem(&mut self, stemmer: &Stemmer, term: &str) -> &str {
+    /// The stem of `term` (lowercase) by `stemmer`, which must be the
+    /// Snowball algorithm of `language`.
+    pub(super) fn stem(&mut self, stemmer: &Stemmer, language: Language, term: &str) -> &str {
         if term.len() > MAX_CACHED_LEN || term.is_empty() {
             let stem = stemmer.stem(term);
             self.spill.clear();
@@ -38,15 +42,17 @@ impl StemCache {
         if self.slots.is_empty() {
             self.slots.resize_with(SLOTS, Default::default);
         }
-        let slot = &mut self.slots[hash(term) & (SLOTS - 1)];
-        if slot.0 != term {
+        let index = hash(term).wrapping_add(language.index().wrapping_mul(0x9E37_79B9)) & (SLOTS - 1);
+        let slot = &mut self.slots[index];
+        if slot.1 != term || slot.0 != language {
             let stem = stemmer.stem(term);
-            slot.0.clear();
-            slot.0.push_str(term);
+            slot.0 = language;
             slot.1.clear();
-            slot.1.push_str(&stem);
+            slot.1.push_str(term);
+            slot.2.clear();
+            slot.2.push_str(&stem);
         }
-        &slot.1
+        &slot.2
     }
 }
 
@@ -75,9 +81,33 @@ mod tests {
             for _ in 0..2 {
                 for w in &words {
                     let direct = stemmer.stem(w).into_owned();
-                    prop_assert_eq!(cache.stem(&stemmer, w), direct.as_str());
+                    prop_assert_eq!(cache.stem(&stemmer, Language::English, w), direct.as_str());
                 }
             }
         }
+
+        #[test]
+        fn languages_sharing_the_cache_get_their_own_stems(
+            words in prop::collection::vec("[a-eéx]{1,8}|chevaux|running|nationales", 1..200),
+        ) {
+            let languages = [Language::English, Language::French, Language::German, Language::Spanish];
+            let stemmers = languages.map(|l| Stemmer::create(l.algorithm()));
+            let mut cache = StemCache::default();
+            for (i, w) in words.iter().enumerate() {
+                for k in [i % 4, (i + 1) % 4] {
+                    let direct = stemmers[k].stem(w).into_owned();
+                    prop_assert_eq!(cache.stem(&stemmers[k], languages[k], w), direct.as_str());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_term_in_two_languages() {
+        let (en, fr) = (Stemmer::create(Algorithm::English), Stemmer::create(Algorithm::French));
+        let mut cache = StemCache::default();
+        assert_eq!(cache.stem(&en, Language::English, "chevaux"), "chevaux");
+        assert_eq!(cache.stem(&fr, Language::French, "chevaux"), "cheval");
+        assert_eq!(cache.stem(&en, Language::English, "chevaux"), "chevaux");
     }
 }

@@ -115,6 +115,7 @@ fn stop_words_leave_position_gaps() {
     let config = AnalyzerConfig {
         stop_words: true,
         stemming: false,
+        ..Default::default()
     };
     let got = analyze_all(&Analyzer::new(config), "The cat is on THE mat and it sat");
     let want = [("cat", 1, 4, 7), ("mat", 5, 18, 21), ("sat", 8, 29, 32)];
@@ -129,6 +130,7 @@ fn stemming() {
     let config = AnalyzerConfig {
         stemming: true,
         stop_words: false,
+        ..Default::default()
     };
     assert_eq!(
         terms(config, "Running runs ran easily THE"),
@@ -137,6 +139,7 @@ fn stemming() {
     let both = AnalyzerConfig {
         stemming: true,
         stop_words: true,
+        ..Default::default()
     };
     // Stop words are removed before stemming ("this" would not stem to a stop word).
     let got = analyze_all(&Analyzer::new(both), "this is running");
@@ -150,6 +153,7 @@ fn stemming_inside_a_sink_works() {
     let analyzer = Analyzer::new(AnalyzerConfig {
         stemming: true,
         stop_words: false,
+        ..Default::default()
     });
     let mut pairs = Vec::new();
     analyzer.analyze("Cats running", |outer| {
@@ -214,6 +218,7 @@ fn analyzer_is_send_sync_clone() {
     let a = Analyzer::new(AnalyzerConfig {
         stemming: true,
         stop_words: true,
+        ..Default::default()
     });
     assert_eq!(a.clone().config(), a.config());
 }
@@ -386,7 +391,7 @@ proptest! {
             last_end = e;
         }
         // With every option on: no panic, valid offsets, increasing positions.
-        let all = Analyzer::new(AnalyzerConfig { stemming: true, stop_words: true });
+        let all = Analyzer::new(AnalyzerConfig { stemming: true, stop_words: true, ..Default::default() });
         let mut last = None;
         all.analyze(&text, |t| {
             assert!(text.is_char_boundary(t.start as usize));
@@ -400,7 +405,7 @@ proptest! {
     fn stop_words_only_remove_tokens(text in ascii_text()) {
         let plain = analyze_all(&Analyzer::default(), &text);
         let stop = analyze_all(
-            &Analyzer::new(AnalyzerConfig { stop_words: true, stemming: false }),
+            &Analyzer::new(AnalyzerConfig { stop_words: true, stemming: false, ..Default::default() }),
             &text,
         );
         let kept: Vec<_> = plain.into_iter().filter(|t| !is_stop_word(&t.0)).collect();
@@ -541,6 +546,7 @@ fn bench() {
     let all = Analyzer::new(AnalyzerConfig {
         stemming: true,
         stop_words: true,
+        ..Default::default()
     });
     measure(
         "analyze (stop words + stemming), ASCII text",
@@ -690,5 +696,318 @@ proptest! {
         let mut whole = Vec::new();
         tokenizer::unicode_region(&text, 0, text.len(), max, &mut |s, e, _| whole.push((s, e)));
         prop_assert_eq!(whole, reference);
+    }
+}
+
+/// (term, position, start, end) tuples from string slices.
+fn owned(want: &[(&str, u32, u32, u32)]) -> Vec<(String, u32, u32, u32)> {
+    want.iter().map(|&(t, p, s, e)| (t.to_string(), p, s, e)).collect()
+}
+
+fn named(name: &str) -> Analyzer {
+    Analyzer::new(AnalyzerConfig::named(name).unwrap_or_else(|| panic!("{name}")))
+}
+
+#[test]
+fn old_configs_read_as_english_and_write_as_before() {
+    let old: AnalyzerConfig = serde_json::from_str(r#"{"stemming":true,"stop_words":true}"#).unwrap();
+    assert_eq!(old, AnalyzerConfig::english());
+    assert_eq!(
+        (old.tokenizer, old.language),
+        (TokenizerKind::Standard, Language::English)
+    );
+    let old: AnalyzerConfig = serde_json::from_str(r#"{"stemming":false,"stop_words":true}"#).unwrap();
+    assert_eq!(
+        (old.stop_words, old.stemming, old.language),
+        (true, false, Language::English)
+    );
+    assert_eq!(
+        serde_json::from_str::<AnalyzerConfig>("{}").unwrap(),
+        AnalyzerConfig::STANDARD
+    );
+    assert_eq!(
+        serde_json::to_string(&AnalyzerConfig::english()).unwrap(),
+        r#"{"stemming":true,"stop_words":true}"#
+    );
+    let french = AnalyzerConfig::language(Language::French);
+    let json = serde_json::to_string(&french).unwrap();
+    assert_eq!(json, r#"{"stemming":true,"stop_words":true,"language":"french"}"#);
+    assert_eq!(serde_json::from_str::<AnalyzerConfig>(&json).unwrap(), french);
+    let simple = AnalyzerConfig::named("simple").unwrap();
+    let json = serde_json::to_string(&simple).unwrap();
+    assert_eq!(json, r#"{"stemming":false,"stop_words":false,"tokenizer":"simple"}"#);
+    assert_eq!(serde_json::from_str::<AnalyzerConfig>(&json).unwrap(), simple);
+    for bad in [
+        r#"{"stemming":true,"stemer":true}"#,
+        r#"{"language":"klingon"}"#,
+        r#"{"tokenizer":"ngram"}"#,
+    ] {
+        assert!(serde_json::from_str::<AnalyzerConfig>(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn every_name_round_trips() {
+    assert_eq!(ANALYZER_NAMES.len(), 3 + Language::ALL.len());
+    let mut seen = Vec::new();
+    for name in ANALYZER_NAMES {
+        let config = AnalyzerConfig::named(name).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(config.name(), Some(name), "{config:?}");
+        assert!(!seen.contains(&config), "{name}");
+        seen.push(config);
+    }
+    assert_eq!(AnalyzerConfig::named("default"), Some(AnalyzerConfig::STANDARD));
+    assert_eq!(AnalyzerConfig::named("English"), None);
+    assert_eq!(AnalyzerConfig::named("klingon"), None);
+    for (i, l) in Language::ALL.into_iter().enumerate() {
+        assert_eq!(l.index(), i);
+        assert_eq!(Language::from_name(l.name()), Some(l));
+        assert_eq!(serde_json::to_value(l).unwrap(), l.name());
+    }
+    // Combinations without a name.
+    for config in [
+        AnalyzerConfig {
+            stemming: true,
+            ..AnalyzerConfig::STANDARD
+        },
+        AnalyzerConfig {
+            stop_words: true,
+            language: Language::German,
+            ..AnalyzerConfig::STANDARD
+        },
+        AnalyzerConfig {
+            tokenizer: TokenizerKind::Whitespace,
+            ..AnalyzerConfig::english()
+        },
+        AnalyzerConfig {
+            language: Language::French,
+            ..AnalyzerConfig::STANDARD
+        },
+    ] {
+        assert_eq!(config.name(), None, "{config:?}");
+    }
+}
+
+#[test]
+fn simple_tokenizer_is_runs_of_letters() {
+    let text = "Don't stop-me 42 times, Ça_VA? x2y Ünïcödé中文 e\u{301}";
+    assert_eq!(
+        analyze_all(&named("simple"), text),
+        owned(&[
+            ("don", 0, 0, 3),
+            ("t", 1, 4, 5),
+            ("stop", 2, 6, 10),
+            ("me", 3, 11, 13),
+            ("times", 4, 17, 22),
+            ("ça", 5, 24, 27),
+            ("va", 6, 28, 30),
+            ("x", 7, 32, 33),
+            ("y", 8, 34, 35),
+            ("ünïcödé中文", 9, 36, 53),
+            ("e", 10, 54, 55),
+        ])
+    );
+    for text in ["", "42 3.14 _-_ !?", " \u{301} 👍"] {
+        assert!(analyze_all(&named("simple"), text).is_empty(), "{text:?}");
+    }
+    // Lowercasing as in the standard analyzer, lengths may change.
+    assert_eq!(
+        analyze_all(&named("simple"), "xx İx"),
+        owned(&[("xx", 0, 0, 2), ("i\u{307}x", 1, 3, 6)])
+    );
+}
+
+#[test]
+fn whitespace_tokenizer_keeps_case_and_punctuation() {
+    let text = "Hello, World!  foo-BAR\u{a0}baz\t\n«Ça»  x";
+    assert_eq!(
+        analyze_all(&named("whitespace"), text),
+        owned(&[
+            ("Hello,", 0, 0, 6),
+            ("World!", 1, 7, 13),
+            ("foo-BAR", 2, 15, 22),
+            ("baz", 3, 24, 27),
+            ("«Ça»", 4, 29, 36),
+            ("x", 5, 38, 39),
+        ])
+    );
+    assert_eq!(
+        terms(AnalyzerConfig::named("whitespace").unwrap(), "U.S. 1,000 don't"),
+        ["U.S.", "1,000", "don't"]
+    );
+    for text in ["", " \t\n\u{3000}\u{2028}\u{85}"] {
+        assert!(analyze_all(&named("whitespace"), text).is_empty(), "{text:?}");
+    }
+    // Every term borrows the text: nothing is lowercased.
+    let text = "ÉTÉ Mixed plain";
+    named("whitespace").analyze(text, |t| {
+        assert!(text.as_bytes().as_ptr_range().contains(&t.term.as_ptr()), "{t:?}");
+    });
+}
+
+#[test]
+fn character_tokenizers_cut_long_tokens() {
+    for (name, text, want) in [
+        (
+            "simple",
+            "ABCDEFG h1ij",
+            owned(&[
+                ("abc", 0, 0, 3),
+                ("def", 1, 3, 6),
+                ("g", 2, 6, 7),
+                ("h", 3, 8, 9),
+                ("ij", 4, 10, 12),
+            ]),
+        ),
+        (
+            "whitespace",
+            "ééééé a.b.c.d",
+            owned(&[
+                ("ééé", 0, 0, 6),
+                ("éé", 1, 6, 10),
+                ("a.b", 2, 11, 14),
+                (".c.", 3, 14, 17),
+                ("d", 4, 17, 18),
+            ]),
+        ),
+        ("simple", "abc", owned(&[("abc", 0, 0, 3)])),
+    ] {
+        let config = AnalyzerConfig::named(name).unwrap();
+        assert_eq!(
+            analyze_all(&Analyzer::with_max_token_chars(config, 3), text),
+            want,
+            "{name}"
+        );
+    }
+    // At the real limit, as the standard tokenizer cuts.
+    let word = "é".repeat(600);
+    for name in ["simple", "whitespace"] {
+        let got = analyze_all(&named(name), &format!("x {word} y"));
+        let spans: Vec<_> = got.iter().map(|t| (t.0.chars().count(), t.1, t.2, t.3)).collect();
+        assert_eq!(
+            spans,
+            [
+                (1, 0, 0, 1),
+                (255, 1, 2, 512),
+                (255, 2, 512, 1022),
+                (90, 3, 1022, 1202),
+                (1, 4, 1203, 1204)
+            ],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn french_analyzer() {
+    let got = analyze_all(&named("french"), "Le cheval et les CHEVAUX de la ferme");
+    assert_eq!(
+        got,
+        owned(&[("cheval", 1, 3, 9), ("cheval", 4, 17, 24), ("ferm", 7, 31, 36)])
+    );
+    assert_eq!(
+        terms(AnalyzerConfig::named("french").unwrap(), "la le les"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn german_analyzer() {
+    let got = analyze_all(&named("german"), "Der Hund und die Häuser");
+    assert_eq!(got, owned(&[("hund", 1, 4, 8), ("haus", 4, 17, 24)]));
+    // English stop words are not German ones, and the other way round.
+    assert_eq!(terms(AnalyzerConfig::named("german").unwrap(), "the der"), ["the"]);
+    assert_eq!(terms(AnalyzerConfig::english(), "the der"), ["der"]);
+}
+
+#[test]
+fn every_language_removes_its_stop_words_and_stems() {
+    for l in Language::ALL {
+        let analyzer = Analyzer::new(AnalyzerConfig::language(l));
+        let words = stop_words(l);
+        let text = words.join(" ");
+        // Each word the standard tokenizer keeps whole is removed (a few
+        // Arabic ones hold characters it splits at).
+        let mut removed = 0;
+        for w in words {
+            if terms(AnalyzerConfig::STANDARD, w) == [*w] {
+                assert!(analyze_all(&analyzer, w).is_empty(), "{l:?} {w}");
+                removed += 1;
+            }
+        }
+        assert!(removed * 10 >= words.len() * 9, "{l:?}: {removed} of {}", words.len());
+        // Stemming only: the stop words are kept, some of them stemmed or
+        // not, with the language's algorithm.
+        let stemmer = Stemmer::create(l.algorithm());
+        let stem_only = AnalyzerConfig {
+            stop_words: false,
+            ..AnalyzerConfig::language(l)
+        };
+        let want: Vec<String> = analyze_all(&Analyzer::default(), &text)
+            .into_iter()
+            .map(|t| stemmer.stem(&t.0).into_owned())
+            .collect();
+        assert_eq!(terms(stem_only, &text), want, "{l:?}");
+    }
+    assert_eq!(
+        terms(AnalyzerConfig::named("spanish").unwrap(), "los caballos"),
+        ["caball"]
+    );
+    assert_eq!(terms(AnalyzerConfig::named("russian").unwrap(), "и лошади"), ["лошад"]);
+}
+
+#[test]
+fn languages_interleaved_on_one_thread_keep_their_stems() {
+    let (french, english) = (named("french"), named("english"));
+    for _ in 0..3 {
+        assert_eq!(terms(french.config(), "chevaux nationales"), ["cheval", "national"]);
+        assert_eq!(terms(english.config(), "chevaux nationales"), ["chevaux", "national"]);
+    }
+    // A French field analysed inside the sink of an English one.
+    let mut inner = Vec::new();
+    english.analyze("running", |outer| {
+        assert_eq!(outer.term, "run");
+        french.analyze("chevaux", |t| inner.push(t.term.to_string()));
+    });
+    assert_eq!(inner, ["cheval"]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn character_tokenizers_find_maximal_runs(
+        text in prop_oneof![any::<String>(), mixed_text(), "\\PC{0,60}"],
+        max in prop_oneof![1usize..5, Just(MAX_TOKEN_CHARS)],
+    ) {
+        for (name, token_char) in [
+            ("simple", char::is_alphabetic as fn(char) -> bool),
+            ("whitespace", |c: char| !c.is_whitespace()),
+        ] {
+            let analyzer = Analyzer::with_max_token_chars(AnalyzerConfig::named(name).unwrap(), max);
+            let tokens = analyze_all(&analyzer, &text);
+            // The reference: maximal runs, cut every `max` characters.
+            let mut want = Vec::new();
+            let mut run: Vec<(usize, char)> = Vec::new();
+            for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+                if i < text.len() && token_char(c) {
+                    run.push((i, c));
+                    continue;
+                }
+                for piece in run.chunks(max) {
+                    let (s, e) = (piece[0].0, piece.last().map(|&(i, c)| i + c.len_utf8()).unwrap());
+                    want.push((s, e));
+                }
+                run.clear();
+            }
+            let spans: Vec<_> = tokens.iter().map(|t| (t.2 as usize, t.3 as usize)).collect();
+            prop_assert_eq!(&spans, &want, "{}", name);
+            for (i, (term, position, s, e)) in tokens.iter().enumerate() {
+                prop_assert_eq!(*position as usize, i);
+                let source = &text[*s as usize..*e as usize];
+                let want = if name == "simple" { lower(source) } else { source.to_string() };
+                prop_assert_eq!(term, &want);
+            }
+        }
     }
 }

@@ -59,7 +59,8 @@ fn scanned(bytes: usize) {
 /// How the term of a token must be lowercased.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Case {
-    /// ASCII without upper-case letters: the source text is the term.
+    /// The source text is the term: ASCII without upper-case letters, or
+    /// any text from a tokenizer that keeps case.
     Lower,
     /// ASCII with upper-case letters: ASCII lowercasing.
     AsciiUpper,

@@ -182,10 +182,7 @@ mod tests {
         .enumerate()
         .map(|(i, t)| Ok(Document::title_body(format!("d{i}"), "apple title", *t)));
         let opts = IndexOptions {
-            analyzer: AnalyzerConfig {
-                stemming: true,
-                stop_words: true,
-            },
+            analyzer: AnalyzerConfig::english(),
             ..Default::default()
         };
         build_index(docs, dir.path(), &opts).unwrap();

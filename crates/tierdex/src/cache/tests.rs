@@ -37,10 +37,7 @@ impl Run {
         let words = "apple banana w0 w1 w2 w3 w4 w5 w6 huge rare common";
         let docs = (0..3).map(|i| Ok(Document::title_body(format!("d{i}"), words, words)));
         let opts = IndexOptions {
-            analyzer: AnalyzerConfig {
-                stemming: true,
-                stop_words: true,
-            },
+            analyzer: AnalyzerConfig::english(),
             ..Default::default()
         };
         build_index(docs, dir.path(), &opts).unwrap();

@@ -195,13 +195,7 @@ fn field(path: &str, spec: &Map<String, Value>) -> Result<(FieldEntry, Vec<(Stri
             ("index", _) => index = flag(k, v)?,
             ("doc_values", t) if t != "text" => doc_values = flag(k, v)?,
             ("analyzer" | "search_analyzer", "text") => {
-                let name = v.as_str().ok_or_else(|| bad(path, "`analyzer` must be a name"))?;
-                let a = analyzer(name).ok_or_else(|| {
-                    bad(
-                        path,
-                        format!("analyzer `{name}` is not supported (standard, english){}", ""),
-                    )
-                })?;
+                let a = analyzer_value(path, v)?;
                 if k == "search_analyzer" && text.analyzer.is_some_and(|x| x != a) {
                     return Err(bad(path, "a search_analyzer other than the analyzer is not supported"));
                 }
@@ -260,24 +254,35 @@ fn field(path: &str, spec: &Map<String, Value>) -> Result<(FieldEntry, Vec<(Stri
     Ok((FieldEntry::new(path, ty), subs))
 }
 
-/// The analyzer configuration a mapping's analyzer name means.
+/// The analyzer configuration a mapping's analyzer name means (see
+/// [`AnalyzerConfig::named`]).
 pub fn analyzer(name: &str) -> Option<AnalyzerConfig> {
-    match name {
-        "standard" | "default" => Some(AnalyzerConfig::default()),
-        "english" => Some(AnalyzerConfig {
-            stemming: true,
-            stop_words: true,
-        }),
-        _ => None,
-    }
+    AnalyzerConfig::named(name)
 }
 
-/// The analyzer name of a configuration, as a mapping writes it.
+/// The analyzer name of a configuration, as a mapping writes it; `None`
+/// for a combination no name stands for, which a mapping writes as the
+/// configuration's JSON object instead (and reads back).
 fn analyzer_name(a: &AnalyzerConfig) -> Option<&'static str> {
-    match (a.stemming, a.stop_words) {
-        (false, false) => Some("standard"),
-        (true, true) => Some("english"),
-        _ => None,
+    a.name()
+}
+
+/// The analyzer a mapping's `analyzer` value means: a name, or tierdex's
+/// own JSON object of options (what [`to_mapping`] writes for an analyzer
+/// that has no name).
+fn analyzer_value(path: &str, v: &Value) -> Result<AnalyzerConfig> {
+    match v {
+        Value::String(name) => analyzer(name).ok_or_else(|| {
+            bad(
+                path,
+                format!(
+                    "analyzer `{name}` is not supported ({})",
+                    crate::analysis::ANALYZER_NAMES.join(", ")
+                ),
+            )
+        }),
+        Value::Object(_) => serde_json::from_value(v.clone()).map_err(|e| bad(path, format!("analyzer {v}: {e}"))),
+        _ => Err(bad(path, "`analyzer` must be a name")),
     }
 }
 
@@ -435,6 +440,77 @@ mod tests {
             let e = from_mapping(&bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn every_analyzer_name_round_trips_through_a_mapping() {
+        use crate::analysis::{Language, TokenizerKind, ANALYZER_NAMES};
+        let props: Map<String, Value> = ANALYZER_NAMES
+            .iter()
+            .map(|n| (format!("f_{n}"), json!({"type": "text", "analyzer": n})))
+            .collect();
+        let s = from_mapping(&json!({ "properties": props })).unwrap();
+        let written = to_mapping(&s);
+        for name in ANALYZER_NAMES {
+            let f = s.field(&format!("f_{name}")).unwrap();
+            let a = s.entry(f).unwrap().text_options().unwrap().analyzer.unwrap();
+            assert_eq!(Some(a), AnalyzerConfig::named(name));
+            assert_eq!(written["properties"][format!("f_{name}")]["analyzer"], json!(name));
+        }
+        assert_eq!(from_mapping(&written).unwrap(), s);
+        let french = s
+            .entry(s.field("f_french").unwrap())
+            .unwrap()
+            .text_options()
+            .unwrap()
+            .analyzer;
+        assert_eq!(french, Some(AnalyzerConfig::language(Language::French)));
+        let ws = s
+            .entry(s.field("f_whitespace").unwrap())
+            .unwrap()
+            .text_options()
+            .unwrap()
+            .analyzer;
+        assert_eq!(ws.map(|a| a.tokenizer), Some(TokenizerKind::Whitespace));
+        // An analyzer without a name is written as its options and read back.
+        let odd = AnalyzerConfig {
+            stemming: true,
+            language: Language::Swedish,
+            ..Default::default()
+        };
+        let m = json!({"properties": {"a": {"type": "text", "analyzer": odd}}});
+        let s = from_mapping(&m).unwrap();
+        let written = to_mapping(&s);
+        assert_eq!(
+            written["properties"]["a"]["analyzer"],
+            json!({"stemming": true, "stop_words": false, "language": "swedish"})
+        );
+        assert_eq!(from_mapping(&written).unwrap(), s);
+        // Errors list the names.
+        for (bad, says) in [
+            (
+                json!("klingon"),
+                "analyzer `klingon` is not supported (standard, simple, whitespace, arabic,",
+            ),
+            (json!({"stemming": true, "typo": 1}), "unknown field `typo`"),
+            (json!(3), "`analyzer` must be a name"),
+        ] {
+            let e = from_mapping(&json!({"properties": {"a": {"type": "text", "analyzer": bad}}}))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{e}");
+        }
+        // search_analyzer must be the same analyzer.
+        let e = from_mapping(
+            &json!({"properties": {"a": {"type": "text", "analyzer": "french", "search_analyzer": "german"}}}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("search_analyzer"), "{e}");
+        from_mapping(
+            &json!({"properties": {"a": {"type": "text", "analyzer": "french", "search_analyzer": "french"}}}),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -431,6 +431,7 @@ pub fn index_options(seed: u64) -> IndexOptions {
         AnalyzerConfig {
             stemming: rng.chance(0.5),
             stop_words: rng.chance(0.6),
+            ..Default::default()
         }
     };
     IndexOptions {
