@@ -266,6 +266,30 @@ impl Weight for ColumnWeight {
         let docs = self.docs(b.seg, b.cutoff.as_ref())?;
         Ok(Some(Box::new(DocSetScorer::new(docs, self.boost))))
     }
+    /// Without deleted documents, a single-valued column's matches are its
+    /// points in the matched runs: counted from the runs' bounds, no
+    /// document visited.
+    fn known_count(&self, index: &Index) -> Result<Option<u64>> {
+        let mut total = 0u64;
+        for (si, seg) in index.segments().iter().enumerate() {
+            if index.deletes(si).is_some_and(|d| !d.is_empty()) {
+                return Ok(None);
+            }
+            for part in seg.parts() {
+                let Some(mut r) = part.columns().and_then(|c| c.reader(self.field.id())) else {
+                    continue;
+                };
+                if r.meta().multi {
+                    return Ok(None);
+                }
+                match self.runs(&mut r)? {
+                    Some(runs) => total += runs.iter().map(PointRun::len).sum::<u64>(),
+                    None => return Ok(None),
+                }
+            }
+        }
+        Ok(Some(total))
+    }
     fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
         let mut s = DocSetScorer::new(self.docs(b.seg, b.cutoff.as_ref())?, self.boost);
         job.run(&mut s)

@@ -139,29 +139,51 @@ struct Cand {
 }
 
 fn cmp_cand(a: &Cand, b: &Cand, spec: &[SortField]) -> Ordering {
+    cmp_key(&a.parts, a.doc, b, spec)
+}
+
+/// Order of the key `(parts, doc)` against candidate `b`.
+#[inline]
+fn cmp_key(parts: &[Part], doc: DocId, b: &Cand, spec: &[SortField]) -> Ordering {
     for (i, f) in spec.iter().enumerate() {
-        let o = cmp_part(&a.parts[i], &b.parts[i], f);
+        let o = cmp_part(&parts[i], &b.parts[i], f);
         if o != Ordering::Equal {
             return o;
         }
     }
-    a.doc.cmp(&b.doc)
+    doc.cmp(&b.doc)
 }
 
 /// The best candidates seen, at most `n` (kept loosely: pruned when twice
-/// over).
+/// over; once `n` are kept, anything after the `n`-th is refused).
 struct Best<'s> {
     n: usize,
     spec: &'s [SortField],
     v: Vec<Cand>,
+    /// The `n`-th best after the last prune.
+    worst: Option<Cand>,
 }
 
 impl<'s> Best<'s> {
     fn new(n: usize, spec: &'s [SortField]) -> Self {
-        Best { n, spec, v: Vec::new() }
+        Best {
+            n,
+            spec,
+            v: Vec::new(),
+            worst: None,
+        }
+    }
+    /// Whether a candidate with key `(parts, doc)` cannot be among the best.
+    #[inline]
+    fn refuses(&self, parts: &[Part], doc: DocId) -> bool {
+        self.n == 0
+            || self
+                .worst
+                .as_ref()
+                .is_some_and(|w| cmp_key(parts, doc, w, self.spec) != Ordering::Less)
     }
     fn push(&mut self, c: Cand) {
-        if self.n == 0 {
+        if self.refuses(&c.parts, c.doc) {
             return;
         }
         self.v.push(c);
@@ -173,6 +195,9 @@ impl<'s> Best<'s> {
         let spec = self.spec;
         self.v.sort_by(|a, b| cmp_cand(a, b, spec));
         self.v.truncate(self.n);
+        if self.v.len() == self.n {
+            self.worst = self.v.last().cloned();
+        }
     }
     fn into_sorted(mut self) -> Vec<Cand> {
         self.prune();
@@ -265,16 +290,17 @@ fn after_parts(index: &Index, spec: &[SortField], after: &[SortValue]) -> Result
     Ok((parts, doc))
 }
 
-/// Whether candidate `c` comes strictly after `(after, doc)` in sort order.
-fn is_after(c: &Cand, after: &[Part], doc: Option<DocId>, spec: &[SortField]) -> bool {
+/// Whether the key `(parts, cdoc)` comes strictly after `(after, doc)` in
+/// sort order.
+fn is_after(parts: &[Part], cdoc: DocId, after: &[Part], doc: Option<DocId>, spec: &[SortField]) -> bool {
     for (i, f) in spec.iter().enumerate() {
-        match cmp_part(&c.parts[i], &after[i], f) {
+        match cmp_part(&parts[i], &after[i], f) {
             Ordering::Greater => return true,
             Ordering::Less => return false,
             Ordering::Equal => {}
         }
     }
-    doc.is_some_and(|d| c.doc > d)
+    doc.is_some_and(|d| cdoc > d)
 }
 
 /// Runs a sorted search of `plan` over `index`: the page of `size` hits
@@ -307,9 +333,48 @@ pub fn search(
             return Ok(None);
         }
         let deleted = index.deletes(si).map(|d| d.bits());
-        // Documents of every part, or the points walk of a match-all sort.
-        if match_all && count.is_none() && after.is_none() {
-            if let Some(found) = walk_points(seg, base, deleted, spec, n)? {
+        // A sort by one field's points: a match-all walks them in order; a
+        // query matching many documents gathers them in a bit set first,
+        // then walks the points to the first `n` of them.
+        if match_all && after.is_none() {
+            if let Some(found) = walk_points(seg, base, deleted, spec, n, None)? {
+                if let Some(c) = count.as_deref_mut() {
+                    *c += (seg.max_doc() - deleted.map_or(0, |d| d.len() as u32)) as u64;
+                }
+                all.extend(found);
+                continue;
+            }
+        }
+        let wide = {
+            let cost = plan.iteration_cost();
+            cost * cost > 4.0 * n as f64 * seg.max_doc() as f64
+        };
+        if !match_all && !needs_score && after.is_none() && wide && walkable(spec) {
+            let mut build = Build::new(seg, scoring);
+            build.filters = filters;
+            build.cutoff = cutoff;
+            let mut matched = BitSet::new(seg.max_doc());
+            let mut matches = 0u64;
+            if let Some(mut s) = plan.scorer(build)? {
+                let mut doc = s.doc();
+                while doc != TERMINATED {
+                    if deadline.tick() {
+                        return Ok(None);
+                    }
+                    if !deleted.is_some_and(|d| d.contains(doc)) {
+                        matched.insert(doc);
+                        matches += 1;
+                    }
+                    doc = s.advance();
+                }
+                if let Some(e) = s.take_error() {
+                    return Err(e);
+                }
+            }
+            if let Some(found) = walk_points(seg, base, deleted, spec, n, Some(&matched))? {
+                if let Some(c) = count.as_deref_mut() {
+                    *c += matches;
+                }
                 all.extend(found);
                 continue;
             }
@@ -336,6 +401,8 @@ pub fn search(
         let mut after_local: Vec<Option<Vec<Part>>> = vec![None; seg.parts().len()];
         let mut best: Vec<Best<'_>> = (0..seg.parts().len()).map(|_| Best::new(n, spec)).collect();
         let mut part = 0usize;
+        // The key of the document at hand (no allocation unless it is kept).
+        let mut key: Vec<Part> = Vec::with_capacity(spec.len());
         let mut doc = s.doc();
         while doc != TERMINATED {
             if deadline.tick() {
@@ -353,10 +420,10 @@ pub fn search(
             }
             let p = &seg.parts()[part];
             let local = doc - p.base;
-            let mut parts = Vec::with_capacity(spec.len());
+            key.clear();
             let score = if needs_score { s.score() } else { 0.0 };
             for (i, f) in spec.iter().enumerate() {
-                parts.push(match f.by {
+                key.push(match f.by {
                     SortBy::Score => Part::Score(score),
                     SortBy::Doc => Part::Code((base + doc) as u64),
                     SortBy::Field(_) => match readers[part][i].as_mut() {
@@ -369,21 +436,22 @@ pub fn search(
                     },
                 });
             }
-            let cand = Cand {
-                parts,
-                doc: base + doc,
-                score,
-            };
             if let Some((a, adoc)) = &after {
                 if after_local[part].is_none() {
                     after_local[part] = Some(local_after(a, spec, &mut readers[part])?);
                 }
-                if !is_after(&cand, after_local[part].as_ref().expect("set"), *adoc, spec) {
+                if !is_after(&key, base + doc, after_local[part].as_ref().expect("set"), *adoc, spec) {
                     doc = s.advance();
                     continue;
                 }
             }
-            best[part].push(cand);
+            if !best[part].refuses(&key, base + doc) {
+                best[part].push(Cand {
+                    parts: key.clone(),
+                    doc: base + doc,
+                    score,
+                });
+            }
             doc = s.advance();
         }
         if let Some(e) = s.take_error() {
@@ -463,6 +531,12 @@ fn to_strings(cands: &mut [Cand], spec: &[SortField], readers: &mut [Option<Colu
     Ok(())
 }
 
+/// Whether `spec` is one field sorted by its points' order: ascending by
+/// the smallest value or descending by the largest, missing values last.
+fn walkable(spec: &[SortField]) -> bool {
+    matches!(spec, [f] if matches!(f.by, SortBy::Field(_)) && !f.missing_first && f.max == f.descending)
+}
+
 /// A match-all sort by one field with points, ascending by the smallest
 /// value or descending by the largest, missing values last: the first `n`
 /// live documents of each part in the points' order. `None` when the sort
@@ -473,16 +547,17 @@ fn walk_points(
     deleted: Option<&BitSet>,
     spec: &[SortField],
     n: usize,
+    accept: Option<&BitSet>,
 ) -> Result<Option<Vec<Cand>>> {
+    if !walkable(spec) {
+        return Ok(None);
+    }
     let [f] = spec else {
         return Ok(None);
     };
     let SortBy::Field(field) = f.by else {
         return Ok(None);
     };
-    if f.missing_first || f.max != f.descending {
-        return Ok(None);
-    }
     let mut out = Vec::new();
     for p in seg.parts() {
         let Some(mut r) = p.columns().and_then(|c| c.reader(field.id())) else {
@@ -523,7 +598,10 @@ fn walk_points(
             }
             let local = r.point_doc(pos)?;
             let doc = p.base + local;
-            if deleted.is_some_and(|d| d.contains(doc)) || !seen.insert(local) {
+            if deleted.is_some_and(|d| d.contains(doc))
+                || accept.is_some_and(|a| !a.contains(doc))
+                || !seen.insert(local)
+            {
                 continue;
             }
             let part = if keyword {
@@ -539,7 +617,12 @@ fn walk_points(
         }
         flush(&mut group, &mut found);
         found.truncate(n);
-        if found.len() < n && (seen.len() as u64) < p.max_doc as u64 {
+        let valueless = match accept {
+            // Some wanted document may have no value.
+            Some(_) => r.meta().docs_with_value < p.max_doc,
+            None => (seen.len() as u64) < p.max_doc as u64,
+        };
+        if found.len() < n && valueless {
             // Fewer live documents with values than wanted: the missing
             // ones would follow; the general path handles them.
             return Ok(None);
