@@ -190,16 +190,25 @@ impl Results {
         let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
         for e in &self.engines {
             let i = &e.index;
+            // A reused index (`--reuse-indexes`) has no indexing figures.
+            let (time, speed, rss) = if i.wall_secs > 0.0 {
+                (
+                    format!("{:.1} s ({:.1} s merging)", i.wall_secs, i.merge_secs),
+                    format!("{:.0}", i.docs as f64 / i.wall_secs),
+                    mib(i.peak_rss_kb * 1024),
+                )
+            } else {
+                ("reused".to_string(), "-".to_string(), "-".to_string())
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} s ({:.1} s merging) | {:.0} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 e.name,
                 e.version,
-                i.wall_secs,
-                i.merge_secs,
-                i.docs as f64 / i.wall_secs.max(1e-9),
+                time,
+                speed,
                 mib(i.index_bytes),
-                mib(i.peak_rss_kb * 1024),
+                rss,
                 mib(e.query_peak_rss_kb * 1024),
                 e.errors
             );
