@@ -74,6 +74,16 @@ pub struct EngineSpec {
 pub const BASELINE_BIN: &str = "TIERDEX_BASELINE_BIN";
 
 impl EngineSpec {
+    /// The program that runs this spec (`tierdex-baseline` is another build
+    /// of tierdex): engines are built once per program name.
+    pub fn program_name(&self) -> &str {
+        if self.baseline {
+            "tierdex-baseline"
+        } else {
+            &self.base
+        }
+    }
+
     /// Parses a spec (see the type).
     pub fn parse(spec: &str) -> Result<EngineSpec> {
         let spec = spec.trim();
@@ -426,8 +436,8 @@ impl Engine {
 
     /// The same engine program running another variant of it.
     pub fn variant(&self, spec: EngineSpec) -> Result<Engine> {
-        if spec.base != self.spec.base {
-            bail!("`{}` is not a variant of {}", spec.name, self.spec.base);
+        if spec.program_name() != self.spec.program_name() {
+            bail!("`{}` is not a variant of {}", spec.name, self.spec.program_name());
         }
         Ok(Engine {
             name: spec.name.clone(),
@@ -843,6 +853,32 @@ mod tests {
             let (_, json) = l.split_once('\t').unwrap();
             serde_json::from_str::<serde_json::Value>(json).unwrap();
         }
+    }
+
+    #[test]
+    fn the_baseline_is_its_own_program() {
+        // A defect: `tierdex-baseline` ran the current build, because the
+        // engines were built once per base name and the baseline was taken
+        // for a variant of `tierdex`.
+        let current = Engine {
+            name: "tierdex".into(),
+            spec: EngineSpec::parse("tierdex").unwrap(),
+            program: "/bin/tierdex".into(),
+        };
+        assert!(current.variant(EngineSpec::parse("tierdex-baseline").unwrap()).is_err());
+        assert!(current.variant(EngineSpec::parse("tierdex-baseline:direct").unwrap()).is_err());
+        let spec = EngineSpec::parse("tierdex-baseline:direct").unwrap();
+        assert_eq!(spec.program_name(), "tierdex-baseline");
+        assert_eq!(EngineSpec::parse("tierdex:direct").unwrap().program_name(), "tierdex");
+        assert_eq!(EngineSpec::parse("lucene").unwrap().program_name(), "lucene");
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old-tierdex");
+        std::fs::write(&old, b"").unwrap();
+        std::env::set_var(BASELINE_BIN, &old);
+        let built = Engine::build(spec.program_name(), Path::new("/nonexistent-repo")).unwrap();
+        assert_eq!(built.program, old);
+        let variant = built.variant(spec).unwrap();
+        assert_eq!(variant.program, old);
     }
 
     #[test]

@@ -38,9 +38,10 @@ pub(crate) fn build_engines(specs: &[EngineSpec], repo: &Path) -> Result<(Vec<En
     let mut built: BTreeMap<String, Option<Engine>> = BTreeMap::new();
     let (mut engines, mut left_out) = (Vec::new(), Vec::new());
     for spec in specs {
-        if !built.contains_key(&spec.base) {
-            eprintln!("building {} ...", spec.base);
-            let program = match Engine::build(&spec.base, repo) {
+        let name = spec.program_name();
+        if !built.contains_key(name) {
+            eprintln!("building {name} ...");
+            let program = match Engine::build(name, repo) {
                 Ok(e) => Some(e),
                 Err(e) if !spec.is_tierdex() => {
                     eprintln!("warning: {} left out: {e:#}", spec.base);
@@ -49,9 +50,9 @@ pub(crate) fn build_engines(specs: &[EngineSpec], repo: &Path) -> Result<(Vec<En
                 }
                 Err(e) => return Err(e),
             };
-            built.insert(spec.base.clone(), program);
+            built.insert(name.to_string(), program);
         }
-        let Some(program) = &built[&spec.base] else {
+        let Some(program) = &built[name] else {
             continue;
         };
         let e = program.variant(spec.clone())?;
