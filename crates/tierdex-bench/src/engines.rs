@@ -866,7 +866,9 @@ mod tests {
             program: "/bin/tierdex".into(),
         };
         assert!(current.variant(EngineSpec::parse("tierdex-baseline").unwrap()).is_err());
-        assert!(current.variant(EngineSpec::parse("tierdex-baseline:direct").unwrap()).is_err());
+        assert!(current
+            .variant(EngineSpec::parse("tierdex-baseline:direct").unwrap())
+            .is_err());
         let spec = EngineSpec::parse("tierdex-baseline:direct").unwrap();
         assert_eq!(spec.program_name(), "tierdex-baseline");
         assert_eq!(EngineSpec::parse("tierdex:direct").unwrap().program_name(), "tierdex");

@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -218,6 +218,9 @@ pub struct IndexFile {
     content_len: usize,
     page_sums: Box<[u32]>,
     verified: Box<[AtomicU64]>,
+    /// Every page verified: whole-file reads (an FST walking its bytes on
+    /// every lookup) skip the per-page bits.
+    all_verified: AtomicBool,
     checksum: u64,
 }
 
@@ -309,6 +312,7 @@ impl IndexFile {
             content_len,
             page_sums,
             verified,
+            all_verified: AtomicBool::new(content_len == 0),
             checksum,
         })
     }
@@ -326,6 +330,7 @@ impl IndexFile {
             content_len: len,
             page_sums: Box::new([]),
             verified: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            all_verified: AtomicBool::new(true),
             checksum: 0,
         })
     }
@@ -392,7 +397,11 @@ impl IndexFile {
                 self.path.display()
             )));
         };
-        // Fast path: a non-empty range inside one already verified page.
+        // Fast paths: a file verified whole, or a non-empty range inside one
+        // already verified page.
+        if range.start <= range.end && range.end <= self.content_len && self.all_verified.load(Ordering::Relaxed) {
+            return Ok(&all[range]);
+        }
         if range.start < range.end
             && range.end <= self.content_len
             && range.start / PAGE_SIZE == (range.end - 1) / PAGE_SIZE
@@ -421,6 +430,9 @@ impl IndexFile {
                     self.verified[page / 64].fetch_or(1 << (page % 64), Ordering::Relaxed);
                 }
             }
+        }
+        if range.start == 0 && range.end == self.content_len {
+            self.all_verified.store(true, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -548,6 +560,30 @@ mod tests {
             assert_eq!(f.all().unwrap(), &content[..]);
             assert!(f.bytes(9_999..10_001).is_err());
         }
+    }
+
+    #[test]
+    fn a_file_verified_whole_skips_the_page_bits_and_a_bad_page_still_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let content: Vec<u8> = (0..3 * PAGE_SIZE as u32).map(|i| (i * 3) as u8).collect();
+        write(&path, &content);
+        let f = IndexFile::open(&path, Tier::Ram).unwrap();
+        assert!(!f.all_verified.load(Ordering::Relaxed));
+        assert_eq!(f.bytes(10..PAGE_SIZE + 10).unwrap(), &content[10..PAGE_SIZE + 10]);
+        assert!(!f.all_verified.load(Ordering::Relaxed));
+        assert_eq!(f.all().unwrap(), &content[..]);
+        assert!(f.all_verified.load(Ordering::Relaxed));
+        assert_eq!(f.bytes(5..2 * PAGE_SIZE + 7).unwrap(), &content[5..2 * PAGE_SIZE + 7]);
+        assert!(f.bytes(0..content.len() + 1).is_err());
+        // A flipped byte: a whole-file read fails and leaves the file unverified.
+        let mut bad = std::fs::read(&path).unwrap();
+        bad[PAGE_SIZE + 5] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let f = IndexFile::open(&path, Tier::Ram).unwrap();
+        assert!(f.all().is_err());
+        assert!(!f.all_verified.load(Ordering::Relaxed));
+        assert!(f.bytes(PAGE_SIZE..PAGE_SIZE + 10).is_err());
     }
 
     #[test]
