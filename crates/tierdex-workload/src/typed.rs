@@ -23,6 +23,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tierdex::schema::value::{civil_from_days, days_from_civil};
 
 /// Filter selectivities of the `filter-*` categories, with their names.
 pub const FILTER_LEVELS: [(f64, &str); 4] = [(0.001, "0.1%"), (0.01, "1%"), (0.1, "10%"), (0.5, "50%")];
@@ -587,7 +588,7 @@ pub fn parse_date(s: &str) -> Option<i64> {
     if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) {
         return None;
     }
-    let millis = days_from_civil(y, mo, d) * 86_400_000;
+    let millis = days_from_civil(y, mo as u32, d as u32) * 86_400_000;
     if n == 10 {
         return Some(millis);
     }
@@ -661,29 +662,6 @@ fn days_in_month(y: i64, m: i64) -> i64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// (year, month, day) of a day number (`civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use super::sample::{exp, ln, mix64, normal, rng_for, threshold, unit, zipf_weights, Alias, GenRng};
 use super::vocab;
+use crate::schema::value::civil_from_days;
 use crate::schema::Document;
 
 /// Names of the typed fields, in the order they are written.
@@ -192,19 +193,4 @@ pub fn format_date(secs: i64) -> String {
     let s = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
-}
-
-/// (year, month, day) of a day number (days since 1970-01-01); Howard
-/// Hinnant's `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
