@@ -8,15 +8,17 @@ use crate::bloom::FilterUse;
 use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
+use crate::query::boolean::Conjunction;
 pub use crate::query::collector::Hit;
 use crate::query::collector::{Cutoff, Deadline, TopK};
+use crate::query::column::{DocSet, DocSetScorer};
 use crate::query::count;
 use crate::query::highlight::{make_snippet, Snippet};
 pub use crate::query::limits::QueryLimits;
 use crate::query::planner::{prefetch_zones, Planner};
 pub use crate::query::sort::{SortBy, SortField, SortValue};
 pub use crate::query::weight::Plan;
-use crate::query::weight::{Build, ScoringContext, SegmentJob};
+use crate::query::weight::{BoxedScorer, Build, ScoringContext, SegmentJob};
 use crate::schema::{DocId, Document, Field, Schema, TERMINATED};
 
 /// What a search returns.
@@ -409,12 +411,15 @@ impl Searcher {
                 return Err(stopped());
             }
             let deleted = self.index.deletes(i).map(|d| d.bits());
+            let mut matched = None;
             if bitset_count {
                 let mut m = plan.matches(seg, cutoff.as_ref())?;
                 if let Some(d) = deleted {
                     m.subtract(d);
                 }
-                total += m.len();
+                let n = m.len();
+                total += n;
+                matched = Some((m, n));
             }
             if k == 0 && (known_count.is_some() || bitset_count) {
                 continue;
@@ -425,6 +430,33 @@ impl Searcher {
             let tier = self.index.storage().options();
             if tier.prefetches() {
                 build.prefetch = prefetch_zones(&**plan, seg, tier.prefetch_threshold)?;
+            }
+            // The count's matches, when few (against the work of iterating
+            // the query, and in number: block-max skipping would otherwise
+            // score fewer), lead the top-k pass: only they are scored.
+            if let Some((m, n)) = matched {
+                let share = seg.max_doc() as f64 / self.index.num_docs().max(1) as f64;
+                if (n as f64) * 4.0 < plan.iteration_cost() * share && n <= 512 + 32 * k as u64 {
+                    if n == 0 {
+                        continue;
+                    }
+                    let Some(s) = plan.scorer(build)? else {
+                        continue;
+                    };
+                    let lead: BoxedScorer<'_> = Box::new(DocSetScorer::new(DocSet::Bits(m), 0.0));
+                    let mut led = Conjunction::new(vec![lead, s]);
+                    let mut job = SegmentJob {
+                        base,
+                        top: Some(&mut top),
+                        count: None,
+                        deleted,
+                        deadline: &mut clock,
+                    };
+                    if !job.run(&mut led)? {
+                        return Err(stopped());
+                    }
+                    continue;
+                }
             }
             let counting = want_count && known_count.is_none() && !bitset_count;
             let mut job = SegmentJob {

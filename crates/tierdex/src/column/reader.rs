@@ -367,10 +367,56 @@ impl<'a> ColumnReader<'a> {
         Ok(d as u32)
     }
 
-    /// Calls `f` with the document of every point of `run`.
+    /// Calls `f` with the document of every point of `run`, decoding a
+    /// chunk of the packed array at a time.
     pub fn point_docs(&mut self, run: PointRun, mut f: impl FnMut(u32)) -> Result<()> {
-        for pos in run.start..run.end {
-            f(self.point_doc(pos)?);
+        const CHUNK: u64 = 4096;
+        let p = self.col.meta.points.as_ref().expect("points").docs;
+        let max_doc = self.max_doc as u64;
+        let at = self.body + p.at as usize;
+        let mut pos = run.start;
+        while pos < run.end {
+            let end = (pos + CHUNK).min(run.end);
+            if p.bits == 0 {
+                (pos..end).for_each(|_| f(0));
+                pos = end;
+                continue;
+            }
+            let first = packed::value_range(pos, p.bits).start;
+            let last = packed::value_range(end - 1, p.bits).end;
+            let bytes = self.docs.get(self.file, at + first..at + last)?;
+            let mut bad = None;
+            if p.bits <= 56 {
+                // One unaligned 8-byte read per value (the array's padding
+                // keeps it in bounds), its bit offset carried along.
+                let mask = (1u64 << p.bits) - 1;
+                let mut bit = pos * p.bits as u64 - first as u64 * 8;
+                for i in pos..end {
+                    let at = (bit / 8) as usize;
+                    let word = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+                    let d = (word >> (bit % 8)) & mask;
+                    bit += p.bits as u64;
+                    if d >= max_doc {
+                        bad = Some((i, d));
+                        break;
+                    }
+                    f(d as u32);
+                }
+            } else {
+                for i in pos..end {
+                    let off = packed::value_range(i, p.bits).start - first;
+                    let d = packed::decode(&bytes[off..], i, p.bits);
+                    if d >= max_doc {
+                        bad = Some((i, d));
+                        break;
+                    }
+                    f(d as u32);
+                }
+            }
+            if let Some((i, d)) = bad {
+                return Err(self.corrupt(format!("point {i} names document {d}")));
+            }
+            pos = end;
         }
         Ok(())
     }

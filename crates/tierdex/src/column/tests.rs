@@ -207,3 +207,36 @@ fn damaged_directories_are_reported() {
     let mut r = cols.reader(0).unwrap();
     assert!(r.codes(10, &mut Vec::new()).is_err());
 }
+
+#[test]
+fn long_point_runs_decode_across_chunks_on_every_tier() {
+    // 70,000 documents (17-bit document numbers), a multi-valued column so
+    // that runs hold tens of thousands of points: the bulk decode of
+    // `point_docs` crosses its chunk boundaries and must agree with
+    // `point_doc` one by one.
+    let mut rng = Rng(0x0b01_dc0d_u64);
+    let max_doc = 70_000u32;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ColumnsWriter::new();
+    let col = w.add_column(0, ColumnKind::Long, true, false);
+    for doc in 0..max_doc {
+        for _ in 0..rng.below(3) {
+            w.push(col, doc, rng.below(5000));
+        }
+    }
+    let path = dir.path().join("s.col");
+    w.finish(max_doc, &path).unwrap();
+    for tier in tiers() {
+        let storage = Storage::new(tier).unwrap();
+        let cols = Columns::open(storage.open(&path).unwrap(), max_doc).unwrap();
+        let mut r = cols.reader(0).unwrap();
+        for (lo, hi) in [(0, u64::MAX), (17, 4021), (100, 100), (2500, 2600)] {
+            let run = r.point_run(lo, hi).unwrap();
+            let mut got = Vec::new();
+            r.point_docs(run, |d| got.push(d)).unwrap();
+            let want: Vec<u32> = (run.start..run.end).map(|p| r.point_doc(p).unwrap()).collect();
+            assert_eq!(got.len() as u64, run.len(), "{tier:?} {lo}..={hi}");
+            assert_eq!(got, want, "{tier:?} {lo}..={hi}");
+        }
+    }
+}

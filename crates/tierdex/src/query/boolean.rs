@@ -8,7 +8,7 @@ use std::any::Any;
 use crate::common::BitSet;
 use crate::error::{Error, Result};
 use crate::index::SegmentReader;
-use crate::query::collector::Cutoff;
+use crate::query::collector::{self, Cutoff};
 use crate::query::scorer::{advance_by, first_error, seek_by, Scorer};
 use crate::query::term::{TermScorer, TermWeight};
 use crate::query::weight::{
@@ -324,12 +324,22 @@ impl Weight for BooleanWeight {
             }
             acc
         } else {
-            let mut acc = self.must[0].matches(seg, cutoff)?;
-            for p in &self.must[1..] {
+            // The cheapest clause first; a broad filter then confirms the
+            // few candidates left instead of collecting its own documents.
+            let mut order: Vec<&Plan> = self.must.iter().collect();
+            order.sort_by(|a, b| {
+                let cost = |p: &Plan| p.bitset_cost().unwrap_or(f64::INFINITY);
+                cost(a).total_cmp(&cost(b))
+            });
+            let mut acc = order[0].matches(seg, cutoff)?;
+            for p in &order[1..] {
                 if acc.is_empty() {
                     break;
                 }
-                acc.intersect_with(&p.matches(seg, cutoff)?);
+                collector::check(cutoff)?;
+                if !p.narrow(seg, &mut acc)? {
+                    acc.intersect_with(&p.matches(seg, cutoff)?);
+                }
             }
             acc
         };

@@ -154,12 +154,13 @@ impl ColumnWeight {
         }
     }
 
-    /// The documents of `seg` the query matches.
-    pub fn docs(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<DocSet> {
+    /// The documents of `seg` the query matches: a bit set when `as_bits`
+    /// or when they are not few.
+    pub fn docs(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>, as_bits: bool) -> Result<DocSet> {
         collector::check(cutoff)?;
         let max_doc = seg.max_doc();
         let mut list: Vec<DocId> = Vec::new();
-        let mut bits: Option<BitSet> = None;
+        let mut bits: Option<BitSet> = as_bits.then(|| BitSet::new(max_doc));
         let mut codes = Vec::new();
         for part in seg.parts() {
             let Some(mut r) = part.columns().and_then(|c| c.reader(self.field.id())) else {
@@ -168,8 +169,10 @@ impl ColumnWeight {
             match self.runs(&mut r)? {
                 Some(runs) => {
                     let n: u64 = runs.iter().map(PointRun::len).sum();
-                    // Dense: straight into a bit set.
-                    if bits.is_none() && n * 32 > max_doc as u64 {
+                    // Not few: straight into a bit set (sorting a list of
+                    // points, which come in value order, costs more than
+                    // clearing and scanning the set's words).
+                    if bits.is_none() && n * 512 > max_doc as u64 {
                         let mut b = BitSet::new(max_doc);
                         for &d in &list {
                             b.insert(d);
@@ -216,11 +219,50 @@ impl ColumnWeight {
         Ok(match bits {
             Some(b) => DocSet::Bits(b),
             None => {
-                list.sort_unstable();
+                if !list.is_sorted() {
+                    list.sort_unstable();
+                }
                 list.dedup();
                 DocSet::List(list)
             }
         })
+    }
+
+    /// Removes from `acc` (documents of `seg`) those the query does not
+    /// match, confirming each one from the doc values, when that is cheaper
+    /// than collecting the query's own documents: `acc` is much smaller than
+    /// the query's points in the segment. Returns false (and leaves `acc`
+    /// alone) when it is not, or a part lacks doc values.
+    pub fn narrow(&self, seg: &SegmentReader, acc: &mut BitSet) -> Result<bool> {
+        let mut points = 0u64;
+        for part in seg.parts() {
+            if let Some(mut r) = part.columns().and_then(|c| c.reader(self.field.id())) {
+                points += match self.runs(&mut r)? {
+                    Some(runs) => runs.iter().map(PointRun::len).sum::<u64>(),
+                    None => part.max_doc as u64,
+                };
+            }
+        }
+        if acc.len() * 16 > points {
+            return Ok(false);
+        }
+        let Some(mut check) = CheckScorer::new(self, seg)? else {
+            return Ok(false);
+        };
+        for (i, w) in acc.words_mut().iter_mut().enumerate() {
+            let mut bits = *w;
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                if !check.test((i * 64) as DocId + b) {
+                    *w &= !(1u64 << b);
+                }
+            }
+        }
+        match check.error.take() {
+            Some(e) => Err(e),
+            None => Ok(true),
+        }
     }
 }
 
@@ -263,7 +305,7 @@ impl Weight for ColumnWeight {
                 return Ok(Some(Box::new(check)));
             }
         }
-        let docs = self.docs(b.seg, b.cutoff.as_ref())?;
+        let docs = self.docs(b.seg, b.cutoff.as_ref(), false)?;
         Ok(Some(Box::new(DocSetScorer::new(docs, self.boost))))
     }
     /// Without deleted documents, a single-valued column's matches are its
@@ -291,7 +333,7 @@ impl Weight for ColumnWeight {
         Ok(Some(total))
     }
     fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
-        let mut s = DocSetScorer::new(self.docs(b.seg, b.cutoff.as_ref())?, self.boost);
+        let mut s = DocSetScorer::new(self.docs(b.seg, b.cutoff.as_ref(), false)?, self.boost);
         job.run(&mut s)
     }
     fn bitset_cost(&self) -> Option<f64> {
@@ -301,7 +343,10 @@ impl Weight for ColumnWeight {
         self.estimate as f64
     }
     fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
-        Ok(self.docs(seg, cutoff)?.into_bits(seg.max_doc()))
+        Ok(self.docs(seg, cutoff, true)?.into_bits(seg.max_doc()))
+    }
+    fn narrow(&self, seg: &SegmentReader, acc: &mut BitSet) -> Result<bool> {
+        ColumnWeight::narrow(self, seg, acc)
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -463,6 +508,9 @@ impl Weight for ConstantWeight {
     }
     fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
         self.inner.matches(seg, cutoff)
+    }
+    fn narrow(&self, seg: &SegmentReader, acc: &mut BitSet) -> Result<bool> {
+        self.inner.narrow(seg, acc)
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -646,10 +694,17 @@ pub struct CheckScorer<'a> {
     boost: f32,
     codes: Vec<u64>,
     error: Option<Error>,
+    /// Not positioned yet: `doc` is 0 whether or not it matches, and the
+    /// first `seek`, `advance` or `matches_at` finds the first match. A
+    /// clause that only confirms a conjunction's candidates thus never
+    /// walks the documents before the first of them (the conjunction
+    /// seeks it, also when it leads).
+    pending: bool,
 }
 
 impl<'a> CheckScorer<'a> {
-    /// The checker of `w` over `seg`; `None` when some part lacks doc values.
+    /// The checker of `w` over `seg`, not yet positioned (see
+    /// [`CheckScorer::pending`]); `None` when some part lacks doc values.
     fn new(w: &ColumnWeight, seg: &'a SegmentReader) -> Result<Option<CheckScorer<'a>>> {
         let mut parts = Vec::with_capacity(seg.parts().len());
         let mut cost = 0u64;
@@ -683,7 +738,7 @@ impl<'a> CheckScorer<'a> {
             };
             parts.push((p.base, p.max_doc, r, check));
         }
-        let mut s = CheckScorer {
+        Ok(Some(CheckScorer {
             parts,
             part: 0,
             doc: 0,
@@ -692,9 +747,8 @@ impl<'a> CheckScorer<'a> {
             boost: w.boost,
             codes: Vec::new(),
             error: None,
-        };
-        s.doc = s.scan(0);
-        Ok(Some(s))
+            pending: true,
+        }))
     }
 
     /// Whether `doc` holds a wanted value.
@@ -746,13 +800,17 @@ impl Scorer for CheckScorer<'_> {
         self.doc
     }
     fn advance(&mut self) -> DocId {
-        if self.doc != TERMINATED {
+        if self.pending {
+            self.pending = false;
+            self.doc = self.scan(0);
+        } else if self.doc != TERMINATED {
             self.doc = self.scan(self.doc + 1);
         }
         self.doc
     }
     fn seek(&mut self, target: DocId) -> DocId {
-        if target > self.doc {
+        if self.pending || target > self.doc {
+            self.pending = false;
             self.doc = self.scan(target);
         }
         self.doc
@@ -767,7 +825,7 @@ impl Scorer for CheckScorer<'_> {
         self.boost
     }
     fn shallow_advance(&mut self, _target: DocId) -> DocId {
-        if self.doc == TERMINATED {
+        if self.doc == TERMINATED && !self.pending {
             TERMINATED
         } else {
             TERMINATED - 1
@@ -787,6 +845,7 @@ impl Scorer for CheckScorer<'_> {
         let hit = self.test(target);
         if hit {
             self.doc = target;
+            self.pending = false;
         }
         hit
     }

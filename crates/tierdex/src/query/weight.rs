@@ -78,6 +78,15 @@ pub trait Weight: fmt::Debug + Send + Sync + 'static {
         Ok(BitSet::new(seg.max_doc()))
     }
 
+    /// Removes from `acc` (a conjunction's matches so far in `seg`) the
+    /// documents the node does not match, when the node can confirm
+    /// documents one by one more cheaply than [`Weight::matches`] collects
+    /// its own (a broad column filter over few candidates). Returns false,
+    /// with `acc` untouched, when it cannot or would not.
+    fn narrow(&self, _seg: &SegmentReader, _acc: &mut BitSet) -> Result<bool> {
+        Ok(false)
+    }
+
     /// The node as [`Any`], for the planner's normalisation.
     fn as_any(&self) -> &dyn Any;
 
