@@ -361,6 +361,10 @@ impl Weight for BooleanWeight {
     }
 }
 
+/// How much sparser than the next clause a conjunction's lead must be for
+/// the conjunction to score its candidates without block-max windows.
+const SPARSE_LEAD: u64 = 8;
+
 /// All children must match; the score is their sum. With a minimum
 /// competitive score it skips whole windows whose summed block maxima
 /// cannot reach it (block-max AND).
@@ -378,6 +382,10 @@ pub struct Conjunction<S> {
     window_end: DocId,
     window_bound: f32,
     window_valid: bool,
+    /// Whether block-max windows are worth their bookkeeping: not when a
+    /// lead far sparser than the next clause (a selective filter) lands
+    /// each candidate in a new window of the dense clauses' blocks.
+    windows: bool,
     max_score: f32,
 }
 
@@ -397,6 +405,7 @@ impl<S: Scorer> Conjunction<S> {
         let subs: Vec<S> = order.iter().map(|&i| slots[i].take().unwrap()).collect();
         let approx = subs.iter().filter(|s| !s.two_phase()).count().max(1);
         let max_score = subs.iter().map(|s| s.max_score()).sum();
+        let windows = approx < 2 || subs[0].cost().saturating_mul(SPARSE_LEAD) >= subs[1].cost();
         let mut c = Conjunction {
             subs,
             given,
@@ -406,6 +415,7 @@ impl<S: Scorer> Conjunction<S> {
             window_end: 0,
             window_bound: 0.0,
             window_valid: false,
+            windows,
             max_score,
         };
         let first = c.subs[0].doc();
@@ -517,7 +527,9 @@ impl<S: Scorer> Scorer for Conjunction<S> {
         self.subs.iter_mut().map(|s| s.block_max_score()).sum()
     }
     fn set_min_competitive_score(&mut self, min: f32) {
-        self.min_comp = min;
+        if self.windows {
+            self.min_comp = min;
+        }
     }
     fn two_phase(&self) -> bool {
         self.subs[0].two_phase()

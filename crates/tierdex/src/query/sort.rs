@@ -355,7 +355,15 @@ pub fn search(
             build.cutoff = cutoff;
             let mut matched = BitSet::new(seg.max_doc());
             let mut matches = 0u64;
-            if let Some(mut s) = plan.scorer(build)? {
+            if crate::query::count::prefer_bitsets(&**plan) {
+                matched = plan.matches(seg, cutoff.as_ref())?;
+                if let Some(d) = deleted {
+                    matched.subtract(d);
+                }
+                matches = matched.len();
+            } else if let Some(mut s) = plan.scorer(build)? {
+                // Only the matches are wanted: no scores.
+                s.set_count_only();
                 let mut doc = s.doc();
                 while doc != TERMINATED {
                     if deadline.tick() {
