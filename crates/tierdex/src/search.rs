@@ -512,6 +512,10 @@ impl Searcher {
             let mut build = Build::new(seg, &self.scoring);
             build.filters = self.phrase_filters;
             build.cutoff = cutoff;
+            let tier = self.index.storage().options();
+            if tier.prefetches() {
+                build.prefetch = prefetch_zones(&**plan, seg, tier.prefetch_threshold)?;
+            }
             let job = SegmentPass {
                 base,
                 deleted: self.index.deletes(i).map(|d| d.bits()),

@@ -280,6 +280,7 @@ enum Spec {
         size: usize,
         from: usize,
         desc: bool,
+        by_cat: bool,
         source: bool,
     },
 }
@@ -398,6 +399,7 @@ impl Gen {
                 size: rng.range(0, 4),
                 from: rng.range(0, 2),
                 desc: rng.chance(0.5),
+                by_cat: rng.chance(0.5),
                 source: rng.chance(0.5),
             },
             7 => {
@@ -542,10 +544,15 @@ impl Gen {
                     size,
                     from,
                     desc,
+                    by_cat,
                     source,
                 } => json!({"top_hits": {
                     "size": size, "from": from,
-                    "sort": [{"uid": if *desc { "desc" } else { "asc" }}],
+                    "sort": if *by_cat {
+                        json!([{"cat": if *desc { "desc" } else { "asc" }}, {"uid": if *desc { "desc" } else { "asc" }}])
+                    } else {
+                        json!([{"uid": if *desc { "desc" } else { "asc" }}])
+                    },
                     "_source": if *source { json!(["uid"]) } else { json!(false) }
                 }}),
             };
@@ -902,19 +909,33 @@ impl Gen {
                     size,
                     from,
                     desc,
+                    by_cat,
                     source,
                 } => {
+                    let cat = |r: &Row| r.keywords.get("cat").and_then(|k| k.first().cloned());
                     let mut sorted: Vec<&Row> = docs.to_vec();
-                    sorted.sort_by_key(|r| r.uid);
-                    if *desc {
-                        sorted.reverse();
-                    }
+                    sorted.sort_by(|a, b| {
+                        let by_cat = match (by_cat, cat(a), cat(b)) {
+                            (false, _, _) | (true, None, None) => std::cmp::Ordering::Equal,
+                            (true, None, Some(_)) => std::cmp::Ordering::Greater,
+                            (true, Some(_), None) => std::cmp::Ordering::Less,
+                            (true, Some(x), Some(y)) if *desc => y.cmp(&x),
+                            (true, Some(x), Some(y)) => x.cmp(&y),
+                        };
+                        let by_uid = if *desc { b.uid.cmp(&a.uid) } else { a.uid.cmp(&b.uid) };
+                        by_cat.then(by_uid)
+                    });
                     let hits: Vec<Value> = sorted
                         .iter()
                         .skip(*from)
                         .take(*size)
                         .map(|r| {
-                            let mut h = json!({"_id": r.id, "_score": null, "sort": [r.uid]});
+                            let sort = if *by_cat {
+                                json!([cat(r), r.uid])
+                            } else {
+                                json!([r.uid])
+                            };
+                            let mut h = json!({"_id": r.id, "_score": null, "sort": sort});
                             if *source {
                                 h["_source"] = json!({"uid": r.uid});
                             }

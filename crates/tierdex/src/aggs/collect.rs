@@ -384,7 +384,8 @@ impl<'a> Collector<'a> {
                     if out.keep == 0 {
                         continue;
                     }
-                    key.clear();
+                    // Overwritten in place: a keyword's string keeps its buffer.
+                    key.resize(spec.sort.len(), SortValue::Missing);
                     for (i, f) in spec.sort.iter().enumerate() {
                         let v = match (f.by, cols[i].as_mut()) {
                             (SortBy::Field(_), Some(r)) => match r.extreme(cx.part_doc, !f.max)? {
@@ -392,7 +393,13 @@ impl<'a> Collector<'a> {
                                 Some(c) => match r.meta().kind {
                                     ColumnKind::Keyword => {
                                         r.term(c, term)?;
-                                        SortValue::Keyword(String::from_utf8_lossy(term).into_owned())
+                                        let text = String::from_utf8_lossy(term);
+                                        if let SortValue::Keyword(s) = &mut key[i] {
+                                            s.clear();
+                                            s.push_str(&text);
+                                            continue;
+                                        }
+                                        SortValue::Keyword(text.into_owned())
                                     }
                                     ColumnKind::Double => SortValue::Double(code_double(c)),
                                     ColumnKind::Boolean => SortValue::Long(c as i64),
@@ -401,7 +408,7 @@ impl<'a> Collector<'a> {
                             },
                             _ => special_value(f, cx.score, cx.global),
                         };
-                        key.push(v);
+                        key[i] = v;
                     }
                     if *pruned && out.hits.len() >= out.keep {
                         let worst = &out.hits[out.keep - 1];
