@@ -100,16 +100,20 @@ impl DateInterval {
     }
 }
 
+/// Times are bucketed within ±100 million days of the epoch (about
+/// ±273,000 years); times beyond fall in the buckets at those edges.
+pub const MAX_TIME: i64 = 100_000_000 * DAY;
+
 /// The bucket key (UTC milliseconds) of UTC time `t`, for buckets in a zone
 /// `zone_ms` ahead of UTC, shifted by `offset_ms`.
 #[inline]
 pub fn bucket_key(interval: DateInterval, t: i64, zone_ms: i64, offset_ms: i64) -> i64 {
-    interval.round(t + zone_ms - offset_ms) + offset_ms - zone_ms
+    interval.round(t.clamp(-MAX_TIME, MAX_TIME) + zone_ms - offset_ms) + offset_ms - zone_ms
 }
 
 /// The key of the bucket after the one keyed `key` (UTC milliseconds).
 pub fn next_key(interval: DateInterval, key: i64, zone_ms: i64, offset_ms: i64) -> i64 {
-    interval.next(key + zone_ms - offset_ms) + offset_ms - zone_ms
+    interval.next(key.clamp(-MAX_TIME, MAX_TIME) + zone_ms - offset_ms) + offset_ms - zone_ms
 }
 
 /// `ms` as ISO-8601 in a zone `zone_ms` ahead of UTC
@@ -164,5 +168,21 @@ mod tests {
         assert_eq!(format_in_zone(k, 3_600_000), "2021-01-02T00:00:00.000+01:00");
         assert_eq!(format_in_zone(k, -19_800_000), "2021-01-01T17:30:00.000-05:30");
         assert_eq!(next_key(d, k, 3_600_000, 0), t("2021-01-02T23:00:00Z"));
+    }
+
+    #[test]
+    fn times_far_out_fall_in_the_edge_buckets() {
+        for u in [
+            CalendarUnit::Minute,
+            CalendarUnit::Week,
+            CalendarUnit::Month,
+            CalendarUnit::Year,
+        ] {
+            let iv = DateInterval::Calendar(u);
+            for x in [i64::MIN, i64::MAX] {
+                let k = bucket_key(iv, x, -19_800_000, 3_600_000);
+                assert!(next_key(iv, k, -19_800_000, 3_600_000) > k, "{u:?} {x}");
+            }
+        }
     }
 }

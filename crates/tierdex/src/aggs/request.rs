@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::calendar::{CalendarUnit, DateInterval};
+use super::calendar::{CalendarUnit, DateInterval, MAX_TIME};
 use crate::column::ColumnKind;
 use crate::error::{Error, Result};
 use crate::query::ast::Query;
@@ -738,7 +738,7 @@ fn date_histogram(schema: &Schema, name: &str, v: &Value) -> Result<DateHistogra
             DateInterval::Calendar(unit)
         }
         (None, Some(f)) => {
-            let ms = f.as_str().and_then(|s| parse_duration(s, false)).filter(|&ms| ms > 0).ok_or_else(|| {
+            let ms = f.as_str().and_then(|s| parse_duration(s, false)).filter(|&ms| ms > 0 && ms <= MAX_TIME).ok_or_else(|| {
                 bad(format!(
                     "[date_histogram] aggregation [{name}]: [fixed_interval] {f} is not a duration such as 30d, 12h, 90m, 10s or 1000ms"
                 ))
@@ -775,6 +775,11 @@ fn date_histogram(schema: &Schema, name: &str, v: &Value) -> Result<DateHistogra
             )))
         }
     };
+    if offset_ms.abs() > MAX_TIME {
+        return Err(bad(format!(
+            "[date_histogram] aggregation [{name}]: [offset] out of range"
+        )));
+    }
     let min_doc_count = o
         .get("min_doc_count")
         .map(|v| uint(name, TY, "min_doc_count", v))
@@ -799,6 +804,11 @@ fn date_histogram(schema: &Schema, name: &str, v: &Value) -> Result<DateHistogra
             if lo > hi {
                 return Err(bad(format!(
                     "[date_histogram] aggregation [{name}]: [extended_bounds] min is above max"
+                )));
+            }
+            if lo < -MAX_TIME || hi > MAX_TIME {
+                return Err(bad(format!(
+                    "[date_histogram] aggregation [{name}]: [extended_bounds] out of range"
                 )));
             }
             Some((lo, hi))

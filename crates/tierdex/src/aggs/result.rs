@@ -403,7 +403,7 @@ fn finalize_map(req: &Aggregations, p: &AggsPartial) -> Result<Map<String, Value
                 let empty = BucketPartial::empty(subs);
                 let mut it = buckets.iter().peekable();
                 if let (Some(lo), Some(hi)) = (lo, hi) {
-                    if (hi - lo) as u64 >= MAX_BUCKETS as u64 {
+                    if hi.checked_sub(lo).is_none_or(|n| n >= MAX_BUCKETS as i64) {
                         return Err(too_many(name));
                     }
                     for i in lo..=hi {
