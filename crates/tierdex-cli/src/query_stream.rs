@@ -209,11 +209,7 @@ fn json_request(
     if let Some(v) = o.get("search_after") {
         req.search_after = Some(dsl::search_after(v)?);
     }
-    let aggs = match (o.get("aggs"), o.get("aggregations")) {
-        (Some(_), Some(_)) => return Err(bad("a request has [aggs] or [aggregations], not both".into())),
-        (Some(v), None) | (None, Some(v)) => Some(tierdex::aggs::Aggregations::parse(schema, s.query_limits(), v)?),
-        (None, None) => None,
-    };
+    let aggs = tierdex::aggs::Aggregations::from_body(schema, s.query_limits(), o)?;
     req.aggs = aggs.as_ref();
     s.search_request(&req)
 }

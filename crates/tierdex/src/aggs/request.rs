@@ -259,6 +259,16 @@ impl Aggregations {
         Ok(aggs)
     }
 
+    /// The aggregations of a `_search` request body: its `aggs` or
+    /// `aggregations` object (`None` when it has neither).
+    pub fn from_body(schema: &Schema, limits: &QueryLimits, body: &Map<String, Value>) -> Result<Option<Aggregations>> {
+        match (body.get("aggs"), body.get("aggregations")) {
+            (Some(_), Some(_)) => Err(bad("a request has [aggs] or [aggregations], not both")),
+            (Some(v), None) | (None, Some(v)) => Aggregations::parse(schema, limits, v).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// Whether no aggregation is asked for.
     pub fn is_empty(&self) -> bool {
         self.aggs.is_empty()
