@@ -322,7 +322,11 @@ impl Searcher {
     }
 
     /// Runs a search with sorting and paging: `from + size` may reach
-    /// [`MAX_RESULT_WINDOW`]; beyond, page with `search_after`.
+    /// [`MAX_RESULT_WINDOW`]; beyond, page with `search_after`. With
+    /// [`SearchRequest::aggs`], every match is visited once for the hits,
+    /// the exact count and the aggregations ([`SearchResults::aggregations`]);
+    /// `Mode::Count` or `size` 0 computes no score unless a `top_hits`
+    /// orders by score.
     pub fn search_request(&self, req: &SearchRequest<'_>) -> Result<SearchResults> {
         let window = req.from.saturating_add(req.size);
         if window > MAX_RESULT_WINDOW {

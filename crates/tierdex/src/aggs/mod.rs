@@ -6,7 +6,7 @@
 //!
 //! * [`request`]: the `aggs` JSON read into [`Aggregations`] (anything not
 //!   understood is an error naming it);
-//! * [`collect`](self::collect): the per-segment pass, run in the same loop
+//! * `collect`: the per-segment pass, run in the same loop
 //!   as the hits and the count, reading the columns as needed;
 //! * [`result`]: the per-segment [`AggsPartial`], serialisable and merged
 //!   associatively (across segments now, across shards later), and
