@@ -1107,7 +1107,7 @@ fn check(s: &Searcher, rows: &[Row], rng: &mut Rng, cases: usize, context: &str)
 #[test]
 fn aggregations_match_a_scan_through_maintenance() {
     let strategies = [Strategy::InPlace, Strategy::NoMerge, Strategy::Geometric];
-    let per = cases() / strategies.len() / 3;
+    let per = cases() / strategies.len() / 4;
     for (si, strategy) in strategies.into_iter().enumerate() {
         let mut rng = Rng::new(0x0a66 + si as u64);
         let schema = mapping();
@@ -1127,7 +1127,8 @@ fn aggregations_match_a_scan_through_maintenance() {
         .unwrap();
         let mut live: HashMap<String, Document> = HashMap::new();
         let mut uid = 0i64;
-        for round in 0..3 {
+        let (mut segments, mut parts, mut deleted) = (0, 0, false);
+        for round in 0..4 {
             let batch: Vec<Document> = (0..rng.range(20, 70))
                 .map(|_| {
                     uid += 1;
@@ -1144,19 +1145,28 @@ fn aggregations_match_a_scan_through_maintenance() {
                 live.remove(v);
             }
             w.delete(victims).unwrap();
-            if round == 1 {
+            if round > 0 {
                 w.flush().unwrap();
             }
             w.refresh().unwrap();
             let rows: Vec<Row> = live.values().map(|d| row(&schema, d)).collect();
-            check(
-                &w.searcher(),
-                &rows,
-                &mut rng,
-                per,
-                &format!("{strategy} round {round}"),
-            );
+            let searcher = w.searcher();
+            let index = searcher.index();
+            segments = segments.max(index.segments().len());
+            parts = parts.max(index.segments().iter().map(|s| s.parts().len()).max().unwrap_or(0));
+            deleted |= (0..index.segments().len()).any(|i| index.deletes(i).is_some_and(|d| !d.bits().is_empty()));
+            check(&searcher, &rows, &mut rng, per, &format!("{strategy} round {round}"));
         }
+        // What the cases ran over: several segments (merged into one by the
+        // geometric policy), chained parts where updates go in place, deletes.
+        if strategy != Strategy::Geometric {
+            assert!(segments > 1 || parts > 1, "{strategy}: one segment of one part");
+        }
+        assert!(deleted, "{strategy}: no deletes");
+        if strategy == Strategy::InPlace {
+            assert!(parts > 1, "in-place: no chained segment of several parts");
+        }
+        eprintln!("{strategy}: up to {segments} segments, {parts} parts in one");
     }
 }
 
