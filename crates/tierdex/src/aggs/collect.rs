@@ -81,6 +81,62 @@ impl<'a> Bucket<'a> {
     }
 }
 
+/// Widest range of codes whose terms buckets are kept in a vector indexed
+/// by code (keyword ordinals of a small dictionary, booleans, small
+/// integers) rather than in a hash map.
+const DENSE_CODES: u64 = 4096;
+
+/// The terms buckets of one part, by code.
+enum TermBuckets<'a> {
+    /// `Some` bucket at `code - base`, allocated at the first document.
+    Dense {
+        base: u64,
+        len: usize,
+        slots: Vec<Option<Bucket<'a>>>,
+    },
+    /// Any codes.
+    Sparse(FxHashMap<u64, Bucket<'a>>),
+}
+
+impl<'a> TermBuckets<'a> {
+    fn new(col: &Col<'_>) -> Self {
+        match &col.reader {
+            Some(r) if r.meta().max - r.meta().min < DENSE_CODES => TermBuckets::Dense {
+                base: r.meta().min,
+                len: (r.meta().max - r.meta().min + 1) as usize,
+                slots: Vec::new(),
+            },
+            _ => TermBuckets::Sparse(FxHashMap::default()),
+        }
+    }
+
+    /// The bucket of code `c`.
+    #[inline]
+    fn get(&mut self, c: u64, subs: &'a Aggregations, part: &'a DocPart) -> &mut Bucket<'a> {
+        match self {
+            TermBuckets::Dense { base, len, slots } => {
+                if slots.is_empty() {
+                    slots.resize_with(*len, || None);
+                }
+                slots[(c - *base) as usize].get_or_insert_with(|| Bucket::new(subs, part))
+            }
+            TermBuckets::Sparse(m) => m.entry(c).or_insert_with(|| Bucket::new(subs, part)),
+        }
+    }
+
+    /// The buckets and their codes.
+    fn into_vec(self) -> Vec<(u64, Bucket<'a>)> {
+        match self {
+            TermBuckets::Dense { base, slots, .. } => slots
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.map(|b| (base + i as u64, b)))
+                .collect(),
+            TermBuckets::Sparse(m) => m.into_iter().collect(),
+        }
+    }
+}
+
 /// The aggregations of one list, over one segment part.
 pub(crate) struct Collector<'a> {
     nodes: Vec<Node<'a>>,
@@ -118,7 +174,7 @@ enum Node<'a> {
         subs: &'a Aggregations,
         part: &'a DocPart,
         col: Col<'a>,
-        buckets: FxHashMap<u64, Bucket<'a>>,
+        buckets: TermBuckets<'a>,
         missing: Option<Box<Bucket<'a>>>,
     },
     Histogram {
@@ -179,14 +235,17 @@ impl<'a> Collector<'a> {
             .map(|(_, a)| {
                 let subs = &a.subs;
                 match &a.kind {
-                    AggKind::Terms(t) => Node::Terms {
-                        spec: t,
-                        subs,
-                        part,
-                        col: Col::new(part, t.field.field),
-                        buckets: FxHashMap::default(),
-                        missing: t.missing.as_ref().map(|_| Box::new(Bucket::new(subs, part))),
-                    },
+                    AggKind::Terms(t) => {
+                        let col = Col::new(part, t.field.field);
+                        Node::Terms {
+                            spec: t,
+                            subs,
+                            part,
+                            buckets: TermBuckets::new(&col),
+                            col,
+                            missing: t.missing.as_ref().map(|_| Box::new(Bucket::new(subs, part))),
+                        }
+                    }
                     AggKind::Histogram(h) => Node::Histogram {
                         spec: h,
                         subs,
@@ -276,10 +335,7 @@ impl<'a> Collector<'a> {
                             continue;
                         }
                         last = Some(c);
-                        buckets
-                            .entry(c)
-                            .or_insert_with(|| Bucket::new(subs, part))
-                            .collect(cx)?;
+                        buckets.get(c, subs, part).collect(cx)?;
                     }
                 }
                 Node::Histogram {
@@ -445,6 +501,7 @@ impl<'a> Collector<'a> {
                     missing,
                     ..
                 } => {
+                    let buckets = buckets.into_vec();
                     let mut list: Vec<(Key, BucketPartial)> = Vec::with_capacity(buckets.len() + 1);
                     let keyword = spec.field.kind == ColumnKind::Keyword;
                     let mut reader = col.reader;
