@@ -95,6 +95,9 @@ struct Answer {
     /// How the result cache answered, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     cache: Option<Outcome>,
+    /// A JSON request's `aggs`, answered in Elasticsearch's shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aggregations: Option<serde_json::Value>,
 }
 
 /// What answering a line needs besides the line.
@@ -152,6 +155,7 @@ fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
             elapsed_us,
             io: io.map(|_| query_io),
             cache,
+            aggregations: r.aggregations,
         })
     });
     match result {
@@ -161,8 +165,8 @@ fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
 }
 
 /// A JSON line's request (`{"query": Q, "sort": [..]}`, an Elasticsearch
-/// request body; `size`, `from` and `search_after` too), run in `mode`
-/// with `k` hits unless it says `size`.
+/// request body; `size`, `from`, `search_after` and `aggs` too), run in
+/// `mode` with `k` hits unless it says `size`.
 fn json_request(
     s: &Searcher,
     line: &str,
@@ -175,10 +179,10 @@ fn json_request(
     let o = v.as_object().ok_or_else(|| bad("a request is a JSON object".into()))?;
     if let Some(k) = o
         .keys()
-        .find(|k| !["query", "sort", "size", "from", "search_after"].contains(&k.as_str()))
+        .find(|k| !["query", "sort", "size", "from", "search_after", "aggs", "aggregations"].contains(&k.as_str()))
     {
         return Err(bad(format!(
-            "[{k}] is not supported (query, sort, size, from, search_after)"
+            "[{k}] is not supported (query, sort, size, from, search_after, aggs)"
         )));
     }
     let schema = s.schema();
@@ -205,6 +209,8 @@ fn json_request(
     if let Some(v) = o.get("search_after") {
         req.search_after = Some(dsl::search_after(v)?);
     }
+    let aggs = tierdex::aggs::Aggregations::from_body(schema, s.query_limits(), o)?;
+    req.aggs = aggs.as_ref();
     s.search_request(&req)
 }
 

@@ -82,6 +82,168 @@ pub struct Args {
     /// Show each hit's stored document (`_source`) as JSON.
     #[arg(long)]
     source: bool,
+    /// An aggregation over the matches, `FIELD:TYPE[:PARAM]`: `tags:terms`
+    /// (`:SIZE`, default 10), `date:date_histogram` (`:month` by default;
+    /// `minute` .. `year`, `1M`, or a fixed `12h`, `30d`), `price:histogram:10`,
+    /// `price:stats`, `min`, `max`, `avg`, `sum`, `value_count`,
+    /// `cardinality`. Repeatable; named by the spec itself.
+    #[arg(long = "agg")]
+    aggs: Vec<String>,
+    /// Aggregations in Elasticsearch's form (the body of `"aggs"`), e.g.
+    /// '{"by_tag": {"terms": {"field": "tags"}, "aggs": {...}}}'.
+    #[arg(long)]
+    aggs_json: Option<String>,
+}
+
+/// The `"aggs"` object of the short `--agg FIELD:TYPE[:PARAM]` specs.
+fn short_aggs(specs: &[String]) -> Result<serde_json::Map<String, serde_json::Value>, Error> {
+    use serde_json::json;
+    let bad = |m: String| Error::InvalidArgument(m);
+    let mut out = serde_json::Map::new();
+    for spec in specs {
+        let mut it = spec.splitn(3, ':');
+        let (field, ty, param) = (it.next().unwrap_or(""), it.next(), it.next());
+        let Some(ty) = ty.filter(|_| !field.is_empty()) else {
+            return Err(bad(format!(
+                "--agg `{spec}`: expected FIELD:TYPE[:PARAM], e.g. tags:terms"
+            )));
+        };
+        let body = match (ty, param) {
+            ("terms", None) => json!({"terms": {"field": field}}),
+            ("terms", Some(n)) => {
+                let size: u64 = n
+                    .parse()
+                    .map_err(|_| bad(format!("--agg `{spec}`: the terms size `{n}` is not a number")))?;
+                json!({"terms": {"field": field, "size": size}})
+            }
+            ("date_histogram", p) => {
+                let p = p.unwrap_or("month");
+                if tierdex::aggs::calendar::CalendarUnit::parse(p).is_some() {
+                    json!({"date_histogram": {"field": field, "calendar_interval": p}})
+                } else {
+                    json!({"date_histogram": {"field": field, "fixed_interval": p}})
+                }
+            }
+            ("histogram", Some(iv)) => {
+                let iv: f64 = iv
+                    .parse()
+                    .map_err(|_| bad(format!("--agg `{spec}`: the interval `{iv}` is not a number")))?;
+                json!({"histogram": {"field": field, "interval": iv, "min_doc_count": 1}})
+            }
+            ("histogram", None) => return Err(bad(format!("--agg `{spec}`: a histogram needs an interval, e.g. {field}:histogram:10"))),
+            ("stats" | "min" | "max" | "avg" | "sum" | "value_count" | "cardinality", None) => json!({ ty: {"field": field} }),
+            (t, Some(p)) if ["stats", "min", "max", "avg", "sum", "value_count", "cardinality"].contains(&t) => {
+                return Err(bad(format!("--agg `{spec}`: [{t}] takes no parameter (`{p}`)")))
+            }
+            (t, _) => {
+                return Err(bad(format!(
+                    "--agg `{spec}`: unknown or unsupported short aggregation type [{t}] (terms, date_histogram, histogram, stats, min, max, avg, sum, value_count, cardinality; others through --aggs-json)"
+                )))
+            }
+        };
+        out.insert(spec.clone(), body);
+    }
+    Ok(out)
+}
+
+/// The aggregations `--agg` and `--aggs-json` ask for, if any.
+fn aggs_of(s: &Searcher, a: &Args) -> Result<Option<tierdex::aggs::Aggregations>, Error> {
+    let mut all = short_aggs(&a.aggs)?;
+    if let Some(j) = &a.aggs_json {
+        let v: serde_json::Value =
+            serde_json::from_str(j).map_err(|e| Error::InvalidArgument(format!("--aggs-json is not JSON: {e}")))?;
+        let serde_json::Value::Object(m) = v else {
+            return Err(Error::InvalidArgument(
+                "--aggs-json must be an object of named aggregations".into(),
+            ));
+        };
+        for (k, v) in m {
+            if all.insert(k.clone(), v).is_some() {
+                return Err(Error::InvalidArgument(format!("aggregation [{k}] is named twice")));
+            }
+        }
+    }
+    if all.is_empty() {
+        return Ok(None);
+    }
+    tierdex::aggs::Aggregations::parse(s.schema(), s.query_limits(), &serde_json::Value::Object(all)).map(Some)
+}
+
+/// Prints aggregation results (`{"name": result, ...}`) as an indented
+/// table: buckets as `key  doc_count` lines with their sub-aggregations
+/// below, metrics as `name: value`.
+fn print_aggs(out: &mut impl Write, v: &serde_json::Value, depth: usize) -> std::io::Result<()> {
+    use serde_json::Value;
+    let pad = "  ".repeat(depth);
+    let Value::Object(m) = v else { return Ok(()) };
+    let show = |x: &Value| match x {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    for (name, r) in m {
+        let Value::Object(o) = r else { continue };
+        if let Some(buckets) = o.get("buckets") {
+            let other = o.get("sum_other_doc_count").and_then(Value::as_u64).filter(|&n| n > 0);
+            writeln!(out, "{pad}{name}:")?;
+            let list: Vec<(String, &Value)> = match buckets {
+                Value::Array(a) => a
+                    .iter()
+                    .map(|b| {
+                        let key = b
+                            .get("key_as_string")
+                            .or_else(|| b.get("key"))
+                            .map_or(String::new(), show);
+                        (key, b)
+                    })
+                    .collect(),
+                Value::Object(named) => named.iter().map(|(k, b)| (k.clone(), b)).collect(),
+                _ => Vec::new(),
+            };
+            let width = list.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0).min(48);
+            for (key, b) in list {
+                writeln!(out, "{pad}  {key:<width$}  {:>8}", b["doc_count"].as_u64().unwrap_or(0))?;
+                let subs: serde_json::Map<String, Value> = b
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, _)| {
+                        !matches!(
+                            k.as_str(),
+                            "key" | "key_as_string" | "doc_count" | "from" | "to" | "from_as_string" | "to_as_string"
+                        )
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                print_aggs(out, &Value::Object(subs), depth + 2)?;
+            }
+            if let Some(n) = other {
+                writeln!(out, "{pad}  {:<width$}  {n:>8}", "(other)")?;
+            }
+        } else if let Some(c) = o.get("doc_count") {
+            writeln!(out, "{pad}{name}: {} documents", show(c))?;
+            let subs: serde_json::Map<String, Value> = o
+                .iter()
+                .filter(|(k, _)| *k != "doc_count")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            print_aggs(out, &Value::Object(subs), depth + 1)?;
+        } else if let Some(h) = o.get("hits") {
+            writeln!(out, "{pad}{name}: {} hits", show(&h["total"]["value"]))?;
+            for hit in h["hits"].as_array().into_iter().flatten() {
+                writeln!(out, "{pad}  {}  {}", show(&hit["_id"]), show(&hit["_score"]))?;
+            }
+        } else if let Some(v) = o.get("value_as_string").or_else(|| o.get("value")) {
+            writeln!(out, "{pad}{name}: {}", show(v))?;
+        } else {
+            let parts: Vec<String> = ["count", "min", "max", "avg", "sum"]
+                .iter()
+                .filter_map(|k| o.get(*k).map(|v| format!("{k}={}", show(v))))
+                .collect();
+            writeln!(out, "{pad}{name}: {}", parts.join(" "))?;
+        }
+    }
+    Ok(())
 }
 
 /// The sort keys `specs` name (`FIELD[:asc|desc]`, `_score`, `_doc`).
@@ -123,6 +285,9 @@ struct JsonResult<'q> {
     elapsed_us: u64,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     io: Option<crate::tier::QueryIo>,
+    /// With --agg or --aggs-json: the aggregations, in Elasticsearch's shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aggregations: Option<serde_json::Value>,
 }
 
 /// Runs `tierdex search`.
@@ -131,6 +296,7 @@ pub fn run(a: Args) -> Result<()> {
     if !a.default_fields.is_empty() {
         searcher.set_default_fields(&a.default_fields)?;
     }
+    let aggs = aggs_of(&searcher, &a)?;
     // A line of stdin that is not UTF-8 is that query's error.
     let mut queries: Vec<crate::lines::Line> = Vec::new();
     for q in &a.queries {
@@ -161,7 +327,7 @@ pub fn run(a: Args) -> Result<()> {
                 continue;
             }
         };
-        if let Err(e) = one(&searcher, &a, q, tty, &mut out) {
+        if let Err(e) = one(&searcher, &a, aggs.as_ref(), q, tty, &mut out) {
             failures += 1;
             match &e {
                 Error::Query(qe) => {
@@ -183,18 +349,26 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Result<(), Error> {
+fn one(
+    s: &Searcher,
+    a: &Args,
+    aggs: Option<&tierdex::aggs::Aggregations>,
+    q: &str,
+    tty: bool,
+    out: &mut impl Write,
+) -> Result<(), Error> {
     let started = Instant::now();
     let (evaluated, query_io) = crate::tier::measure(true, || -> Result<_, Error> {
         let parsed = s.parse(q)?;
         let plan = s.plan(&parsed)?;
-        let results = if a.sort.is_empty() && a.from == 0 {
+        let results = if a.sort.is_empty() && a.from == 0 && aggs.is_none() {
             s.execute(&plan, a.mode.into(), a.k)?
         } else {
             let mut req = tierdex::search::SearchRequest::new(&parsed, a.k);
             req.mode = a.mode.into();
             req.from = a.from;
             req.sort = sort_of(s, &a.sort)?;
+            req.aggs = aggs;
             s.search_request(&req)?
         };
         Ok((plan, results))
@@ -227,6 +401,7 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
             hits,
             elapsed_us: elapsed.as_micros() as u64,
             io: query_io,
+            aggregations: results.aggregations.clone(),
         };
         writeln!(out, "{}", serde_json::to_string(&r).expect("serialisable")).map_err(io)?;
         return Ok(());
@@ -291,6 +466,9 @@ fn one(s: &Searcher, a: &Args, q: &str, tty: bool, out: &mut impl Write) -> Resu
             let src = serde_json::Value::Object(doc.fields.to_map());
             writeln!(out, "               {src}").map_err(io)?;
         }
+    }
+    if let Some(v) = &results.aggregations {
+        print_aggs(out, v, 0).map_err(io)?;
     }
     Ok(())
 }

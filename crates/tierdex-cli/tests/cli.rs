@@ -562,3 +562,133 @@ fn demo_reports_text_filtered_sorted_and_range_queries() {
     let text_only = ok(&["demo", "--docs", "2000", "--queries", "2", "--text-only"]);
     assert!(!text_only.contains("typed fields"), "{text_only}");
 }
+
+/// `tierdex search --agg` and `--aggs-json` (issue #22): facets of a typed
+/// generated corpus as a table and as JSON, equal to a count of the file;
+/// `query-stream` answers a JSON line's `aggs`; a bad spec is named.
+#[test]
+fn search_aggregations() {
+    use std::collections::BTreeMap;
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let (corpus, idx) = (tmp.path().join("t.jsonl"), tmp.path().join("idx"));
+    let (corpus, idx) = (corpus.to_str().unwrap(), idx.to_str().unwrap());
+    ok(&["gen", "--docs", "400", "--vocab", "2000", "--typed", "--out", corpus]);
+    let mapping = tmp.path().join("mapping.json");
+    std::fs::write(
+        &mapping,
+        serde_json::json!({"properties": {
+            "title": {"type": "text"}, "body": {"type": "text"}, "date": {"type": "date"},
+            "category": {"type": "keyword"}, "tags": {"type": "keyword"},
+            "price": {"type": "double"}, "popularity": {"type": "long"}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    ok(&[
+        "index",
+        corpus,
+        "--out",
+        idx,
+        "--schema",
+        mapping.to_str().unwrap(),
+        "--segment-docs",
+        "150",
+    ]);
+    let docs: Vec<serde_json::Value> = std::fs::read_to_string(corpus)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut tags: BTreeMap<String, u64> = BTreeMap::new();
+    for d in &docs {
+        let mut t: Vec<&str> = d["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+            .collect();
+        t.sort();
+        t.dedup();
+        for x in t {
+            *tags.entry(x.to_string()).or_default() += 1;
+        }
+    }
+    let priced = docs.iter().filter(|d| d["price"].is_number()).count();
+    let out = ok(&[
+        "search",
+        idx,
+        "*:*",
+        "--mode",
+        "count",
+        "--json",
+        "--agg",
+        "tags:terms:1000",
+        "--agg",
+        "price:stats",
+        "--aggs-json",
+        r#"{"years": {"date_histogram": {"field": "date", "calendar_interval": "year"}}}"#,
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let a = &v["aggregations"];
+    let got: BTreeMap<String, u64> = a["tags:terms:1000"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["key"].as_str().unwrap().to_string(), b["doc_count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, tags);
+    assert_eq!(a["price:stats"]["count"], priced);
+    let years: u64 = a["years"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["doc_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(years, 400);
+    // The table: a heading per aggregation, a line per bucket.
+    let table = ok(&[
+        "search",
+        idx,
+        "*:*",
+        "-k",
+        "1",
+        "--agg",
+        "category:terms:3",
+        "--agg",
+        "popularity:max",
+    ]);
+    assert!(
+        table.contains("category:terms:3:") && table.contains("popularity:max: "),
+        "{table}"
+    );
+    assert!(table.contains("(other)"), "{table}");
+    // query-stream: a JSON line with aggs.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tierdex"))
+        .args(["query-stream", idx])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(
+        child.stdin.take().unwrap(),
+        "COUNT\t{}",
+        serde_json::json!({"query": {"match_all": {}}, "aggs": {"n": {"value_count": {"field": "price"}}}})
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["aggregations"]["n"]["value"], priced, "{line}");
+    // Errors name what is wrong.
+    let bad = tierdex(&["search", idx, "*:*", "--agg", "tags:median"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("[median]"));
+    let bad = tierdex(&[
+        "search",
+        idx,
+        "*:*",
+        "--aggs-json",
+        r#"{"x": {"terms": {"field": "body"}}}"#,
+    ]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("text field"));
+}

@@ -65,7 +65,7 @@
 //!
 //! ```text
 //! common, error -> analysis, codec -> storage -> schema, corpus -> bloom, termdict, layout
-//!   -> store -> index -> indexing -> query -> search -> cache -> update
+//!   -> store -> index -> indexing -> query -> aggs -> search -> cache -> update
 //! ```
 //!
 //! * [`corpus`]: readers for JSON lines, plain-text directories, and the seeded
@@ -78,6 +78,8 @@
 //!   multi-threaded builder and the segment merger.
 //! * [`query`]: parser, planner, weights and scorers (term, boolean,
 //!   phrase), top-k and count algorithms, BM25, highlighting.
+//! * [`aggs`]: aggregations (Elasticsearch's `aggs`) over a query's matches,
+//!   as partial results per segment that merge.
 //! * [`search`]: the reading entry point, [`Searcher`].
 //! * [`cache`]: the result cache.
 //! * [`update`]: the write-ahead log and the writer.
@@ -103,6 +105,7 @@ macro_rules! internal {
     };
 }
 
+pub mod aggs;
 pub mod analysis;
 internal!(bloom);
 pub mod cache;

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::aggs::collect::{collect_segment, SegmentPass};
+use crate::aggs::{Aggregations, AggsPartial};
 use crate::bloom::FilterUse;
 use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
@@ -73,6 +75,10 @@ pub struct SearchResults {
     /// With a sort: each hit's sort values, its document number last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sort: Option<Vec<Vec<SortValue>>>,
+    /// The aggregations' results, in Elasticsearch's shape (requests with
+    /// [`SearchRequest::aggs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregations: Option<serde_json::Value>,
 }
 
 /// The most hits a page may reach (`from + size`), as Elasticsearch's
@@ -97,6 +103,9 @@ pub struct SearchRequest<'q> {
     pub search_after: Option<Vec<SortValue>>,
     /// When to stop (see [`Searcher::search_until`]).
     pub deadline: Option<std::time::Instant>,
+    /// Aggregations computed over the matches, in the same pass as the
+    /// hits (`None`: none).
+    pub aggs: Option<&'q Aggregations>,
 }
 
 impl<'q> SearchRequest<'q> {
@@ -110,6 +119,7 @@ impl<'q> SearchRequest<'q> {
             sort: Vec::new(),
             search_after: None,
             deadline: None,
+            aggs: None,
         }
     }
 }
@@ -314,13 +324,20 @@ impl Searcher {
     }
 
     /// Runs a search with sorting and paging: `from + size` may reach
-    /// [`MAX_RESULT_WINDOW`]; beyond, page with `search_after`.
+    /// [`MAX_RESULT_WINDOW`]; beyond, page with `search_after`. With
+    /// [`SearchRequest::aggs`], every match is visited once for the hits,
+    /// the exact count and the aggregations ([`SearchResults::aggregations`]);
+    /// `Mode::Count` or `size` 0 computes no score unless a `top_hits`
+    /// orders by score.
     pub fn search_request(&self, req: &SearchRequest<'_>) -> Result<SearchResults> {
         let window = req.from.saturating_add(req.size);
         if window > MAX_RESULT_WINDOW {
             return Err(Error::InvalidArgument(format!(
                 "from + size is {window}, over the result window of {MAX_RESULT_WINDOW}: page deeper with search_after"
             )));
+        }
+        if let Some(aggs) = req.aggs.filter(|a| !a.is_empty()) {
+            return self.search_with_aggs(req, aggs);
         }
         let started = std::time::Instant::now();
         let plan = self.planner(Cutoff::new(req.deadline, started)).plan(req.query)?;
@@ -363,6 +380,7 @@ impl Searcher {
             hits: page.hits.iter().map(|&(doc, score)| Hit { doc, score }).collect(),
             count: want_count.then_some(total),
             sort: Some(page.values),
+            aggregations: None,
         })
     }
 
@@ -474,7 +492,127 @@ impl Searcher {
             hits: top.into_hits(),
             count: want_count.then(|| known_count.unwrap_or(total)),
             sort: None,
+            aggregations: None,
         })
+    }
+
+    /// The aggregations' partial results of `query`'s matches, one per
+    /// segment part with a match (what scale-out gathers and merges; see
+    /// [`AggsPartial::merge`]). `top_hits` hits are resolved.
+    pub fn aggregate_parts(&self, query: &ast::Query, aggs: &Aggregations) -> Result<Vec<AggsPartial>> {
+        let started = std::time::Instant::now();
+        let plan = self.planner(None).plan(query)?;
+        let mut count = 0;
+        let (parts, done) = self.aggregate_pass(&plan, aggs, None, &mut count, None, started)?;
+        if !done {
+            return Err(Error::TimedOut(started.elapsed().as_millis() as u64));
+        }
+        Ok(parts)
+    }
+
+    /// The aggregations of `query`'s matches, merged and resolved: the
+    /// intermediate a shard would send.
+    pub fn aggregate(&self, query: &ast::Query, aggs: &Aggregations) -> Result<AggsPartial> {
+        let mut merged = AggsPartial::empty(aggs);
+        for p in self.aggregate_parts(query, aggs)? {
+            merged.merge(p);
+        }
+        Ok(merged)
+    }
+
+    /// One pass over every segment: aggregations, the count, and the best
+    /// hits by score when `top` is given. Returns the partials (resolved)
+    /// and false when the deadline stopped it.
+    fn aggregate_pass(
+        &self,
+        plan: &Plan,
+        aggs: &Aggregations,
+        mut top: Option<&mut TopK>,
+        count: &mut u64,
+        deadline: Option<std::time::Instant>,
+        started: std::time::Instant,
+    ) -> Result<(Vec<AggsPartial>, bool)> {
+        let cutoff = Cutoff::new(deadline, started);
+        let mut clock = Deadline::new(deadline);
+        let filters = aggs
+            .filter_queries()
+            .iter()
+            .map(|q| self.planner(cutoff).plan(q))
+            .collect::<Result<Vec<_>>>()?;
+        let scores = top.is_some() || aggs.needs_scores();
+        let mut parts = Vec::new();
+        for (i, (seg, &base)) in self.index.segments().iter().zip(self.index.bases()).enumerate() {
+            if clock.passed() {
+                return Ok((parts, false));
+            }
+            let mut build = Build::new(seg, &self.scoring);
+            build.filters = self.phrase_filters;
+            build.cutoff = cutoff;
+            let tier = self.index.storage().options();
+            if tier.prefetches() {
+                build.prefetch = prefetch_zones(&**plan, seg, tier.prefetch_threshold)?;
+            }
+            let job = SegmentPass {
+                base,
+                deleted: self.index.deletes(i).map(|d| d.bits()),
+                top: top.as_deref_mut(),
+                count,
+                scores,
+                deadline: &mut clock,
+            };
+            if !collect_segment(seg, build, plan, &filters, aggs, job, &mut parts)? {
+                return Ok((parts, false));
+            }
+        }
+        for p in &mut parts {
+            p.resolve(aggs, &mut |d| self.doc(d))?;
+        }
+        Ok((parts, true))
+    }
+
+    /// [`Searcher::search_request`] with aggregations: the hits by score,
+    /// the count and the aggregations in one pass over the matches (a page
+    /// sorted by fields, or after `search_after`, is found by the sorted
+    /// search, and the aggregations by a pass of their own).
+    fn search_with_aggs(&self, req: &SearchRequest<'_>, aggs: &Aggregations) -> Result<SearchResults> {
+        let started = std::time::Instant::now();
+        let plan = self.planner(Cutoff::new(req.deadline, started)).plan(req.query)?;
+        let by_score = req.sort.is_empty() || req.sort == [SortField::desc(SortBy::Score)];
+        let window = req.from.saturating_add(req.size);
+        let one_pass = req.mode == Mode::Count || (by_score && req.search_after.is_none());
+        let mut results = if one_pass {
+            SearchResults::default()
+        } else {
+            self.search_request(&SearchRequest {
+                aggs: None,
+                ..req.clone()
+            })?
+        };
+        let mut top = (one_pass && req.mode != Mode::Count && window > 0).then(|| TopK::new(window));
+        let mut count = 0u64;
+        let (parts, done) = self.aggregate_pass(&plan, aggs, top.as_mut(), &mut count, req.deadline, started)?;
+        if !done {
+            return Err(Error::TimedOut(started.elapsed().as_millis() as u64));
+        }
+        let mut merged = AggsPartial::empty(aggs);
+        for p in parts {
+            merged.merge(p);
+        }
+        if one_pass {
+            let mut hits = top.map(TopK::into_hits).unwrap_or_default();
+            hits.drain(..req.from.min(hits.len()));
+            if !req.sort.is_empty() && req.mode != Mode::Count {
+                results.sort = Some(
+                    hits.iter()
+                        .map(|h| vec![SortValue::Double(h.score as f64), SortValue::Long(h.doc as i64)])
+                        .collect(),
+                );
+            }
+            results.hits = hits;
+            results.count = (req.mode != Mode::TopK).then_some(count);
+        }
+        results.aggregations = Some(crate::aggs::finalize(aggs, &merged)?);
+        Ok(results)
     }
 
     /// The stored document `doc` (a number from [`Hit::doc`]).

@@ -21,7 +21,8 @@ const LAYERS: &[&str] = &[
     "store",    // an index: manifest, segments, deletes
     "index",    // building segments
     "indexing", // queries: parse, plan, weights, scorers, collectors
-    "query",    // the reading facade
+    "query",    // aggregations over a query's matches
+    "aggs",     // the reading facade
     "search",   // result cache
     "cache",    // writing while searching
     "update",

@@ -475,6 +475,7 @@ fn engine(hits: &[(u32, f32)], count: Option<u64>) -> SearchResults {
         hits: hits.iter().map(|&(doc, score)| Hit { doc, score }).collect(),
         count,
         sort: None,
+        aggregations: None,
     }
 }
 
@@ -682,6 +683,7 @@ fn as_engine(r: &OracleResult, jitter: f64, rng: &mut gen::Rng) -> SearchResults
                 hits,
                 count: (mode == Mode::TopKAndCount).then_some(total),
                 sort: None,
+                aggregations: None,
             }
         }
     }

@@ -19,6 +19,7 @@ fn fake(q: &ast::Query, n: usize) -> SearchResults {
             .collect(),
         count: Some(n as u64),
         sort: None,
+        aggregations: None,
     }
 }
 
