@@ -5,7 +5,8 @@
 //!   `match_all`, `match_none`, `term`, `terms`, `range`, `exists`, `bool`
 //!   with `filter`, `constant_score`), `size`, `from` (up to a 10,000-hit
 //!   window), `sort`, `search_after`, `track_total_hits`, `highlight` and
-//!   `_source` (true, false, patterns, includes/excludes).
+//!   `_source` (true, false, patterns, includes/excludes), `aggs` (see
+//!   [`tierdex::aggs`]; `size: 0` for the aggregations alone).
 //! * Documents: `GET|HEAD /{index}/_doc/{id}` (real time: every
 //!   acknowledged write, refreshed or not), `_mget`.
 //! * Mappings: `PUT /{index}` with `mappings` (while the index is empty),
@@ -181,6 +182,8 @@ pub async fn search(
             "from",
             "sort",
             "search_after",
+            "aggs",
+            "aggregations",
         ]
         .contains(&key.as_str())
         {
@@ -207,6 +210,13 @@ pub async fn search(
     };
     let search_after = match body.get("search_after") {
         Some(v) => Some(tierdex::query::dsl::search_after(v).map_err(ApiError::engine)?),
+        None => None,
+    };
+    let aggs = match body.as_object() {
+        Some(o) => {
+            let limits = *state.searcher().query_limits();
+            tierdex::aggs::Aggregations::from_body(&schema, &limits, o).map_err(ApiError::engine)?
+        }
         None => None,
     };
     // Counts are always exact: a number asks for at least that much.
@@ -252,6 +262,7 @@ pub async fn search(
             search_after,
             highlight,
             timeout,
+            aggs,
         })
         .await?;
     let name = &state.config().index_name;
@@ -290,6 +301,9 @@ pub async fn search(
     if let Some(c) = answer.count {
         out["hits"]["total"] = json!({ "value": c, "relation": "eq" });
     }
+    if let Some(a) = answer.aggregations {
+        out["aggregations"] = a;
+    }
     Ok(Json(out))
 }
 
@@ -319,6 +333,7 @@ pub async fn count(
             search_after: None,
             highlight: None,
             timeout: state.config().default_timeout,
+            aggs: None,
         })
         .await?;
     Ok(Json(json!({

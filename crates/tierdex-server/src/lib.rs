@@ -285,6 +285,8 @@ pub struct SearchJob {
     pub highlight: Option<usize>,
     /// Longest wait for the answer.
     pub timeout: Duration,
+    /// Aggregations over the matches (`aggs` of the request body).
+    pub aggs: Option<tierdex::aggs::Aggregations>,
 }
 
 /// One hit of an answer.
@@ -315,6 +317,9 @@ pub struct Answer {
     /// How the cache answered, with a cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<tierdex::cache::Outcome>,
+    /// The aggregations' results, in Elasticsearch's shape, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aggregations: Option<serde_json::Value>,
     /// Milliseconds from the request's arrival to its answer.
     pub took_ms: u64,
 }
@@ -323,7 +328,8 @@ fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) 
     let snapshot = state.searcher();
     let s = &*snapshot;
     let d = Some(deadline);
-    let paged = job.from > 0 || !job.sort.is_empty() || job.search_after.is_some();
+    // Aggregations are computed in the request's own pass (not cached).
+    let paged = job.from > 0 || !job.sort.is_empty() || job.search_after.is_some() || job.aggs.is_some();
     let (r, outcome): (SearchResults, _) = match &state.cache {
         _ if paged => {
             let mut req = tierdex::search::SearchRequest::new(&job.query, job.k);
@@ -332,6 +338,7 @@ fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) 
             req.sort = job.sort.clone();
             req.search_after = job.search_after.clone();
             req.deadline = d;
+            req.aggs = job.aggs.as_ref();
             (s.search_request(&req)?, None)
         }
         Some(c) => c
@@ -364,6 +371,7 @@ fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) 
         count: r.count,
         hits,
         cache: outcome,
+        aggregations: r.aggregations,
         took_ms: 0,
     })
 }
@@ -939,6 +947,7 @@ fn search_job(state: &AppState, p: &SearchParams) -> Result<SearchJob, ApiError>
                 .check_timeout(Duration::from_millis(ms), &format!("{ms} ms"))?,
             None => state.config.default_timeout,
         },
+        aggs: None,
     })
 }
 

@@ -253,7 +253,7 @@ async fn bad_requests_get_json_errors() {
         json!({"query": {"match": {"author": "x"}}}),
         json!({"query": {"match": {"body": "x", "title": "y"}}}),
         json!({"query": {"range": {"body": {"gte": "a"}}}}),
-        json!({"query": {"match": {"body": "x"}}, "aggs": {}}),
+        json!({"query": {"match": {"body": "x"}}, "aggs": {"t": {"terms": {"field": "body"}}}}),
         json!({"query": {"match": {"body": "x"}}, "from": 10_000}),
         json!({"query": {"match": {"body": "x"}}, "sort": ["title"]}),
         json!({"query": {"query_string": {"query": "(a"}}}),

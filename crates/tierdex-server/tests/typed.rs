@@ -289,3 +289,126 @@ async fn typed_documents_through_the_elasticsearch_api() {
     assert_eq!(st, 200, "{v}");
     let _ = s.stop.map(|t| t.send(()));
 }
+
+/// Aggregations through `_search` (issue #22): facets, a histogram and
+/// stats over a filtered query equal a count of the documents sent; bad
+/// aggregation requests are 400s that name what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregations_through_the_elasticsearch_api() {
+    let s = start().await;
+    let mapping = json!({"mappings": {"properties": {
+        "name": {"type": "text"},
+        "tags": {"type": "keyword"},
+        "views": {"type": "long"},
+        "date": {"type": "date", "format": "epoch_second"},
+        "rating": {"type": "double"}
+    }}});
+    let (st, v) = s.json("PUT", "/talks", mapping).await;
+    assert_eq!(st, 200, "{v}");
+    let docs: Vec<Value> = (0..120).map(talk).collect();
+    let mut bulk = String::new();
+    for (i, d) in docs.iter().enumerate() {
+        bulk.push_str(&json!({"index": {"_index": "talks", "_id": format!("t{i}")}}).to_string());
+        bulk.push('\n');
+        bulk.push_str(&d.to_string());
+        bulk.push('\n');
+    }
+    let (st, v) = s.send("POST", "/_bulk?refresh=true", Some(bulk), true).await;
+    assert_eq!((st, v["errors"].as_bool()), (200, Some(false)), "{v}");
+
+    let selected: Vec<&Value> = docs.iter().filter(|d| d["views"].as_u64().unwrap() >= 300).collect();
+    let body = json!({
+        "size": 0,
+        "query": {"range": {"views": {"gte": 300}}},
+        "aggs": {
+            "by_tag": {"terms": {"field": "tags", "size": 10},
+                       "aggs": {"top_views": {"max": {"field": "views"}}}},
+            "views_100": {"histogram": {"field": "views", "interval": 100}},
+            "rating": {"stats": {"field": "rating"}}
+        }
+    });
+    let (st, v) = s.json("POST", "/talks/_search", body).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["hits"]["total"]["value"], selected.len(), "{v}");
+    assert!(v["hits"]["hits"].as_array().unwrap().is_empty(), "{v}");
+    let aggs = &v["aggregations"];
+    // Terms: counts and each bucket's max, by count then key.
+    let mut tags: HashMap<String, (u64, u64)> = HashMap::new();
+    for d in &selected {
+        for t in d["tags"].as_array().unwrap() {
+            let e = tags.entry(t.as_str().unwrap().to_string()).or_default();
+            e.0 += 1;
+            e.1 = e.1.max(d["views"].as_u64().unwrap());
+        }
+    }
+    let mut want: Vec<(String, (u64, u64))> = tags.into_iter().collect();
+    want.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+    let got: Vec<(String, (u64, u64))> = aggs["by_tag"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let max = b["top_views"]["value"].as_f64().unwrap() as u64;
+            (
+                b["key"].as_str().unwrap().to_string(),
+                (b["doc_count"].as_u64().unwrap(), max),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{aggs}");
+    // Histogram: every bucket from the first to the last value, in order.
+    let mut hist: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for d in &selected {
+        *hist.entry(d["views"].as_u64().unwrap() / 100 * 100).or_default() += 1;
+    }
+    let got: Vec<(u64, u64)> = aggs["views_100"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["key"].as_f64().unwrap() as u64, b["doc_count"].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(u64, u64)> = hist.into_iter().collect();
+    assert_eq!(got, want, "{aggs}");
+    // Stats over the documents that have a rating.
+    let ratings: Vec<f64> = selected.iter().filter_map(|d| d["rating"].as_f64()).collect();
+    assert_eq!(aggs["rating"]["count"], ratings.len(), "{aggs}");
+    let sum: f64 = ratings.iter().sum();
+    assert!((aggs["rating"]["sum"].as_f64().unwrap() - sum).abs() < 1e-9, "{aggs}");
+    let min = ratings.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert_eq!(aggs["rating"]["min"].as_f64(), Some(min), "{aggs}");
+
+    // Hits and aggregations together, `aggregations` as a synonym.
+    let (st, v) = s
+        .json(
+            "POST",
+            "/talks/_search",
+            json!({"size": 3, "query": {"match": {"name": "science"}},
+                   "aggregations": {"n": {"value_count": {"field": "views"}}}}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["hits"]["hits"].as_array().unwrap().len(), 3, "{v}");
+    let science = docs
+        .iter()
+        .filter(|d| d["name"].as_str().unwrap().ends_with("science"))
+        .count();
+    assert!(science > 3);
+    assert_eq!(v["aggregations"]["n"]["value"], science, "{v}");
+
+    // Errors name what is wrong.
+    for (aggs, needle) in [
+        (json!({"a": {"terms": {"field": "tags", "sise": 3}}}), "sise"),
+        (json!({"a": {"terms": {"field": "name"}}}), "name"),
+        (json!({"a": {"terms": {"field": "nope"}}}), "nope"),
+        (json!({"a": {"percentiles": {"field": "views"}}}), "percentiles"),
+    ] {
+        let (st, v) = s.json("POST", "/talks/_search", json!({"size": 0, "aggs": aggs})).await;
+        assert_eq!(st, 400, "{v}");
+        assert!(v.to_string().contains(needle), "{needle}: {v}");
+    }
+    let (st, v) = s
+        .json("POST", "/talks/_search", json!({"aggs": {}, "aggregations": {}}))
+        .await;
+    assert_eq!(st, 400, "{v}");
+    let _ = s.stop.map(|t| t.send(()));
+}
