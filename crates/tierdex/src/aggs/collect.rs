@@ -18,7 +18,7 @@ use super::request::{AggKind, Aggregations, Histogram, Key, Ranges, Terms, TopHi
 use super::result::{
     cmp_hits, special_value, AggsPartial, BucketPartial, Partial, StatsPartial, TopHit, TopHitsPartial,
 };
-use crate::aggs::calendar::{bucket_key, next_key};
+use crate::aggs::calendar::bucket_key;
 use crate::aggs::request::DateHistogram;
 use crate::column::{code_double, code_long, ColumnKind, ColumnReader};
 use crate::common::BitSet;
@@ -197,8 +197,6 @@ enum Node<'a> {
         part: &'a DocPart,
         col: Col<'a>,
         buckets: FxHashMap<i64, Bucket<'a>>,
-        /// The last bucket's key and the next one's (UTC milliseconds).
-        span: (i64, i64),
     },
     Range {
         spec: &'a Ranges,
@@ -268,7 +266,6 @@ impl<'a> Collector<'a> {
                         part,
                         col: Col::new(part, d.field.field),
                         buckets: FxHashMap::default(),
-                        span: (0, 0),
                     },
                     AggKind::Range(r) => Node::Range {
                         spec: r,
@@ -380,17 +377,11 @@ impl<'a> Collector<'a> {
                     part,
                     col,
                     buckets,
-                    span,
                 } => {
                     for cx in docs {
                         let mut last = None;
                         for &c in col.read(cx.part_doc)? {
-                            let t = code_long(c);
-                            if t < span.0 || t >= span.1 {
-                                let k = bucket_key(spec.interval, t, spec.zone_ms, spec.offset_ms);
-                                *span = (k, next_key(spec.interval, k, spec.zone_ms, spec.offset_ms));
-                            }
-                            let k = span.0;
+                            let k = bucket_key(spec.interval, code_long(c), spec.zone_ms, spec.offset_ms);
                             if last == Some(k) {
                                 continue;
                             }
