@@ -1,5 +1,7 @@
-//! Per-segment collection: the aggregation tree fed each matching live
-//! document of a segment part, reading columns through [`ColumnReader`]s
+//! Per-segment collection: the aggregation tree fed the matching live
+//! documents of a segment part in blocks of up to 128 (each aggregation
+//! walks a block at once; sub-aggregations get their bucket's documents one
+//! by one), reading columns through [`ColumnReader`]s
 //! (buffers reused, keyword values counted by ordinal and turned into
 //! strings once per part), then turned into an [`AggsPartial`].
 //!
@@ -29,8 +31,9 @@ use crate::query::sort::{SortBy, SortValue};
 use crate::query::weight::{Build, Plan};
 use crate::schema::{DocId, TERMINATED};
 
-/// The document being collected.
-pub(crate) struct DocCx<'b> {
+/// A document being collected.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DocCx {
     /// Its number in the segment (filter bit sets are by segment).
     pub seg_doc: u32,
     /// Its number in its part (columns are by part).
@@ -39,9 +42,10 @@ pub(crate) struct DocCx<'b> {
     pub global: DocId,
     /// Its score (0 when no score is needed).
     pub score: f32,
-    /// The segment's filter matches, by slot.
-    pub filters: &'b [BitSet],
 }
+
+/// Documents collected in one call, at most.
+const BLOCK: usize = 128;
 
 /// The value of a number, date or boolean code.
 #[inline]
@@ -68,9 +72,12 @@ impl<'a> Bucket<'a> {
     }
 
     #[inline]
-    fn collect(&mut self, cx: &DocCx<'_>) -> Result<()> {
+    fn collect(&mut self, cx: &DocCx, filters: &[BitSet]) -> Result<()> {
         self.count += 1;
-        self.subs.collect(cx)
+        if self.subs.nodes.is_empty() {
+            return Ok(());
+        }
+        self.subs.collect(std::slice::from_ref(cx), filters)
     }
 
     fn finish(self) -> Result<BucketPartial> {
@@ -311,8 +318,9 @@ impl<'a> Collector<'a> {
         Collector { nodes }
     }
 
-    /// Feeds one matching live document.
-    pub(crate) fn collect(&mut self, cx: &DocCx<'_>) -> Result<()> {
+    /// Feeds matching live documents of the part, in order (`filters`:
+    /// the segment's filter matches, by slot).
+    pub(crate) fn collect(&mut self, docs: &[DocCx], filters: &[BitSet]) -> Result<()> {
         for node in &mut self.nodes {
             match node {
                 Node::Terms {
@@ -323,19 +331,21 @@ impl<'a> Collector<'a> {
                     missing,
                     ..
                 } => {
-                    let codes = col.read(cx.part_doc)?;
-                    if codes.is_empty() {
-                        if let Some(m) = missing {
-                            m.collect(cx)?;
+                    for cx in docs {
+                        let codes = col.read(cx.part_doc)?;
+                        if codes.is_empty() {
+                            if let Some(m) = missing {
+                                m.collect(cx, filters)?;
+                            }
                         }
-                    }
-                    let mut last = None;
-                    for &c in codes {
-                        if last == Some(c) {
-                            continue;
+                        let mut last = None;
+                        for &c in codes {
+                            if last == Some(c) {
+                                continue;
+                            }
+                            last = Some(c);
+                            buckets.get(c, subs, part).collect(cx, filters)?;
                         }
-                        last = Some(c);
-                        buckets.get(c, subs, part).collect(cx)?;
                     }
                 }
                 Node::Histogram {
@@ -345,18 +355,20 @@ impl<'a> Collector<'a> {
                     col,
                     buckets,
                 } => {
-                    let kind = spec.field.kind;
-                    let mut last = None;
-                    for &c in col.read(cx.part_doc)? {
-                        let k = ((number(kind, c) - spec.offset) / spec.interval).floor() as i64;
-                        if last == Some(k) {
-                            continue;
+                    for cx in docs {
+                        let kind = spec.field.kind;
+                        let mut last = None;
+                        for &c in col.read(cx.part_doc)? {
+                            let k = ((number(kind, c) - spec.offset) / spec.interval).floor() as i64;
+                            if last == Some(k) {
+                                continue;
+                            }
+                            last = Some(k);
+                            buckets
+                                .entry(k)
+                                .or_insert_with(|| Bucket::new(subs, part))
+                                .collect(cx, filters)?;
                         }
-                        last = Some(k);
-                        buckets
-                            .entry(k)
-                            .or_insert_with(|| Bucket::new(subs, part))
-                            .collect(cx)?;
                     }
                 }
                 Node::DateHistogram {
@@ -366,66 +378,78 @@ impl<'a> Collector<'a> {
                     col,
                     buckets,
                 } => {
-                    let mut last = None;
-                    for &c in col.read(cx.part_doc)? {
-                        let k = bucket_key(spec.interval, code_long(c), spec.zone_ms, spec.offset_ms);
-                        if last == Some(k) {
-                            continue;
+                    for cx in docs {
+                        let mut last = None;
+                        for &c in col.read(cx.part_doc)? {
+                            let k = bucket_key(spec.interval, code_long(c), spec.zone_ms, spec.offset_ms);
+                            if last == Some(k) {
+                                continue;
+                            }
+                            last = Some(k);
+                            buckets
+                                .entry(k)
+                                .or_insert_with(|| Bucket::new(subs, part))
+                                .collect(cx, filters)?;
                         }
-                        last = Some(k);
-                        buckets
-                            .entry(k)
-                            .or_insert_with(|| Bucket::new(subs, part))
-                            .collect(cx)?;
                     }
                 }
                 Node::Range { spec, col, buckets } => {
-                    let kind = spec.field.kind;
-                    let codes = col.read(cx.part_doc)?;
-                    if codes.is_empty() {
-                        continue;
-                    }
-                    for (r, b) in spec.ranges.iter().zip(buckets.iter_mut()) {
-                        let hit = codes.iter().any(|&c| {
-                            let v = number(kind, c);
-                            r.from.is_none_or(|f| v >= f) && r.to.is_none_or(|t| v < t)
-                        });
-                        if hit {
-                            b.collect(cx)?;
+                    for cx in docs {
+                        let kind = spec.field.kind;
+                        let codes = col.read(cx.part_doc)?;
+                        if codes.is_empty() {
+                            continue;
+                        }
+                        for (r, b) in spec.ranges.iter().zip(buckets.iter_mut()) {
+                            let hit = codes.iter().any(|&c| {
+                                let v = number(kind, c);
+                                r.from.is_none_or(|f| v >= f) && r.to.is_none_or(|t| v < t)
+                            });
+                            if hit {
+                                b.collect(cx, filters)?;
+                            }
                         }
                     }
                 }
                 Node::Metric { kind, col, stats } => {
-                    let kind = *kind;
-                    for &c in col.read(cx.part_doc)? {
-                        stats.add(number(kind, c));
+                    for cx in docs {
+                        let kind = *kind;
+                        for &c in col.read(cx.part_doc)? {
+                            stats.add(number(kind, c));
+                        }
                     }
                 }
                 Node::Cardinality { kind, col, ords, out } => {
-                    let keyword = *kind == ColumnKind::Keyword;
-                    for &c in col.read(cx.part_doc)? {
-                        if keyword {
-                            ords.insert(c);
-                        } else {
-                            out.insert(hash_code(c));
+                    for cx in docs {
+                        let keyword = *kind == ColumnKind::Keyword;
+                        for &c in col.read(cx.part_doc)? {
+                            if keyword {
+                                ords.insert(c);
+                            } else {
+                                out.insert(hash_code(c));
+                            }
                         }
                     }
                 }
                 Node::Filter { slot, bucket } => {
-                    if cx.filters[*slot].contains(cx.seg_doc) {
-                        bucket.collect(cx)?;
+                    for cx in docs {
+                        if filters[*slot].contains(cx.seg_doc) {
+                            bucket.collect(cx, filters)?;
+                        }
                     }
                 }
                 Node::Filters { slots, buckets, other } => {
-                    let mut any = false;
-                    for (s, b) in slots.iter().zip(buckets.iter_mut()) {
-                        if cx.filters[*s].contains(cx.seg_doc) {
-                            any = true;
-                            b.collect(cx)?;
+                    for cx in docs {
+                        let mut any = false;
+                        for (s, b) in slots.iter().zip(buckets.iter_mut()) {
+                            if filters[*s].contains(cx.seg_doc) {
+                                any = true;
+                                b.collect(cx, filters)?;
+                            }
                         }
-                    }
-                    if let (false, Some(o)) = (any, other) {
-                        o.collect(cx)?;
+                        if let (false, Some(o)) = (any, other.as_mut()) {
+                            o.collect(cx, filters)?;
+                        }
                     }
                 }
                 Node::TopHits {
@@ -436,52 +460,54 @@ impl<'a> Collector<'a> {
                     pruned,
                     out,
                 } => {
-                    out.total += 1;
-                    if out.keep == 0 {
-                        continue;
-                    }
-                    // Overwritten in place: a keyword's string keeps its buffer.
-                    key.resize(spec.sort.len(), SortValue::Missing);
-                    for (i, f) in spec.sort.iter().enumerate() {
-                        let v = match (f.by, cols[i].as_mut()) {
-                            (SortBy::Field(_), Some(r)) => match r.extreme(cx.part_doc, !f.max)? {
-                                None => SortValue::Missing,
-                                Some(c) => match r.meta().kind {
-                                    ColumnKind::Keyword => {
-                                        r.term(c, term)?;
-                                        let text = String::from_utf8_lossy(term);
-                                        if let SortValue::Keyword(s) = &mut key[i] {
-                                            s.clear();
-                                            s.push_str(&text);
-                                            continue;
-                                        }
-                                        SortValue::Keyword(text.into_owned())
-                                    }
-                                    ColumnKind::Double => SortValue::Double(code_double(c)),
-                                    ColumnKind::Boolean => SortValue::Long(c as i64),
-                                    ColumnKind::Long | ColumnKind::Date => SortValue::Long(code_long(c)),
-                                },
-                            },
-                            _ => special_value(f, cx.score, cx.global),
-                        };
-                        key[i] = v;
-                    }
-                    if *pruned && out.hits.len() >= out.keep {
-                        let worst = &out.hits[out.keep - 1];
-                        if cmp_hits(key, cx.score, cx.global, worst, &out.sort).is_ge() {
+                    for cx in docs {
+                        out.total += 1;
+                        if out.keep == 0 {
                             continue;
                         }
-                    }
-                    out.hits.push(TopHit {
-                        doc: cx.global,
-                        score: cx.score,
-                        sort: key.clone(),
-                        id: None,
-                        source: None,
-                    });
-                    if out.hits.len() >= 2 * out.keep.max(8) {
-                        out.prune();
-                        *pruned = true;
+                        // Overwritten in place: a keyword's string keeps its buffer.
+                        key.resize(spec.sort.len(), SortValue::Missing);
+                        for (i, f) in spec.sort.iter().enumerate() {
+                            let v = match (f.by, cols[i].as_mut()) {
+                                (SortBy::Field(_), Some(r)) => match r.extreme(cx.part_doc, !f.max)? {
+                                    None => SortValue::Missing,
+                                    Some(c) => match r.meta().kind {
+                                        ColumnKind::Keyword => {
+                                            r.term(c, term)?;
+                                            let text = String::from_utf8_lossy(term);
+                                            if let SortValue::Keyword(s) = &mut key[i] {
+                                                s.clear();
+                                                s.push_str(&text);
+                                                continue;
+                                            }
+                                            SortValue::Keyword(text.into_owned())
+                                        }
+                                        ColumnKind::Double => SortValue::Double(code_double(c)),
+                                        ColumnKind::Boolean => SortValue::Long(c as i64),
+                                        ColumnKind::Long | ColumnKind::Date => SortValue::Long(code_long(c)),
+                                    },
+                                },
+                                _ => special_value(f, cx.score, cx.global),
+                            };
+                            key[i] = v;
+                        }
+                        if *pruned && out.hits.len() >= out.keep {
+                            let worst = &out.hits[out.keep - 1];
+                            if cmp_hits(key, cx.score, cx.global, worst, &out.sort).is_ge() {
+                                continue;
+                            }
+                        }
+                        out.hits.push(TopHit {
+                            doc: cx.global,
+                            score: cx.score,
+                            sort: key.clone(),
+                            id: None,
+                            source: None,
+                        });
+                        if out.hits.len() >= 2 * out.keep.max(8) {
+                            out.prune();
+                            *pruned = true;
+                        }
                     }
                 }
             }
@@ -630,6 +656,7 @@ pub(crate) fn collect_segment(
     let mut part = 0usize;
     let mut current: Option<Collector<'_>> = None;
     let mut top = job.top;
+    let mut block: Vec<DocCx> = Vec::with_capacity(BLOCK);
     let mut doc = s.doc();
     while doc != TERMINATED {
         if job.deadline.tick() {
@@ -644,27 +671,35 @@ pub(crate) fn collect_segment(
         if let Some(t) = top.as_deref_mut() {
             t.insert(job.base + doc, score);
         }
-        while part + 1 < parts.len() && parts[part + 1].base <= doc {
-            part += 1;
-            if let Some(c) = current.take() {
+        if part + 1 < parts.len() && parts[part + 1].base <= doc {
+            if let Some(mut c) = current.take() {
+                c.collect(&block, &bits)?;
+                block.clear();
                 out.push(c.finish()?);
+            }
+            while part + 1 < parts.len() && parts[part + 1].base <= doc {
+                part += 1;
             }
         }
         let p = &parts[part];
         let c = current.get_or_insert_with(|| Collector::new(aggs, p));
-        c.collect(&DocCx {
+        block.push(DocCx {
             seg_doc: doc,
             part_doc: doc - p.base,
             global: job.base + doc,
             score,
-            filters: &bits,
-        })?;
+        });
+        if block.len() == BLOCK {
+            c.collect(&block, &bits)?;
+            block.clear();
+        }
         doc = s.advance();
     }
     if let Some(e) = s.take_error() {
         return Err(e);
     }
-    if let Some(c) = current.take() {
+    if let Some(mut c) = current.take() {
+        c.collect(&block, &bits)?;
         out.push(c.finish()?);
     }
     Ok(true)
