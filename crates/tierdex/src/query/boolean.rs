@@ -361,8 +361,9 @@ impl Weight for BooleanWeight {
     }
 }
 
-/// How much sparser than the next clause a conjunction's lead must be for
-/// the conjunction to score its candidates without block-max windows.
+/// How much sparser than the next clause a conjunction's unscored lead (a
+/// filter) must be for the conjunction to score its candidates without
+/// block-max windows.
 const SPARSE_LEAD: u64 = 8;
 
 /// All children must match; the score is their sum. With a minimum
@@ -382,9 +383,9 @@ pub struct Conjunction<S> {
     window_end: DocId,
     window_bound: f32,
     window_valid: bool,
-    /// Whether block-max windows are worth their bookkeeping: not when a
-    /// lead far sparser than the next clause (a selective filter) lands
-    /// each candidate in a new window of the dense clauses' blocks.
+    /// Whether block-max windows are worth their bookkeeping: not when an
+    /// unscored lead far sparser than the next clause (a selective filter)
+    /// lands each candidate in a new window of the dense clauses' blocks.
     windows: bool,
     max_score: f32,
 }
@@ -405,7 +406,9 @@ impl<S: Scorer> Conjunction<S> {
         let subs: Vec<S> = order.iter().map(|&i| slots[i].take().unwrap()).collect();
         let approx = subs.iter().filter(|s| !s.two_phase()).count().max(1);
         let max_score = subs.iter().map(|s| s.max_score()).sum();
-        let windows = approx < 2 || subs[0].cost().saturating_mul(SPARSE_LEAD) >= subs[1].cost();
+        let windows = approx < 2
+            || subs[0].max_score() > 0.0
+            || subs[0].cost().saturating_mul(SPARSE_LEAD) >= subs[1].cost();
         let mut c = Conjunction {
             subs,
             given,
