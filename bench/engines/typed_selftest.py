@@ -311,6 +311,158 @@ BAD = [
 BAD_LINES = ['{"query": {"match_all": {}}', '{"query": {"match_all": {}}, "query": {"match_all": {}}}']
 
 
+AGG_QUERIES = [
+    {"match_all": {}},
+    {"query_string": {"query": "alpha"}},
+    {"bool": {"filter": [{"term": {"tags": "sale"}}]}},
+    {"term": {"category": "no-such-category"}},
+]
+
+AGGS = [
+    {"c": {"terms": {"field": "category", "size": 3}}},
+    {"c": {"terms": {"field": "category"}}},
+    {"t": {"terms": {"field": "tags", "size": 4}}},
+    {"m": {"date_histogram": {"field": "date", "calendar_interval": "month"}}},
+    {"p": {"stats": {"field": "price"}}},
+    {"n": {"stats": {"field": "popularity"}}},
+    {"c": {"terms": {"field": "category", "size": 2}}, "p": {"stats": {"field": "price"}}},
+]
+
+BAD_AGGS = [
+    {"a": {"avg": {"field": "price"}}},
+    {"a": {"histogram": {"field": "price", "interval": 10}}},
+    {"a": {"terms": {"field": "category", "order": {"_key": "asc"}}}},
+    {"a": {"terms": {"field": "price"}}},
+    {"a": {"date_histogram": {"field": "date", "fixed_interval": "30d"}}},
+    {"a": {"date_histogram": {"field": "date", "calendar_interval": "year"}}},
+    {"a": {"stats": {"field": "category"}}},
+    {"a": {"terms": {"field": "category"}, "aggs": {"b": {"stats": {"field": "price"}}}}},
+]
+
+
+def month_start(ms):
+    """Epoch millis of the first day (UTC) of the month of `ms`."""
+    import datetime
+
+    t = datetime.datetime.fromtimestamp(ms // 1000, datetime.timezone.utc)
+    return int(datetime.datetime(t.year, t.month, 1, tzinfo=datetime.timezone.utc).timestamp()) * 1000
+
+
+def next_month(ms):
+    import datetime
+
+    t = datetime.datetime.fromtimestamp(ms // 1000, datetime.timezone.utc)
+    y, m = (t.year + 1, 1) if t.month == 12 else (t.year, t.month + 1)
+    return int(datetime.datetime(y, m, 1, tzinfo=datetime.timezone.utc).timestamp()) * 1000
+
+
+def expected_agg(agg, hits):
+    """Elasticsearch's answer to one aggregation over the documents `hits`, by brute force."""
+    (kind, p), = agg.items()
+    field = p["field"]
+    if kind == "terms":
+        counts = {}
+        for d in hits:
+            for v in set(values(d, field)):
+                counts[v] = counts.get(v, 0) + 1
+        order = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].encode("utf-8")))
+        size = p.get("size", 10)
+        return {"terms": order[:size], "other": sum(c for _, c in order[size:])}
+    if kind == "date_histogram":
+        months = {}
+        for d in hits:
+            for v in values(d, field):
+                k = month_start(v)
+                months[k] = months.get(k, 0) + 1
+        out = []
+        if months:
+            k = min(months)
+            while k <= max(months):
+                out.append((k, months.get(k, 0)))
+                k = next_month(k)
+        return {"months": out}
+    vals = [float(v) for d in hits for v in values(d, field)]
+    if not vals:
+        return {"count": 0, "min": None, "max": None, "avg": None, "sum": 0.0}
+    return {"count": len(vals), "min": min(vals), "max": max(vals), "avg": sum(vals) / len(vals), "sum": sum(vals)}
+
+
+def close(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    return a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def agg_difference(agg, want, got):
+    """Why the answer `got` (Elasticsearch's shape) is not `want`; None when it is."""
+    (kind, _), = agg.items()
+    if kind == "terms":
+        buckets = [(b["key"], b["doc_count"]) for b in got.get("buckets", [])]
+        if [c for _, c in buckets] != [c for _, c in want["terms"]]:
+            return f"terms counts {buckets} != {want['terms']}"
+        # Which of the keys tied on the smallest count shown make the cut is free.
+        last = buckets[-1][1] if buckets else 0
+        above = lambda bs: sorted((k, c) for k, c in bs if c > last)
+        if above(buckets) != above(want["terms"]):
+            return f"terms {buckets} != {want['terms']}"
+        if got.get("sum_other_doc_count") != want["other"]:
+            return f"sum_other_doc_count {got.get('sum_other_doc_count')} != {want['other']}"
+        return None
+    if kind == "date_histogram":
+        buckets = [(b["key"], b["doc_count"]) for b in got.get("buckets", [])]
+        if buckets != want["months"]:
+            return f"months {buckets[:6]}... ({len(buckets)}) != {want['months'][:6]}... ({len(want['months'])})"
+        for b in got["buckets"]:
+            if b.get("key_as_string") != iso(b["key"], 1):
+                return f"key_as_string {b.get('key_as_string')} of {b['key']}"
+        return None
+    for k in ("count", "min", "max", "avg", "sum"):
+        if not close(got.get(k), want[k]):
+            return f"stats {k}: {got.get(k)} != {want[k]}"
+    return None
+
+
+def check_aggs(engine, index, docs):
+    """Aggregations (terms, monthly date_histogram, stats) against a brute-force count."""
+    failures = []
+    lines, expected = [], []
+    for q in AGG_QUERIES:
+        hits = [d for d in docs if matches(q, d)]
+        for aggs in AGGS:
+            for mode in ("TOP_10_COUNT", "COUNT"):
+                lines.append(f"{mode}\t{json.dumps({'query': q, 'aggs': aggs}, ensure_ascii=False)}")
+                expected.append((aggs, len(hits), {n: expected_agg(a, hits) for n, a in aggs.items()}))
+    for aggs in BAD_AGGS:
+        lines.append(f"TOP_10_COUNT\t{json.dumps({'query': {'match_all': {}}, 'aggs': aggs})}")
+        expected.append((aggs, None, None))
+    r = subprocess.run(engine + ["query", "--index", index], input="\n".join(lines) + "\n", capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"aggregations: query: {r.stderr}"]
+    answers = [json.loads(l) for l in r.stdout.splitlines()]
+    if len(answers) != len(lines):
+        return [f"aggregations: {len(answers)} answers to {len(lines)} lines"]
+    for line, (aggs, count, want), a in zip(lines, expected, answers):
+        if want is None:
+            if "error" not in a:
+                failures.append(f"{line}: expected an error, got {a}")
+            continue
+        if "error" in a:
+            failures.append(f"{line}: error {a['error']}")
+            continue
+        if a.get("count") != count:
+            failures.append(f"{line}: count {a.get('count')} != {count}")
+        got = a.get("aggregations")
+        if not isinstance(got, dict) or set(got) != set(aggs):
+            failures.append(f"{line}: aggregations {got}")
+            continue
+        for name, agg in aggs.items():
+            why = agg_difference(agg, want[name], got[name])
+            if why:
+                failures.append(f"{line}: [{name}] {why}")
+    print(f"typed selftest: {len(lines)} aggregation requests ({len(BAD_AGGS)} bad)")
+    return failures
+
+
 def main():
     work, engine = sys.argv[1], sys.argv[2:]
     rng = random.Random(21)
@@ -403,6 +555,8 @@ def main():
     strip = lambda a: {k: v for k, v in a.items() if k != "elapsed_us"}
     if [strip(a) for a in answers_by_threads["1"]] != [strip(a) for a in answers_by_threads["2"]]:
         failures.append("answers differ between 1 and 2 threads")
+
+    failures.extend(check_aggs(engine, index, docs))
 
     # A title/body-only corpus still indexes and answers (no typed values anywhere).
     plain = os.path.join(work, "plain.jsonl")

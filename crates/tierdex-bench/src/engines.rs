@@ -345,6 +345,9 @@ pub struct Answer {
     /// Set when the engine could not run the query.
     #[serde(default)]
     pub error: Option<String>,
+    /// A structured query's `aggs`, answered in Elasticsearch's shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregations: Option<serde_json::Value>,
 }
 
 /// One hit of an answer.

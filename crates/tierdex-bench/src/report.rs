@@ -425,6 +425,46 @@ fn typed_markdown(s: &mut String, t: &TypedResults) {
             let _ = writeln!(s, "- sort {e}");
         }
     }
+    aggs_markdown(s, t, &order);
+}
+
+/// The aggregation agreement table: per category, per engine, the answers
+/// whose aggregation results equal Lucene's (`stats::same_aggregations`).
+fn aggs_markdown(s: &mut String, t: &TypedResults, order: &[String]) {
+    let mut cats: Vec<&String> = t.agreement.values().flat_map(|a| a.aggs.keys()).collect();
+    if cats.is_empty() {
+        return;
+    }
+    cats.sort_by_key(|c| (order.iter().position(|o| o == *c).unwrap_or(usize::MAX), c.to_string()));
+    cats.dedup();
+    let engines: Vec<&String> = t.agreement.keys().collect();
+    let _ = writeln!(
+        s,
+        "\n**Aggregations** (results equal to Lucene's: terms buckets by key and count, ties at the \
+         smallest count shown free; histogram buckets; stats within 1e-9 relative)\n"
+    );
+    let head: Vec<String> = engines.iter().map(|e| format!("{e} equal / compared")).collect();
+    let _ = writeln!(
+        s,
+        "| category | {} |\n|---|{}",
+        head.join(" | "),
+        "---:|".repeat(engines.len())
+    );
+    for c in cats {
+        let cells: Vec<String> = engines
+            .iter()
+            .map(|e| match t.agreement[*e].aggs.get(c) {
+                Some((n, eq)) => format!("{eq} / {n}"),
+                None => "-".into(),
+            })
+            .collect();
+        let _ = writeln!(s, "| {c} | {} |", cells.join(" | "));
+    }
+    for (e, a) in &t.agreement {
+        for x in a.agg_examples.iter().take(5) {
+            let _ = writeln!(s, "- {e} aggregation {x}");
+        }
+    }
 }
 
 const COLORS: [RGBColor; 4] = [
@@ -633,6 +673,7 @@ mod tests {
         agreement.sorts.insert("sort-price-asc".into(), (2, 1));
         agreement.sort_examples.push("`TOP_10 {..}`: hit 3".into());
         agreement.failed = 6;
+        agreement.aggs.insert("agg-month-text".into(), (5, 4));
         let typed = TypedResults {
             tierdex_index: "title and body only".into(),
             sample_docs: 1000,
@@ -663,6 +704,8 @@ mod tests {
         assert!(md.contains("| filter-1%-and | 2 | 1.010% |"), "{md}");
         assert!(md.contains("counts equal on 4 of 4 answers (100.00%)"), "{md}");
         assert!(md.contains("same sort values on 1 of 2 (50.00%)"), "{md}");
+        assert!(md.contains("| category | tantivy equal / compared |"), "{md}");
+        assert!(md.contains("| agg-month-text | 4 / 5 |"), "{md}");
         assert!(md.contains("6 failed here"), "{md}");
         assert!(md.contains("| sort-price-asc | 0 | 0 | 2 | 1 |"), "{md}");
         assert!(!md.contains("Count agreement with") && !md.contains("Top-10 overlap (command file)"));

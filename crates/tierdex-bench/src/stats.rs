@@ -279,6 +279,13 @@ pub struct TypedAgreement {
     pub sort_examples: Vec<String>,
     /// Mean top-10 overlap on the unsorted top-10 queries, and the queries compared.
     pub overlap: (f64, usize),
+    /// Queries with aggregations, per category: (compared, equal results;
+    /// see [`same_aggregations`]).
+    #[serde(default)]
+    pub aggs: BTreeMap<String, (usize, usize)>,
+    /// Some aggregation disagreements: the query and the first difference.
+    #[serde(default)]
+    pub agg_examples: Vec<String>,
     /// Queries of the source the engine failed on.
     pub failed: usize,
     /// Queries of the source the reference failed on.
@@ -295,6 +302,137 @@ impl TypedAgreement {
             eq as f64 / n as f64
         }
     }
+}
+
+/// Whether a structured query asks for aggregations.
+pub fn has_aggs(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| {
+        v.get("aggs")
+            .or_else(|| v.get("aggregations"))
+            .is_some_and(|a| a.is_object())
+    })
+}
+
+/// Floats equal within a relative 1e-9 (sums in another order may differ
+/// in their last bits).
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// Two aggregation results (Elasticsearch's response shape, an object of
+/// named results) equal as the benchmark means it:
+/// - buckets: the same keys (numbers by value; `key_as_string` is not
+///   compared) with the same `doc_count`, in the same order; for `terms`
+///   (a result with `sum_other_doc_count`), the same `sum_other_doc_count`
+///   and counts, and the same keys except among the buckets tied on the
+///   smallest count shown (which of the tied keys make the cut is
+///   engine-specific), in any order among equal counts;
+/// - metrics (`count`, `min`, `max`, `avg`, `sum`, `value`): equal within a
+///   relative 1e-9, `null` only with `null`.
+///
+/// `Err` says where the first difference is.
+pub fn same_aggregations(a: &serde_json::Value, b: &serde_json::Value) -> Result<(), String> {
+    use serde_json::Value;
+    let (Some(x), Some(y)) = (a.as_object(), b.as_object()) else {
+        return Err(format!("not both objects: {} vs {}", brief(a), brief(b)));
+    };
+    if x.len() != y.len() || x.keys().any(|k| !y.contains_key(k)) {
+        return Err(format!(
+            "names {:?} vs {:?}",
+            x.keys().collect::<Vec<_>>(),
+            y.keys().collect::<Vec<_>>()
+        ));
+    }
+    for (name, u) in x {
+        let v = &y[name];
+        let in_name = |e: String| format!("[{name}]: {e}");
+        match (u.get("buckets"), v.get("buckets")) {
+            (Some(Value::Array(p)), Some(Value::Array(q))) => {
+                let terms = u.get("sum_other_doc_count").is_some() || v.get("sum_other_doc_count").is_some();
+                let (so, sp) = (u.get("sum_other_doc_count"), v.get("sum_other_doc_count"));
+                if terms && so.and_then(Value::as_u64) != sp.and_then(Value::as_u64) {
+                    return Err(in_name(format!("sum_other_doc_count {so:?} vs {sp:?}")));
+                }
+                same_buckets(p, q, terms).map_err(in_name)?;
+            }
+            (None, None) => {
+                for key in ["count", "min", "max", "avg", "sum", "value"] {
+                    let (p, q) = (u.get(key), v.get(key));
+                    let equal = match (p, q) {
+                        (None, None) => true,
+                        (Some(Value::Null), Some(Value::Null)) => true,
+                        (Some(p), Some(q)) => p.as_f64().zip(q.as_f64()).is_some_and(|(p, q)| close(p, q)),
+                        _ => false,
+                    };
+                    if !equal {
+                        return Err(in_name(format!("{key}: {p:?} vs {q:?}")));
+                    }
+                }
+            }
+            _ => return Err(in_name(format!("{} vs {}", brief(u), brief(v)))),
+        }
+    }
+    Ok(())
+}
+
+fn brief(v: &serde_json::Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+/// A bucket's key and count; keys compare as numbers when both are.
+fn bucket(b: &serde_json::Value) -> Result<(serde_json::Value, u64), String> {
+    let count = b
+        .get("doc_count")
+        .and_then(|c| c.as_u64())
+        .ok_or_else(|| format!("a bucket without a doc_count: {}", brief(b)))?;
+    let key = b
+        .get("key")
+        .cloned()
+        .ok_or_else(|| format!("a bucket without a key: {}", brief(b)))?;
+    Ok((key, count))
+}
+
+fn same_buckets(p: &[serde_json::Value], q: &[serde_json::Value], terms: bool) -> Result<(), String> {
+    let p = p.iter().map(bucket).collect::<Result<Vec<_>, _>>()?;
+    let q = q.iter().map(bucket).collect::<Result<Vec<_>, _>>()?;
+    if p.len() != q.len() {
+        return Err(format!("{} vs {} buckets", p.len(), q.len()));
+    }
+    if !terms {
+        for (i, ((k, c), (l, d))) in p.iter().zip(&q).enumerate() {
+            if !same_value(k, l) || c != d {
+                return Err(format!("bucket {i}: {k} ({c}) vs {l} ({d})"));
+            }
+        }
+        return Ok(());
+    }
+    // Terms: the same counts in descending order, the same keys above the
+    // smallest count.
+    let counts = |b: &[(serde_json::Value, u64)]| b.iter().map(|x| x.1).collect::<Vec<_>>();
+    let (cp, cq) = (counts(&p), counts(&q));
+    if cp != cq || cp.windows(2).any(|w| w[0] < w[1]) {
+        return Err(format!("counts {cp:?} vs {cq:?}"));
+    }
+    let last = cp.last().copied().unwrap_or(0);
+    let above = |b: &[(serde_json::Value, u64)]| {
+        let mut v: Vec<(String, u64)> = b
+            .iter()
+            .filter(|x| x.1 > last)
+            .map(|(k, c)| (k.to_string(), *c))
+            .collect();
+        v.sort();
+        v
+    };
+    let (ap, aq) = (above(&p), above(&q));
+    if ap != aq {
+        let first = ap.iter().zip(&aq).find(|(a, b)| a != b);
+        return Err(format!("keys above the smallest count differ: {first:?}"));
+    }
+    Ok(())
 }
 
 /// For a structured query with a sort, which of its sort keys are fields
@@ -364,6 +502,22 @@ pub fn typed_agreement(queries: &[BenchQuery], source: &str, ours: &[Answer], re
                 e.1 += 1;
             } else if t.counts.examples.len() < 40 {
                 t.counts.examples.push((format!("{}\t{}", q.mode, q.text), cx, cy));
+            }
+        }
+        if has_aggs(&q.text) {
+            let e = t.aggs.entry(q.category.clone()).or_default();
+            e.0 += 1;
+            let empty = serde_json::Value::Null;
+            let (a, b) = (
+                x.aggregations.as_ref().unwrap_or(&empty),
+                y.aggregations.as_ref().unwrap_or(&empty),
+            );
+            match same_aggregations(a, b) {
+                Ok(()) => e.1 += 1,
+                Err(why) if t.agg_examples.len() < 20 => {
+                    t.agg_examples.push(format!("`{}\t{}`: {why}", q.mode, q.text))
+                }
+                Err(_) => {}
             }
         }
         if !q.mode.starts_with("TOP_") {
@@ -497,6 +651,86 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn aggregations_compare_buckets_ties_and_floats() {
+        use serde_json::json;
+        let terms = |b: &[(&str, u64)], other: u64| {
+            let list: Vec<_> = b.iter().map(|(k, c)| json!({"key": k, "doc_count": c})).collect();
+            json!({"t": {"doc_count_error_upper_bound": 0, "sum_other_doc_count": other, "buckets": list}})
+        };
+        let a = terms(&[("x", 9), ("y", 5), ("z", 5), ("w", 2)], 7);
+        assert_eq!(same_aggregations(&a, &a), Ok(()));
+        // Order among equal counts and the keys tied at the cut are free.
+        let b = terms(&[("x", 9), ("z", 5), ("y", 5), ("v", 2)], 7);
+        assert_eq!(same_aggregations(&a, &b), Ok(()));
+        // Not above the cut, nor the counts, nor what is left out.
+        assert!(same_aggregations(&a, &terms(&[("x", 9), ("y", 5), ("q", 5), ("w", 2)], 7)).is_err());
+        assert!(same_aggregations(&a, &terms(&[("x", 9), ("y", 5), ("z", 4), ("w", 2)], 7)).is_err());
+        assert!(same_aggregations(&a, &terms(&[("x", 9), ("y", 5), ("z", 5)], 7)).is_err());
+        assert!(same_aggregations(&a, &terms(&[("x", 9), ("y", 5), ("z", 5), ("w", 2)], 8)).is_err());
+        // Histograms: keys by value and counts, in order.
+        let h = |b: &[(f64, u64)]| {
+            let list: Vec<_> = b
+                .iter()
+                .map(|(k, c)| json!({"key": k, "key_as_string": "ignored", "doc_count": c}))
+                .collect();
+            json!({"m": {"buckets": list}})
+        };
+        let mut int_keys = h(&[(0.0, 1), (100.0, 0), (200.0, 3)]);
+        int_keys["m"]["buckets"][1]["key"] = json!(100);
+        assert_eq!(
+            same_aggregations(&h(&[(0.0, 1), (100.0, 0), (200.0, 3)]), &int_keys),
+            Ok(())
+        );
+        assert!(same_aggregations(&h(&[(0.0, 1), (200.0, 3)]), &h(&[(200.0, 3), (0.0, 1)])).is_err());
+        assert!(same_aggregations(&h(&[(0.0, 1)]), &h(&[(0.0, 2)])).is_err());
+        // Stats within a relative 1e-9.
+        let st = |sum: f64, min: Option<f64>| json!({"s": {"count": 3, "min": min, "max": 4.0, "avg": sum / 3.0, "sum": sum}});
+        assert_eq!(
+            same_aggregations(&st(6.0, Some(1.0)), &st(6.0 + 1e-14, Some(1.0))),
+            Ok(())
+        );
+        assert!(same_aggregations(&st(6.0, Some(1.0)), &st(6.001, Some(1.0))).is_err());
+        assert!(same_aggregations(&st(6.0, Some(1.0)), &st(6.0, None)).is_err());
+        // Names and shapes must match; a missing result is a difference.
+        assert!(same_aggregations(&st(6.0, None), &json!({"other": {"count": 3}})).is_err());
+        assert!(same_aggregations(&a, &serde_json::Value::Null).is_err());
+        assert!(same_aggregations(&a, &h(&[(0.0, 1)])).is_err());
+    }
+
+    #[test]
+    fn typed_aggregation_agreement() {
+        use serde_json::json;
+        let text = r#"{"query":{"match_all":{}},"aggs":{"s":{"stats":{"field":"price"}}}}"#;
+        let qs = vec![
+            BenchQuery {
+                source: "typed".into(),
+                category: "agg-stats-all".into(),
+                mode: "TOP_10_COUNT".into(),
+                text: text.into(),
+            };
+            3
+        ];
+        let with = |sum: f64| Answer {
+            count: Some(3),
+            aggregations: Some(json!({"s": {"count": 3, "min": 1.0, "max": 3.0, "avg": sum / 3.0, "sum": sum}})),
+            ..Default::default()
+        };
+        let ours = vec![
+            with(6.0),
+            with(6.5),
+            Answer {
+                count: Some(3),
+                ..Default::default()
+            },
+        ];
+        let theirs = vec![with(6.0), with(6.0), with(6.0)];
+        let t = typed_agreement(&qs, "typed", &ours, &theirs);
+        assert_eq!(t.aggs["agg-stats-all"], (3, 1));
+        assert_eq!(t.agg_examples.len(), 2);
+        assert!(has_aggs(text) && !has_aggs(r#"{"query":{"match_all":{}}}"#));
     }
 
     #[test]

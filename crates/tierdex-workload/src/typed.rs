@@ -7,7 +7,12 @@
 //! * `sort-price-asc`, `sort-date-desc`: a filter (or `match_all`) sorted by
 //!   a numeric field; `text-sort-price-asc`, `text-sort-date-desc`: a text
 //!   query sorted by it;
-//! * `range-price`, `range-date`, `range-popularity`: range counts.
+//! * `range-price`, `range-date`, `range-popularity`: range counts;
+//! * `agg-terms-*`, `agg-month-*`, `agg-stats-*`: aggregations (`terms` on
+//!   `category`, `date_histogram` of `date` by calendar month, `stats` of
+//!   `price`) over `match_all` (`-all`) or a text query matching about 10%
+//!   of the sample (`-text`), in `TOP_10_COUNT` mode: 10 hits and the count
+//!   beside the aggregation, which covers every match.
 //!
 //! Filters are chosen on a sample of the corpus's typed values
 //! ([`TypedSample`]) so that their selectivity is real: ranges between
@@ -42,12 +47,28 @@ pub const SORT_CATEGORIES: [&str; 4] = [
 /// The range-count categories.
 pub const RANGE_CATEGORIES: [&str; 3] = ["range-price", "range-date", "range-popularity"];
 
+/// The aggregation categories.
+pub const AGG_CATEGORIES: [&str; 6] = [
+    "agg-terms-all",
+    "agg-terms-text",
+    "agg-month-all",
+    "agg-month-text",
+    "agg-stats-all",
+    "agg-stats-text",
+];
+
+/// Share of the documents the text queries of `agg-*-text` match.
+pub const AGG_TEXT_SELECTIVITY: f64 = 0.1;
+
 /// Modes of the filter categories.
 pub const FILTER_MODES: &[&str] = &["TOP_10", "TOP_10_COUNT", "COUNT"];
 /// Modes of the sort categories (`COUNT` ignores a sort).
 pub const SORT_MODES: &[&str] = &["TOP_10", "TOP_10_COUNT"];
 /// Modes of the range categories.
 pub const RANGE_MODES: &[&str] = &["COUNT"];
+/// Modes of the aggregation categories (as Elasticsearch's default `size`
+/// of 10, with the exact count).
+pub const AGG_MODES: &[&str] = &["TOP_10_COUNT"];
 
 /// A filter's selectivity is accepted within this relative distance of the
 /// target (or 2 documents of the sample, for tiny targets).
@@ -63,7 +84,20 @@ pub fn categories() -> Vec<String> {
     }
     out.extend(SORT_CATEGORIES.iter().map(|c| c.to_string()));
     out.extend(RANGE_CATEGORIES.iter().map(|c| c.to_string()));
+    out.extend(AGG_CATEGORIES.iter().map(|c| c.to_string()));
     out
+}
+
+/// The `aggs` object of an aggregation category (`agg-terms-*`,
+/// `agg-month-*`, `agg-stats-*`).
+pub fn agg_body(category: &str) -> Option<Value> {
+    let kind = category.strip_prefix("agg-")?.split('-').next()?;
+    Some(match kind {
+        "terms" => json!({"by_category": {"terms": {"field": "category", "size": 10}}}),
+        "month" => json!({"by_month": {"date_histogram": {"field": "date", "calendar_interval": "month"}}}),
+        "stats" => json!({"price_stats": {"stats": {"field": "price"}}}),
+        _ => return None,
+    })
 }
 
 /// The typed values of one sampled document (keywords as ids into
@@ -192,6 +226,12 @@ pub struct TypedSample {
     pub docs: Vec<TypedDoc>,
     keywords: Vec<String>,
     ids: HashMap<String, u32>,
+    /// Words of `title` and `body` whose document frequency is measured
+    /// ([`TypedSample::watch`]), and their ids.
+    watched: HashMap<String, u32>,
+    /// Per sampled document (when words are watched): the ids of the
+    /// watched words it contains, sorted.
+    doc_words: Vec<Vec<u32>>,
 }
 
 /// The typed fields of a JSON lines record (other keys are skipped
@@ -203,6 +243,8 @@ struct RawTyped {
     popularity: Option<Value>,
     category: Option<Value>,
     tags: Option<Value>,
+    title: Option<Value>,
+    body: Option<Value>,
 }
 
 impl TypedSample {
@@ -252,13 +294,112 @@ impl TypedSample {
         };
         let any = doc != TypedDoc::default();
         self.docs.push(doc);
+        if !self.watched.is_empty() {
+            let mut words = Vec::new();
+            for text in [&raw.title, &raw.body].into_iter().flatten().filter_map(Value::as_str) {
+                for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                    if let Some(&id) = self.watched.get(&w.to_lowercase()) {
+                        words.push(id);
+                    }
+                }
+            }
+            words.sort_unstable();
+            words.dedup();
+            self.doc_words.push(words);
+        }
         Ok(any)
+    }
+
+    /// Measures the document frequency of `words` (lowercase; whole
+    /// words of `title` or `body`) in the documents added from now on.
+    pub fn watch<'a>(&mut self, words: impl IntoIterator<Item = &'a str>) {
+        for w in words {
+            let n = self.watched.len() as u32;
+            self.watched.entry(w.to_lowercase()).or_insert(n);
+        }
+    }
+
+    /// A text query (one word or an OR of words, of the watched ones) that
+    /// matches about `target` of the sampled documents, with the share it
+    /// matches; the closest such query when none is within [`TOLERANCE`];
+    /// `None` without watched words.
+    pub fn text_query(&self, target: f64, rng: &mut Pcg64) -> Option<(String, f64)> {
+        if self.watched.is_empty() || self.doc_words.is_empty() {
+            return None;
+        }
+        let n = self.doc_words.len();
+        let mut df = vec![0usize; self.watched.len()];
+        for ws in &self.doc_words {
+            for &w in ws {
+                df[w as usize] += 1;
+            }
+        }
+        let mut names = vec![""; self.watched.len()];
+        for (w, &id) in &self.watched {
+            names[id as usize] = w;
+        }
+        let k = (target * n as f64).round().max(1.0) as usize;
+        let share = |c: usize| c as f64 / n as f64;
+        let mut close: Vec<u32> = (0..df.len() as u32)
+            .filter(|&w| within(df[w as usize].abs_diff(k), k))
+            .collect();
+        close.sort_unstable_by_key(|&w| names[w as usize]);
+        if !close.is_empty() {
+            let w = close[rng.random_range(0..close.len())] as usize;
+            return Some((names[w].to_string(), share(df[w])));
+        }
+        // An OR of words that fit, the most frequent first from a random
+        // start, until the union reaches the target.
+        let mut by_freq: Vec<u32> = (0..df.len() as u32)
+            .filter(|&w| (1..=k).contains(&df[w as usize]))
+            .collect();
+        by_freq.sort_unstable_by(|&a, &b| {
+            df[b as usize]
+                .cmp(&df[a as usize])
+                .then(names[a as usize].cmp(names[b as usize]))
+        });
+        let most = k + (k as f64 * TOLERANCE) as usize;
+        let mut chosen: Vec<u32> = Vec::new();
+        let mut union = 0usize;
+        if !by_freq.is_empty() {
+            let start = rng.random_range(0..by_freq.len().min(8));
+            for &w in by_freq[start..].iter().chain(&by_freq[..start]) {
+                chosen.push(w);
+                let count = self
+                    .doc_words
+                    .iter()
+                    .filter(|ws| ws.iter().any(|x| chosen.contains(x)))
+                    .count();
+                if count > most {
+                    chosen.pop();
+                    continue;
+                }
+                union = count;
+                if union >= k {
+                    break;
+                }
+            }
+        }
+        // The closest single word, when the union is no closer.
+        let best = (0..df.len()).min_by_key(|&w| (df[w].abs_diff(k), names[w]))?;
+        if chosen.is_empty() || df[best].abs_diff(k) < union.abs_diff(k) {
+            return Some((names[best].to_string(), share(df[best])));
+        }
+        let words: Vec<&str> = chosen.iter().map(|&w| names[w as usize]).collect();
+        Some((words.join(" "), share(union)))
     }
 
     /// Reads every `every`-th record (the first, then every `every`-th) of
     /// JSON lines from `input`.
     pub fn read(input: impl BufRead, every: u64) -> Result<TypedSample> {
+        TypedSample::read_watching(input, every, &[])
+    }
+
+    /// As [`TypedSample::read`], measuring the document frequency of
+    /// `words` too ([`TypedSample::watch`]).
+    pub fn read_watching(input: impl BufRead, every: u64, words: &[String]) -> Result<TypedSample> {
         let mut s = TypedSample::new();
+        s.watch(words.iter().map(String::as_str));
         let every = every.max(1);
         let mut n = 0u64;
         for (i, line) in input.lines().enumerate() {
@@ -430,6 +571,9 @@ pub struct TextPools {
     pub term: Vec<String>,
     pub and: Vec<String>,
     pub or: Vec<String>,
+    /// Single words of every popularity level, candidates for the text
+    /// queries of the aggregation categories.
+    pub words: Vec<String>,
 }
 
 impl TextPools {
@@ -451,10 +595,19 @@ impl TextPools {
                 .map(|q| q.text.clone())
                 .collect();
         }
+        let mut words: Vec<String> = queries
+            .iter()
+            .filter(|q| q.category.starts_with("term-"))
+            .map(|q| q.text.to_lowercase())
+            .filter(|t| !t.is_empty() && t.chars().all(char::is_alphanumeric))
+            .collect();
+        words.sort_unstable();
+        words.dedup();
         TextPools {
             term,
             and: pick(&["and"]),
             or: pick(&["or"]),
+            words,
         }
     }
 
@@ -563,6 +716,26 @@ pub fn generate(sample: &TypedSample, texts: &TextPools, per_category: usize, se
                 json!({"query": f.to_json(sample)}),
                 RANGE_MODES,
                 Some(s),
+            );
+        }
+    }
+    for category in AGG_CATEGORIES {
+        let aggs = agg_body(category).expect("an aggregation category");
+        for _ in 0..per_category {
+            let (query, selectivity) = if category.ends_with("-all") {
+                (json!({"match_all": {}}), 1.0)
+            } else {
+                let Some((text, s)) = sample.text_query(AGG_TEXT_SELECTIVITY, &mut rng) else {
+                    continue;
+                };
+                (text_query(&text), s)
+            };
+            push(
+                &mut out,
+                category.to_string(),
+                json!({"query": query, "aggs": aggs}),
+                AGG_MODES,
+                Some(selectivity),
             );
         }
     }

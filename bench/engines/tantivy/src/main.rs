@@ -3,6 +3,7 @@
 //! tierdex's analyzer as tantivy's tokenizer so that both engines see the
 //! same terms.
 
+mod aggs;
 mod corpus;
 mod date;
 mod index;

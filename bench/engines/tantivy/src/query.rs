@@ -11,12 +11,14 @@ use std::time::Instant;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use tantivy::collector::sort_key::{ComparatorEnum, SortByErasedType};
+use tantivy::aggregation::AggregationCollector;
 use tantivy::collector::{Count, TopDocs};
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{Query, QueryParser};
 use tantivy::schema::{Field, OwnedValue, Value};
 use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Score, Searcher, TantivyDocument};
 
+use crate::aggs;
 use crate::schema::{self, TypedFields};
 use crate::structured::{self, SortBy, SortKey};
 
@@ -59,6 +61,9 @@ struct Answer {
     count: Option<u64>,
     hits: Vec<Hit>,
     elapsed_us: u64,
+    /// The request's `aggs`, in Elasticsearch's shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aggregations: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -73,6 +78,8 @@ struct Engine {
     parser: QueryParser,
     id: Field,
     typed: Option<TypedFields>,
+    /// The smallest and largest `date` of the index (monthly histograms' ranges).
+    dates: Option<(i64, i64)>,
 }
 
 /// Hits in sort order with their sort values.
@@ -133,6 +140,10 @@ impl Engine {
             .try_into()
             .context("cannot open an index reader")?;
         let searcher = reader.searcher();
+        let dates = match fields.typed {
+            Some(_) => aggs::date_bounds(&searcher, "date").context("reading the date column's bounds")?,
+            None => None,
+        };
         // Unqualified terms go to title and body (a SHOULD clause per field,
         // scores summed); the default operator is OR.
         let parser = QueryParser::for_index(&index, vec![fields.title, fields.body]);
@@ -142,6 +153,7 @@ impl Engine {
                 parser,
                 id: fields.id,
                 typed: fields.typed,
+                dates,
             },
             reader,
         ))
@@ -206,18 +218,51 @@ impl Engine {
 
         // Timed: parsing and searching.
         let start = Instant::now();
-        let (query, sort): (Box<dyn Query>, Vec<SortKey>) = if structured::is_json(text) {
-            let r =
-                structured::parse(text, &self.parser, self.typed.as_ref()).map_err(|e| format!("bad query: {e}"))?;
-            (r.query, r.sort)
-        } else {
-            let q = self
-                .parser
-                .parse_query(text)
-                .map_err(|e| format!("query parse error: {e}"))?;
-            (q, Vec::new())
-        };
+        let (query, sort, aggs): (Box<dyn Query>, Vec<SortKey>, Option<serde_json::Value>) =
+            if structured::is_json(text) {
+                let r = structured::parse(text, &self.parser, self.typed.as_ref())
+                    .map_err(|e| format!("bad query: {e}"))?;
+                (r.query, r.sort, r.aggs)
+            } else {
+                let q = self
+                    .parser
+                    .parse_query(text)
+                    .map_err(|e| format!("query parse error: {e}"))?;
+                (q, Vec::new(), None)
+            };
         let search_error = |e: tantivy::TantivyError| format!("search error: {e}");
+        if let Some(aggs) = aggs {
+            if !sort.is_empty() {
+                return Err("bad query: `aggs` with a `sort` is not supported".into());
+            }
+            let request =
+                aggs::parse(&aggs, self.typed.as_ref(), self.dates).map_err(|e| format!("bad query: {e}"))?;
+            let collector = AggregationCollector::from_aggs(request.tantivy.clone(), Default::default());
+            let (count, top, result) = match mode {
+                Mode::Count => {
+                    let (count, r) = self.searcher.search(&*query, &(Count, collector)).map_err(search_error)?;
+                    (Some(count as u64), Vec::new(), r)
+                }
+                Mode::Top(n) => {
+                    let (top, r) = self
+                        .searcher
+                        .search(&*query, &(TopDocs::with_limit(n).order_by_score(), collector))
+                        .map_err(search_error)?;
+                    (None, top, r)
+                }
+                Mode::TopCount => {
+                    let (top, count, r) = self
+                        .searcher
+                        .search(&*query, &(TopDocs::with_limit(10).order_by_score(), Count, collector))
+                        .map_err(search_error)?;
+                    (Some(count as u64), top, r)
+                }
+            };
+            let aggregations = request.answer(&result)?;
+            let elapsed_us = start.elapsed().as_micros() as u64;
+            let hits = top.into_iter().map(|(s, a)| (Some(s), None, a)).collect();
+            return self.finish(count, hits, elapsed_us, Some(aggregations));
+        }
         let (count, top): (Option<u64>, Hits) = match mode {
             Mode::Count => {
                 let count = self.searcher.search(&*query, &Count).map_err(search_error)?;
@@ -246,8 +291,17 @@ impl Engine {
             }
         };
         let elapsed_us = start.elapsed().as_micros() as u64;
+        self.finish(count, top, elapsed_us, None)
+    }
 
-        // Not timed: the stored ids of the hits.
+    /// The answer, with the stored ids of the hits (not timed).
+    fn finish(
+        &self,
+        count: Option<u64>,
+        top: Hits,
+        elapsed_us: u64,
+        aggregations: Option<serde_json::Value>,
+    ) -> Result<Answer, String> {
         let mut hits = Vec::with_capacity(top.len());
         for (score, sort, address) in top {
             let doc: TantivyDocument = self
@@ -266,6 +320,7 @@ impl Engine {
             count,
             hits,
             elapsed_us,
+            aggregations,
         })
     }
 }

@@ -37,6 +37,8 @@ pub struct Request {
     pub query: Box<dyn Query>,
     /// Empty: by score.
     pub sort: Vec<SortKey>,
+    /// The `aggs` (or `aggregations`) object, if any (see `crate::aggs`).
+    pub aggs: Option<Value>,
 }
 
 /// Whether a query is a structured (JSON) one: its first non-blank
@@ -53,9 +55,16 @@ pub fn parse(text: &str, parser: &QueryParser, typed: Option<&TypedFields>) -> R
         .and_then(|v| de.end().map(|()| v))
         .map_err(|e| format!("invalid JSON: {e}"))?;
     let request = object(&tree, "the request")?;
-    if let Some(k) = request.keys().find(|k| *k != "query" && *k != "sort") {
-        return Err(format!("unknown key `{k}` in the request (expected query, sort)"));
+    if let Some(k) = request
+        .keys()
+        .find(|k| !["query", "sort", "aggs", "aggregations"].contains(&k.as_str()))
+    {
+        return Err(format!("unknown key `{k}` in the request (expected query, sort, aggs)"));
     }
+    if request.contains_key("aggs") && request.contains_key("aggregations") {
+        return Err("both `aggs` and `aggregations` in the request".into());
+    }
+    let aggs = request.get("aggs").or_else(|| request.get("aggregations")).cloned();
     let q = request.get("query").ok_or("the request has no `query`")?;
     let builder = Builder { parser, typed };
     let query = builder.query(q)?;
@@ -104,7 +113,7 @@ pub fn parse(text: &str, parser: &QueryParser, typed: Option<&TypedFields>) -> R
     if sort.len() > 3 {
         return Err("at most 3 sort keys".into());
     }
-    Ok(Request { query, sort })
+    Ok(Request { query, sort, aggs })
 }
 
 struct Builder<'a> {

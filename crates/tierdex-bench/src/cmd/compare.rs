@@ -70,7 +70,9 @@ pub struct Args {
     #[arg(long)]
     pub reuse_indexes: bool,
     /// The typed workload (text top-10 with filters of 0.1% to 50% selectivity,
-    /// sorts by price and date, range counts, as structured queries): `auto`
+    /// sorts by price and date, range counts, aggregations (terms, a monthly
+    /// date histogram and stats over `match_all` and over a text query
+    /// matching about 10%), as structured queries): `auto`
     /// runs it when the corpus's first record has typed fields (`tierdex gen
     /// --typed`); `on` requires them; `only` runs nothing else (no command file,
     /// no generated text workload); `off` drops the typed fields.
@@ -223,8 +225,9 @@ pub fn run(a: Args) -> Result<()> {
     if has_typed {
         let every = results.docs.div_ceil(TYPED_SAMPLE).max(1);
         let file = std::fs::File::open(&corpus).with_context(|| format!("reading {}", corpus.display()))?;
-        let typed_sample = TypedSample::read(BufReader::new(file), every)?;
-        let typed = workload::typed::generate(&typed_sample, &TextPools::from_workload(&generated), per_category, 42);
+        let pools = TextPools::from_workload(&generated);
+        let typed_sample = TypedSample::read_watching(BufReader::new(file), every, &pools.words)?;
+        let typed = workload::typed::generate(&typed_sample, &pools, per_category, 42);
         typed_results.sample_docs = typed_sample.docs.len();
         for q in &typed {
             if let Some(s) = q.selectivity {

@@ -124,6 +124,7 @@ fn workload_covers_every_category() {
         term: vec!["alpha".into(), "beta".into()],
         and: vec!["+alpha +beta".into()],
         or: vec!["alpha beta".into()],
+        words: Vec::new(),
     };
     let qs = generate(&s, &texts, 6, 9);
     let again = generate(&s, &texts, 6, 9);
@@ -132,6 +133,11 @@ fn workload_covers_every_category() {
         again.iter().map(|q| &q.json).collect::<Vec<_>>()
     );
     for c in categories() {
+        if c.ends_with("-text") && c.starts_with("agg-") {
+            // No watched words in this sample: see `aggregation_categories`.
+            assert!(qs.iter().all(|q| q.category != c), "{c}");
+            continue;
+        }
         let of: Vec<&TypedQuery> = qs.iter().filter(|q| q.category == c).collect();
         assert!(of.len() >= 5, "{c}: {} queries", of.len());
         for q in of {
@@ -160,6 +166,11 @@ fn workload_covers_every_category() {
                     "{}",
                     q.json
                 );
+            } else if c.starts_with("agg-") {
+                assert_eq!(q.modes, AGG_MODES);
+                assert_eq!(v["query"], json!({"match_all": {}}));
+                assert_eq!(q.selectivity, Some(1.0));
+                assert_eq!(v["aggs"], agg_body(&c).unwrap());
             } else {
                 assert_eq!(q.modes, RANGE_MODES);
                 assert!(v["query"]["range"].is_object());
@@ -170,9 +181,9 @@ fn workload_covers_every_category() {
     let plain = TypedSample::read(std::io::Cursor::new("{\"id\":\"a\",\"title\":\"x\"}\n"), 1).unwrap();
     assert!(!plain.has_typed() && generate(&plain, &texts, 3, 1).is_empty());
     let no_text = generate(&s, &TextPools::default(), 3, 1);
-    assert!(no_text
-        .iter()
-        .all(|q| q.category.starts_with("sort-") || q.category.starts_with("range-")));
+    assert!(no_text.iter().all(|q| q.category.starts_with("sort-")
+        || q.category.starts_with("range-")
+        || (q.category.starts_with("agg-") && q.category.ends_with("-all"))));
     assert!(!no_text.is_empty());
 }
 
@@ -210,4 +221,68 @@ fn dates() {
         assert_eq!(parse_date(&format_date(ms)), Some(ms));
     }
     assert_eq!(format_date(1_300_115_366_000), "2011-03-14T15:09:26Z");
+}
+
+/// Whether `text` (an OR of words) matches record `doc`, from the JSON alone.
+fn text_matches(text: &str, doc: &Value) -> bool {
+    let words: Vec<String> = ["title", "body"]
+        .iter()
+        .filter_map(|f| doc[*f].as_str())
+        .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase))
+        .collect();
+    text.split(' ').any(|w| words.iter().any(|x| x == w))
+}
+
+#[test]
+fn aggregation_categories() {
+    let lines = corpus(4_000);
+    let docs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // Candidate words: every word of the first documents.
+    let mut words: Vec<String> = docs[..50]
+        .iter()
+        .flat_map(|d| {
+            d["body"]
+                .as_str()
+                .unwrap_or("")
+                .split(' ')
+                .map(str::to_lowercase)
+                .collect::<Vec<_>>()
+        })
+        .filter(|w| !w.is_empty() && w.chars().all(char::is_alphanumeric))
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    let s = TypedSample::read_watching(std::io::Cursor::new(lines.join("\n")), 1, &words).unwrap();
+    assert_eq!(s.docs.len(), docs.len());
+    let texts = TextPools {
+        words,
+        ..TextPools::default()
+    };
+    let qs = generate(&s, &texts, 4, 3);
+    for c in AGG_CATEGORIES {
+        let of: Vec<&TypedQuery> = qs.iter().filter(|q| q.category == c).collect();
+        assert_eq!(of.len(), 4, "{c}");
+        for q in of {
+            let v: Value = serde_json::from_str(&q.json).unwrap();
+            assert_eq!(v["aggs"], agg_body(c).unwrap());
+            assert_eq!(q.modes, AGG_MODES);
+            if c.ends_with("-all") {
+                assert_eq!(v["query"], json!({"match_all": {}}));
+                continue;
+            }
+            let text = v["query"]["query_string"]["query"].as_str().unwrap();
+            let matched = docs.iter().filter(|d| text_matches(text, d)).count();
+            let claimed = q.selectivity.unwrap();
+            assert_eq!(matched as f64 / docs.len() as f64, claimed, "{text}");
+            assert!(
+                within(matched.abs_diff(400), 400),
+                "{c}: `{text}` matches {matched} of 4000"
+            );
+        }
+    }
+    assert_eq!(
+        agg_body("agg-stats-text").unwrap()["price_stats"]["stats"]["field"],
+        "price"
+    );
+    assert!(agg_body("range-price").is_none());
 }

@@ -56,6 +56,8 @@ final class JsonQuery {
   final Query query;
   /** Null without a sort. */
   final Sort sort;
+  /** Null without {@code aggs}. */
+  Aggs aggs;
 
   private JsonQuery(Query query, Sort sort) {
     this.query = query;
@@ -77,13 +79,25 @@ final class JsonQuery {
     }
     Map<String, Object> request = object(tree, "the request");
     for (String key : request.keySet()) {
-      if (!key.equals("query") && !key.equals("sort")) {
-        throw new BadQuery("unknown key `" + key + "` in the request (expected query, sort)");
+      if (!List.of("query", "sort", "aggs", "aggregations").contains(key)) {
+        throw new BadQuery("unknown key `" + key + "` in the request (expected query, sort, aggs)");
       }
     }
     if (!request.containsKey("query")) {
       throw new BadQuery("the request has no `query`");
     }
+    if (request.containsKey("aggs") && request.containsKey("aggregations")) {
+      throw new BadQuery("both `aggs` and `aggregations` in the request");
+    }
+    Object aggTree = request.containsKey("aggs") ? request.get("aggs") : request.get("aggregations");
+    Aggs aggs = aggTree == null ? null : Aggs.parse(aggTree);
+    JsonQuery out = parseRequest(request, parser);
+    out.aggs = aggs;
+    return out;
+  }
+
+  private static JsonQuery parseRequest(Map<String, Object> request, MultiFieldQueryParser parser)
+      throws BadQuery {
     Query q = new Builder(parser).query(request.get("query"));
     Object s = request.get("sort");
     if (s == null) {

@@ -21,6 +21,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.lucene.analysis.Analyzer;
+import org.apache.lucene.facet.FacetsCollector;
+import org.apache.lucene.facet.FacetsCollectorManager;
 import org.apache.lucene.index.DirectoryReader;
 import org.apache.lucene.index.FieldInfo;
 import org.apache.lucene.index.StoredFieldVisitor;
@@ -64,6 +66,7 @@ final class Searcher {
         searcher.setQueryCache(null);
         searcher.setSimilarity(new BM25Similarity());
         Analyzer analyzer = Analysis.analyzer();
+        Aggs.Context aggs = new Aggs.Context(reader);
         System.err.printf(
             "lucene query: index=%s docs=%d segments=%d threads=%d (%s)%n",
             path, reader.numDocs(), reader.leaves().size(), threads, Main.versionLine());
@@ -77,7 +80,7 @@ final class Searcher {
                 new OutputStreamWriter(new FileOutputStream(FileDescriptor.out), StandardCharsets.UTF_8),
                 1 << 16);
         if (threads == 1) {
-          Worker w = new Worker(searcher, analyzer);
+          Worker w = new Worker(searcher, analyzer, aggs);
           String line;
           while ((line = in.readLine()) != null) {
             out.write(w.answer(line));
@@ -85,7 +88,7 @@ final class Searcher {
             out.flush();
           }
         } else {
-          concurrent(searcher, analyzer, threads, in, out);
+          concurrent(searcher, analyzer, aggs, threads, in, out);
         }
         out.flush();
       }
@@ -96,7 +99,12 @@ final class Searcher {
   private static final Future<String> DONE = CompletableFuture.completedFuture(null);
 
   private static void concurrent(
-      IndexSearcher searcher, Analyzer analyzer, int threads, BufferedReader in, Writer out)
+      IndexSearcher searcher,
+      Analyzer analyzer,
+      Aggs.Context aggs,
+      int threads,
+      BufferedReader in,
+      Writer out)
       throws Exception {
     AtomicInteger ids = new AtomicInteger();
     ExecutorService pool =
@@ -107,7 +115,7 @@ final class Searcher {
               t.setDaemon(true);
               return t;
             });
-    ThreadLocal<Worker> local = ThreadLocal.withInitial(() -> new Worker(searcher, analyzer));
+    ThreadLocal<Worker> local = ThreadLocal.withInitial(() -> new Worker(searcher, analyzer, aggs));
     // Bounds the queries in flight; results leave in input order.
     BlockingQueue<Future<String>> pending = new ArrayBlockingQueue<>(8 * threads);
     Thread printer =
@@ -169,9 +177,12 @@ final class Searcher {
     private final StoredFields stored;
     private final IdVisitor visitor = new IdVisitor();
     private final StringBuilder sb = new StringBuilder(1 << 12);
+    private final StringBuilder aggJson = new StringBuilder(1 << 12);
+    private final Aggs.Context aggContext;
 
-    Worker(IndexSearcher searcher, Analyzer analyzer) {
+    Worker(IndexSearcher searcher, Analyzer analyzer, Aggs.Context aggContext) {
       this.searcher = searcher;
+      this.aggContext = aggContext;
       this.parser = new MultiFieldQueryParser(FIELDS, analyzer);
       this.parser.setDefaultOperator(MultiFieldQueryParser.OR_OPERATOR);
       try {
@@ -232,11 +243,13 @@ final class Searcher {
       long t0 = System.nanoTime();
       Query query;
       Sort sort = null;
+      Aggs aggs = null;
       if (isJson(text)) {
         try {
           JsonQuery q = JsonQuery.parse(text, parser);
           query = q.query;
           sort = q.sort;
+          aggs = q.aggs;
         } catch (JsonQuery.BadQuery e) {
           return Json.error("bad query: " + e.getMessage());
         }
@@ -249,8 +262,28 @@ final class Searcher {
       }
       TopDocs top = null;
       long count = -1;
+      aggJson.setLength(0);
       try {
-        if (k == 0) {
+        if (aggs != null) {
+          if (sort != null) {
+            return Json.error("bad query: `aggs` with a `sort` is not supported");
+          }
+          // Every match is collected for the facets: the top hits come from the same pass.
+          FacetsCollectorManager fcm = new FacetsCollectorManager();
+          FacetsCollector fc;
+          if (k == 0) {
+            fc = searcher.search(query, fcm);
+          } else {
+            FacetsCollectorManager.FacetsResult r = FacetsCollectorManager.search(searcher, query, k, fcm);
+            top = r.topDocs();
+            fc = r.facetsCollector();
+          }
+          count = 0;
+          for (FacetsCollector.MatchingDocs md : fc.getMatchingDocs()) {
+            count += md.totalHits();
+          }
+          aggs.answer(aggJson, aggContext, fc);
+        } else if (k == 0) {
           count = searcher.count(query);
         } else if (counted) {
           top =
@@ -312,7 +345,11 @@ final class Searcher {
           b.append('}');
         }
       }
-      b.append("],\"elapsed_us\":").append(elapsedUs).append('}');
+      b.append("],\"elapsed_us\":").append(elapsedUs);
+      if (aggs != null) {
+        b.append(",\"aggregations\":").append(aggJson);
+      }
+      b.append('}');
       return b.toString();
     }
   }
