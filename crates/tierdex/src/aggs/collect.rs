@@ -154,6 +154,9 @@ pub(crate) struct Collector<'a> {
 struct Col<'a> {
     reader: Option<ColumnReader<'a>>,
     buf: Vec<u64>,
+    /// A block's documents (in the part) and their single values.
+    ids: Vec<u32>,
+    block: Vec<Option<u64>>,
 }
 
 impl<'a> Col<'a> {
@@ -161,7 +164,22 @@ impl<'a> Col<'a> {
         Col {
             reader: part.columns().and_then(|c| c.reader(field.id())),
             buf: Vec::new(),
+            ids: Vec::new(),
+            block: Vec::new(),
         }
+    }
+
+    /// A single-valued column's values of a block of documents at once, into
+    /// `block` (see [`ColumnReader::single_codes`]); false when they must be
+    /// read one by one.
+    #[inline]
+    fn read_block(&mut self, docs: &[DocCx]) -> Result<bool> {
+        let Some(r) = &mut self.reader else {
+            return Ok(false);
+        };
+        self.ids.clear();
+        self.ids.extend(docs.iter().map(|cx| cx.part_doc));
+        r.single_codes(&self.ids, &mut self.block)
     }
 
     /// The document's codes, ascending.
@@ -331,6 +349,19 @@ impl<'a> Collector<'a> {
                     missing,
                     ..
                 } => {
+                    if col.read_block(docs)? {
+                        for (cx, c) in docs.iter().zip(&col.block) {
+                            match c {
+                                Some(c) => buckets.get(*c, subs, part).collect(cx, filters)?,
+                                None => {
+                                    if let Some(m) = missing {
+                                        m.collect(cx, filters)?;
+                                    }
+                                }
+                            }
+                        }
+                        continue;
+                    }
                     for cx in docs {
                         let codes = col.read(cx.part_doc)?;
                         if codes.is_empty() {
@@ -378,6 +409,18 @@ impl<'a> Collector<'a> {
                     col,
                     buckets,
                 } => {
+                    if col.read_block(docs)? {
+                        for (cx, c) in docs.iter().zip(&col.block) {
+                            if let Some(c) = c {
+                                let k = bucket_key(spec.interval, code_long(*c), spec.zone_ms, spec.offset_ms);
+                                buckets
+                                    .entry(k)
+                                    .or_insert_with(|| Bucket::new(subs, part))
+                                    .collect(cx, filters)?;
+                            }
+                        }
+                        continue;
+                    }
                     for cx in docs {
                         let mut last = None;
                         for &c in col.read(cx.part_doc)? {
@@ -412,6 +455,13 @@ impl<'a> Collector<'a> {
                     }
                 }
                 Node::Metric { kind, col, stats } => {
+                    if col.read_block(docs)? {
+                        let kind = *kind;
+                        for c in col.block.iter().flatten() {
+                            stats.add(number(kind, *c));
+                        }
+                        continue;
+                    }
                     for cx in docs {
                         let kind = *kind;
                         for &c in col.read(cx.part_doc)? {

@@ -272,6 +272,63 @@ impl<'a> ColumnReader<'a> {
         Ok(())
     }
 
+    /// A single-valued column's code of each of `docs` (ascending) into
+    /// `out` (`None`: no value), decoded from one read of the packed values
+    /// when no two neighbours lie a page apart (so the read covers only
+    /// pages holding some document's value). Returns false, with `out`
+    /// cleared, when the column is multi-valued, has no doc values, or the
+    /// documents are too sparse: read them one by one then.
+    pub fn single_codes(&mut self, docs: &[u32], out: &mut Vec<Option<u64>>) -> Result<bool> {
+        out.clear();
+        let m = &self.col.meta;
+        let (Some(values), None) = (m.values, m.starts) else {
+            return Ok(false);
+        };
+        let (Some(&first), Some(&last)) = (docs.first(), docs.last()) else {
+            return Ok(true);
+        };
+        if last >= self.max_doc {
+            return Err(Error::Internal(format!("document {last} beyond the segment's {}", self.max_doc)));
+        }
+        let bits = values.bits;
+        if bits == 0 {
+            out.resize(docs.len(), None);
+            return Ok(true);
+        }
+        let near = docs
+            .windows(2)
+            .all(|w| w[0] < w[1] && (w[1] - w[0]) as u64 * bits as u64 / 8 < crate::storage::PAGE_SIZE as u64);
+        if !near {
+            return Ok(false);
+        }
+        let lo = packed::value_range(first as u64, bits).start;
+        let hi = packed::value_range(last as u64, bits).end;
+        let at = self.body + values.at as usize;
+        let bytes = self.values.get(self.file, at + lo..at + hi)?;
+        let (gcd, min, max) = (m.gcd, m.min, m.max);
+        let mut bad = None;
+        for &d in docs {
+            let off = packed::value_range(d as u64, bits).start - lo;
+            let stored = packed::decode(&bytes[off..], d as u64, bits);
+            if stored == 0 {
+                out.push(None);
+                continue;
+            }
+            match (stored - 1).checked_mul(gcd).and_then(|x| x.checked_add(min)) {
+                Some(c) if c <= max => out.push(Some(c)),
+                _ => {
+                    bad = Some(stored - 1);
+                    break;
+                }
+            }
+        }
+        if let Some(v) = bad {
+            out.clear();
+            return Err(self.corrupt(format!("value {v} out of bounds")));
+        }
+        Ok(true)
+    }
+
     /// `doc`'s smallest code (`first`) or largest, if it has a value.
     pub fn extreme(&mut self, doc: u32, first: bool) -> Result<Option<u64>> {
         match self.slot(doc)? {

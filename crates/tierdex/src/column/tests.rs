@@ -240,3 +240,52 @@ fn long_point_runs_decode_across_chunks_on_every_tier() {
         }
     }
 }
+
+#[test]
+fn single_codes_read_a_block_as_codes_does_and_refuse_sparse_or_multi_valued_ones() {
+    // A single-valued column with missing values and a multi-valued one,
+    // on every tier: a block of near documents is decoded at once and
+    // agrees with `codes`; documents a page or more apart, or a
+    // multi-valued column, are refused (read one by one).
+    let mut rng = Rng(0x51_6e61_u64);
+    let max_doc = 50_000u32;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ColumnsWriter::new();
+    let single = w.add_column(0, ColumnKind::Long, true, true);
+    let multi = w.add_column(2, ColumnKind::Long, true, true);
+    for doc in 0..max_doc {
+        if rng.below(5) != 0 {
+            w.push(single, doc, 1_000 + rng.below(1 << 20) * 3);
+        }
+        w.push(multi, doc, rng.below(100));
+        w.push(multi, doc, 100 + rng.below(100));
+    }
+    let path = dir.path().join("s.col");
+    w.finish(max_doc, &path).unwrap();
+    for tier in tiers() {
+        let storage = Storage::new(tier).unwrap();
+        let cols = Columns::open(storage.open(&path).unwrap(), max_doc).unwrap();
+        let mut r = cols.reader(0).unwrap();
+        let mut out = Vec::new();
+        let mut one = Vec::new();
+        for _ in 0..200 {
+            let start = rng.below(max_doc as u64 - 300) as u32;
+            let mut docs: Vec<u32> = (0..128).map(|_| start + rng.below(300) as u32).collect();
+            docs.sort_unstable();
+            docs.dedup();
+            assert!(r.single_codes(&docs, &mut out).unwrap(), "{tier:?}");
+            assert_eq!(out.len(), docs.len());
+            for (&d, got) in docs.iter().zip(&out) {
+                r.codes(d, &mut one).unwrap();
+                assert_eq!(*got, one.first().copied(), "{tier:?} doc {d}");
+            }
+        }
+        // 23-bit values: 2,000 documents apart is over a page.
+        assert!(!r.single_codes(&[10, 2_010, 2_020], &mut out).unwrap());
+        assert!(out.is_empty());
+        assert!(r.single_codes(&[], &mut out).unwrap());
+        let mut m = cols.reader(2).unwrap();
+        assert!(!m.single_codes(&[1, 2, 3], &mut out).unwrap());
+        assert!(r.single_codes(&[max_doc], &mut out).is_err());
+    }
+}
