@@ -122,14 +122,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
 
-    cgroup = None
-    if os.path.isdir("/sys/fs/cgroup/memory"):
-        os.makedirs(cold.CGROUP, exist_ok=True)
-        with open(f"{cold.CGROUP}/memory.limit_in_bytes", "w") as f:
-            f.write(str(a.memory_mb << 20))
-        cgroup = cold.CGROUP
-    else:
-        print("no cgroup v1 memory controller: running without a memory limit", file=sys.stderr)
+    cgroup = cold.memory_cgroup(a.memory_mb)
 
     dirs = column_dirs(a.index)
     if len(dirs) != 1:

@@ -53,6 +53,17 @@ def cold_bytes(binary, index, line, pool_mb, cgroup):
         p.wait()
 
 
+def memory_cgroup(memory_mb):
+    """A cgroup v1 memory group limited to `memory_mb` (None without v1)."""
+    if not os.path.isdir("/sys/fs/cgroup/memory"):
+        print("no cgroup v1 memory controller: running without a memory limit", file=sys.stderr)
+        return None
+    os.makedirs(CGROUP, exist_ok=True)
+    with open(f"{CGROUP}/memory.limit_in_bytes", "w") as f:
+        f.write(str(memory_mb << 20))
+    return CGROUP
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("limited_json")
@@ -63,14 +74,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
 
-    cgroup = None
-    if os.path.isdir("/sys/fs/cgroup/memory"):
-        os.makedirs(CGROUP, exist_ok=True)
-        with open(f"{CGROUP}/memory.limit_in_bytes", "w") as f:
-            f.write(str(a.memory_mb << 20))
-        cgroup = CGROUP
-    else:
-        print("no cgroup v1 memory controller: running without a memory limit", file=sys.stderr)
+    cgroup = memory_cgroup(a.memory_mb)
 
     queries = json.load(open(a.limited_json))["queries"]
     by_cat = defaultdict(list)
