@@ -10,7 +10,6 @@ use crate::bloom::FilterUse;
 use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
-use crate::query::boolean::Conjunction;
 pub use crate::query::collector::Hit;
 use crate::query::collector::{Cutoff, Deadline, TopK};
 use crate::query::column::{DocSet, DocSetScorer};
@@ -458,11 +457,10 @@ impl Searcher {
                     if n == 0 {
                         continue;
                     }
-                    let Some(s) = plan.scorer(build)? else {
+                    let lead: BoxedScorer<'_> = Box::new(DocSetScorer::new(DocSet::Bits(m), 0.0));
+                    let Some(mut led) = plan.scorer_led(build, lead)? else {
                         continue;
                     };
-                    let lead: BoxedScorer<'_> = Box::new(DocSetScorer::new(DocSet::Bits(m), 0.0));
-                    let mut led = Conjunction::new(vec![lead, s]);
                     let mut job = SegmentJob {
                         base,
                         top: Some(&mut top),

@@ -619,3 +619,107 @@ fn typed_queries_in_the_query_language() {
     req.from = 9_995;
     assert!(s.search_request(&req).unwrap_err().to_string().contains("search_after"));
 }
+
+/// Sorted top-k without a count of queries matching many documents: the
+/// points, walked a chunk at a time in value order, lead the query (only
+/// each chunk's documents are tested). The hits' sort values must equal a
+/// scan's, every hit must match, and the hits must be the counted
+/// search's (another path), ties in the same order; with deletes, several
+/// segments and multi-valued and missing values.
+#[test]
+fn led_point_walks_match_a_scan() {
+    for c in 0..4u64 {
+        let mut rng = Rng::new(0x0_3d0c + c);
+        let schema = mapping();
+        let docs: Vec<Document> = (0..3000).map(|i| doc(&mut rng, i, (i as i64 * 7919) % 3001)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let opts = IndexOptions {
+            schema: schema.clone(),
+            segment_docs: [700, 5000][c as usize % 2],
+            merge: false,
+            ..Default::default()
+        };
+        build_index(docs.iter().cloned().map(Ok), dir.path(), &opts).unwrap();
+        let mut live: HashMap<String, &Document> = docs.iter().map(|d| (d.id.clone(), d)).collect();
+        if c >= 2 {
+            let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
+            let victims: Vec<String> = live.keys().filter(|_| rng.chance(0.2)).cloned().collect();
+            for v in &victims {
+                live.remove(v);
+            }
+            w.delete(victims).unwrap();
+            w.flush().unwrap();
+        }
+        let rows: Vec<Row> = live.values().map(|d| row(&schema, d)).collect();
+        let by_id: HashMap<&str, &Row> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
+        let open = tierdex::index::OpenOptions {
+            tier: tier(c),
+            ..Default::default()
+        };
+        let s = Searcher::open_with(dir.path(), open).unwrap();
+        for case in 0..120 {
+            // Without words, a filter alone (a range on the sort field
+            // included: its points are the matches).
+            let words: Vec<String> = (0..rng.range(0, 3)).map(|_| rng.pick(&WORDS).to_string()).collect();
+            let extra = (words.is_empty() || rng.chance(0.3)).then(|| filter(&mut rng, &schema));
+            let mut clauses: Vec<Clause> = words
+                .iter()
+                .map(|w| Clause {
+                    occur: Occur::Must,
+                    query: Query::Term {
+                        field: None,
+                        text: w.clone(),
+                    },
+                })
+                .collect();
+            if let Some(f) = &extra {
+                clauses.push(Clause {
+                    occur: Occur::Filter,
+                    query: f.query.clone(),
+                });
+            }
+            let query = Query::Boolean(clauses);
+            let matches =
+                |r: &Row| words.iter().all(|w| r.words.contains(w)) && extra.as_ref().is_none_or(|f| (f.test)(r));
+            let name = *rng.pick(&["uid", "n", "x", "when", "tags", "cat", "ok"]);
+            let field = match extra.as_ref().map(|f| &f.query) {
+                Some(Query::Range { field, .. }) if rng.chance(0.6) => SortBy::Field(*field),
+                _ => SortBy::Field(schema.field(name).unwrap()),
+            };
+            // Ascending by the smallest value or descending by the largest:
+            // the shape the points are walked for.
+            let spec = vec![if rng.chance(0.5) {
+                SortField::asc(field)
+            } else {
+                let mut f = SortField::desc(field);
+                f.max = true;
+                f
+            }];
+            let mut want: Vec<&Row> = rows.iter().filter(|r| matches(r)).collect();
+            want.sort_by(|a, b| cmp_rows(a, b, &spec));
+            let size = rng.range(1, 30);
+            let ctx = format!("corpus {c}, case {case}: {query:?} sorted {spec:?}, size {size}");
+            let mut req = SearchRequest::new(&query, size);
+            req.sort = spec.clone();
+            req.mode = Mode::TopK;
+            let led = s.search_request(&req).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            req.mode = Mode::TopKAndCount;
+            let counted = s.search_request(&req).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(counted.count, Some(want.len() as u64), "{ctx}: count");
+            let got = ids(&s, &led);
+            assert_eq!(got, ids(&s, &counted), "{ctx}: the led walk against the counted search");
+            assert_eq!(led.sort, counted.sort, "{ctx}: sort values");
+            assert_eq!(got.len(), size.min(want.len()), "{ctx}: hits");
+            for (i, id) in got.iter().enumerate() {
+                let r = by_id[id.as_str()];
+                assert!(matches(r), "{ctx}: {id} does not match");
+                assert_eq!(
+                    cmp_rows(r, want[i], &spec),
+                    std::cmp::Ordering::Equal,
+                    "{ctx}: hit {i} ({id}) against the scan's {}",
+                    want[i].id
+                );
+            }
+        }
+    }
+}

@@ -251,6 +251,13 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     let lines: Vec<String> = queries.iter().map(|q| q.line()).collect();
+    // The exact lines every engine answers, with their categories: what a
+    // per-query look at one category replays (`tierdex query-stream`).
+    let mut tsv = String::new();
+    for (l, q) in lines.iter().zip(&queries) {
+        tsv.push_str(&format!("{l}\t{}\n", q.category));
+    }
+    std::fs::write(work.join("queries.tsv"), tsv)?;
     eprintln!(
         "{} queries x ({warmup} warm-up + {passes} measured passes) per engine",
         lines.len()

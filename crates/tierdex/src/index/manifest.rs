@@ -21,8 +21,13 @@ use crate::storage::{mode, FileInfo};
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST: &str = "manifest.json";
-/// Current on-disk format version.
-pub const FORMAT_VERSION: u32 = 3;
+/// Current on-disk format version (4: term skip tables may have a second
+/// level, flagged in each table's length).
+pub const FORMAT_VERSION: u32 = 4;
+
+/// Oldest format this build reads: version 3 differs only in having no
+/// second skip level, which readers take as absent.
+pub const OLDEST_READABLE_FORMAT: u32 = 3;
 
 /// Per-field statistics of a segment (or, summed, of the index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -255,11 +260,11 @@ impl Manifest {
         if m.checksum != m.compute_checksum() {
             return Err(Error::corrupt(&path, "manifest checksum mismatch (edited or damaged)"));
         }
-        if m.format != FORMAT_VERSION {
+        if !(OLDEST_READABLE_FORMAT..=FORMAT_VERSION).contains(&m.format) {
             return Err(Error::corrupt(
                 &path,
                 format!(
-                    "index format {} is not supported (this build reads {FORMAT_VERSION})",
+                    "index format {} is not supported (this build reads {OLDEST_READABLE_FORMAT} to {FORMAT_VERSION})",
                     m.format
                 ),
             ));
@@ -271,6 +276,8 @@ impl Manifest {
     /// as the next generation.
     pub fn store(&mut self, dir: &Path) -> Result<()> {
         self.generation += 1;
+        // What this build writes may use the current format's features.
+        self.format = FORMAT_VERSION;
         self.checksum = self.compute_checksum();
         let path = dir.join(MANIFEST);
         let tmp = dir.join(format!("{MANIFEST}.tmp"));

@@ -12,7 +12,11 @@
 //! header  : term impacts (Pareto pairs of freq and norm, for the term's max score)
 //! skip    : one entry per 128-doc block: last doc, block bytes, position and
 //!           offset stream coordinates, filter group offsets (when the term
-//!           has filters), block impacts (block-max scores)
+//!           has filters), block impacts (block-max scores), delta-coded;
+//!           then, for terms of more than 32 blocks (format 4), a second
+//!           level of fixed-size records, one per further span of 32 blocks
+//!           (where its first entry starts, the absolute values its deltas
+//!           apply to), so a seek far ahead jumps over whole spans
 //! blocks  : per block, doc-id deltas then frequencies (bit-packed FOR; the
 //!           last partial block in VByte)
 //! positions: per-doc delta-coded positions, bit-packed blocks of 128

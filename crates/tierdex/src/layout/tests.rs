@@ -17,42 +17,64 @@ fn postings(max_doc: u32) -> impl Strategy<Value = TermPostings> {
             let n = docs.len();
             (Just(docs), proptest::collection::vec(1u32..6, n), any::<u64>())
         })
-        .prop_map(|(docs, freqs, seed)| {
-            let mut p = TermPostings {
-                docs,
-                freqs,
-                ..Default::default()
-            };
-            let mut x = seed | 1;
-            let mut rnd = || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x
-            };
-            // Two terms in three get filters, a third of them empty.
-            if seed % 3 != 0 {
-                let fb = BloomParams::default().shape().unwrap().bytes as usize;
-                for _ in 0..p.docs.len() {
-                    for filters in [&mut p.after, &mut p.before] {
-                        let empty = rnd() % 3 == 0;
-                        filters.extend((0..fb).map(|_| if empty { 0 } else { rnd() as u8 | 1 }));
-                    }
-                }
+        .prop_map(|(docs, freqs, seed)| with_payload(docs, freqs, seed))
+}
+
+/// Postings of `docs` with `freqs`, random positions and offsets, and
+/// filters for two terms in three (a third of them empty), from `seed`.
+fn with_payload(docs: Vec<u32>, freqs: Vec<u32>, seed: u64) -> TermPostings {
+    let mut p = TermPostings {
+        docs,
+        freqs,
+        ..Default::default()
+    };
+    let mut x = seed | 1;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Two terms in three get filters, a third of them empty.
+    if !seed.is_multiple_of(3) {
+        let fb = BloomParams::default().shape().unwrap().bytes as usize;
+        for _ in 0..p.docs.len() {
+            for filters in [&mut p.after, &mut p.before] {
+                let empty = rnd() % 3 == 0;
+                filters.extend((0..fb).map(|_| if empty { 0 } else { rnd() as u8 | 1 }));
             }
-            for &f in &p.freqs {
-                let (mut pos, mut end) = (0u32, 0u32);
-                for j in 0..f {
-                    pos += (rnd() % 40) as u32 + u32::from(j > 0);
-                    let start = end + (rnd() % 30) as u32;
-                    end = start + 1 + (rnd() % 12) as u32;
-                    p.positions.push(pos);
-                    p.starts.push(start);
-                    p.ends.push(end);
-                }
-            }
-            p
-        })
+        }
+    }
+    for &f in &p.freqs {
+        let (mut pos, mut end) = (0u32, 0u32);
+        for j in 0..f {
+            pos += (rnd() % 40) as u32 + u32::from(j > 0);
+            let start = end + (rnd() % 30) as u32;
+            end = start + 1 + (rnd() % 12) as u32;
+            p.positions.push(pos);
+            p.starts.push(start);
+            p.ends.push(end);
+        }
+    }
+    p
+}
+
+/// Long postings (up to hundreds of blocks, so skip tables with a second
+/// level): each of `max_doc` documents present with probability `density`%.
+fn long_postings() -> impl Strategy<Value = TermPostings> {
+    (5_000u32..80_000, 1u64..95, any::<u64>()).prop_map(|(max_doc, density, seed)| {
+        let mut x = seed | 1;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let docs: Vec<u32> = (0..max_doc).filter(|_| rnd() % 100 < density).collect();
+        let docs = if docs.is_empty() { vec![max_doc / 2] } else { docs };
+        let freqs = docs.iter().map(|_| 1 + (rnd() % 4) as u32).collect();
+        with_payload(docs, freqs, seed)
+    })
 }
 
 /// Every layout x codec combination.
@@ -193,6 +215,89 @@ proptest! {
         }
         prop_assert!(c.take_error().is_none());
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Seeks over long postings jump through the skip table's second level;
+    /// every landing must equal a scan: document, frequency, positions,
+    /// offsets and filters, with skip look-aheads between, then the rest by
+    /// advancing.
+    #[test]
+    fn long_seeks_through_the_second_skip_level(t in long_postings(), gaps in proptest::collection::vec(1u32..20_000, 1..40), kind in 0usize..4) {
+        let max_doc = t.docs.last().copied().unwrap() + 1;
+        let norms: Vec<u8> = (0..max_doc).map(|d| (d * 7 % 251) as u8).collect();
+        let (layout, codec) = KINDS[kind];
+        let tier = [Tier::Mmap, Tier::Direct, Tier::Ram, Tier::Buffered][kind];
+        let (_dir, files, infos) = write_terms(std::slice::from_ref(&t), &norms, layout, codec, tier);
+        let docs = per_doc(&t);
+        let fb = BloomParams::default().shape().unwrap().bytes as usize;
+        let mut c = files.cursor(&infos[0]).unwrap();
+        let (mut pos, mut off, mut filter) = (Vec::new(), Vec::new(), Vec::new());
+        let mut target = 0u32;
+        let mut at = 0usize;
+        for (n, gap) in gaps.iter().enumerate() {
+            target += gap;
+            if n % 4 == 1 {
+                let last = c.shallow_advance(target + 200);
+                prop_assert_eq!(last == TERMINATED, !docs.iter().any(|x| x.0 >= target + 200));
+            }
+            let got = c.seek(target);
+            match docs.iter().position(|x| x.0 >= target) {
+                None => {
+                    prop_assert_eq!(got, TERMINATED);
+                    at = docs.len();
+                    break;
+                }
+                Some(i) => {
+                    let (d, f, p, o) = &docs[i];
+                    prop_assert_eq!(got, *d);
+                    prop_assert_eq!(c.freq(), *f);
+                    c.positions(&mut pos);
+                    prop_assert_eq!(&pos, p);
+                    c.offsets(&mut off);
+                    prop_assert_eq!(&off, o);
+                    filter.clear();
+                    prop_assert_eq!(c.copy_filter(Direction::After, &mut filter), !t.after.is_empty());
+                    if !t.after.is_empty() {
+                        prop_assert_eq!(&filter[..], &t.after[i * fb..(i + 1) * fb]);
+                    }
+                    let imp = c.block_impacts().unwrap();
+                    prop_assert!(imp.as_slice().iter().any(|x| x.freq >= *f && x.norm <= norms[*d as usize]));
+                    at = i;
+                }
+            }
+        }
+        // The rest, one by one.
+        if at < docs.len() {
+            for x in &docs[at..] {
+                prop_assert_eq!(c.doc(), x.0);
+                c.advance();
+            }
+        }
+        prop_assert_eq!(c.advance(), TERMINATED);
+        prop_assert!(c.take_error().is_none());
+    }
+}
+
+#[test]
+fn long_postings_have_a_second_skip_level() {
+    // 200 blocks: six second-level records, so seeks can jump.
+    let docs: Vec<u32> = (0..200 * 128).map(|d| d * 3).collect();
+    let freqs = vec![1; docs.len()];
+    let t = with_payload(docs, freqs, 3);
+    let norms = vec![10u8; 200 * 128 * 3];
+    let (_dir, files, infos) = write_terms(std::slice::from_ref(&t), &norms, Layout::Grouped, Codec::Compressed, Tier::Ram);
+    let mut c = files.cursor(&infos[0]).unwrap();
+    let target = 190 * 128 * 3 + 1;
+    assert_eq!(c.seek(target), target + 2);
+    // Landed past the last span boundary before the target, not parsed
+    // entry by entry from the start.
+    assert_eq!(c.skip_entries_from(), 160 - 1);
+    assert_eq!(c.freq(), 1);
+    assert_eq!(c.advance(), target + 5);
+    assert!(c.take_error().is_none());
 }
 
 #[test]

@@ -7,6 +7,21 @@ use crate::layout::Codec;
 use crate::schema::DocId;
 use crate::termdict::RegionInfo;
 
+/// Blocks per second-level skip record: a term of more than this many
+/// blocks ends its skip table with one fixed-size record per further span
+/// (where the entry of its first block starts and the absolute values that
+/// entry's deltas apply to), so a seek far ahead jumps over whole spans
+/// instead of parsing every entry between.
+pub const SKIP_SPAN: usize = 32;
+
+/// Bytes of one second-level record: entry offset, block offset, previous
+/// last document (u32 each), previous position index (u64), previous
+/// position, offset, `after` and `before` filter bytes (u32 each).
+pub const SKIP_RECORD: usize = 36;
+
+/// Top bit of the skip table's length: the table has a second level.
+pub const SKIP_INDEXED: u32 = 1 << 31;
+
 /// One term's postings in plain arrays: the writer's input and the merger's
 /// decoding buffer. Positions and offsets are absolute, concatenated in doc
 /// order (`freqs[i]` entries for the i-th doc).
@@ -59,6 +74,8 @@ pub struct TermWriter {
     before: Vec<u8>,
     region: Vec<u8>,
     skip: Vec<u8>,
+    /// The skip table's second level (see [`SKIP_SPAN`]).
+    skip_index: Vec<u8>,
     blocks: Vec<u8>,
     pos: Vec<u8>,
     off: Vec<u8>,
@@ -143,6 +160,7 @@ impl TermWriter {
         // Doc/freq blocks and skip entries.
         self.blocks.clear();
         self.skip.clear();
+        self.skip_index.clear();
         let n_blocks = df.div_ceil(BLOCK);
         let mut prev_last: Option<DocId> = None;
         let mut pos_index = 0u64;
@@ -211,6 +229,19 @@ impl TermWriter {
             }
             let last_doc = bdocs[bdocs.len() - 1];
             let block_len = (self.blocks.len() - block_start) as u32;
+            if n_blocks > SKIP_SPAN && b > 0 && b % SKIP_SPAN == 0 {
+                // A second-level record: where the entry of block `b` starts
+                // and the absolute values its deltas are taken from.
+                let fits = |n: usize| u32::try_from(n).map_err(|_| "term region larger than 4 GiB".to_string());
+                let rec = &mut self.skip_index;
+                rec.extend_from_slice(&fits(self.skip.len())?.to_le_bytes());
+                rec.extend_from_slice(&fits(block_start)?.to_le_bytes());
+                rec.extend_from_slice(&prev_entry.0.to_le_bytes());
+                rec.extend_from_slice(&prev_entry.1.to_le_bytes());
+                for v in [prev_entry.2, prev_entry.3, prev_entry.4, prev_entry.5] {
+                    rec.extend_from_slice(&v.to_le_bytes());
+                }
+            }
             if n_blocks == 1 {
                 codec::write_u32(&mut self.skip, last_doc);
             } else {
@@ -241,9 +272,17 @@ impl TermWriter {
         self.region.clear();
         Impacts::frontier(term_pairs, MAX_TERM_IMPACTS).write(&mut self.region);
         if n_blocks > 1 {
-            codec::write_u32(&mut self.region, self.skip.len() as u32);
+            // The second level follows the entries; the length's top bit
+            // says it is there.
+            let len = self.skip.len() + self.skip_index.len();
+            if len >= SKIP_INDEXED as usize {
+                return Err("skip table larger than 2 GiB".into());
+            }
+            let flag = if self.skip_index.is_empty() { 0 } else { SKIP_INDEXED };
+            codec::write_u32(&mut self.region, len as u32 | flag);
         }
         self.region.extend_from_slice(&self.skip);
+        self.region.extend_from_slice(&self.skip_index);
         self.region.extend_from_slice(&self.blocks);
         let zone_len = self.region.len();
         let fits = |n: usize| u32::try_from(n).map_err(|_| "term region larger than 4 GiB".to_string());

@@ -14,7 +14,7 @@ use crate::query::term::{TermScorer, TermWeight};
 use crate::query::weight::{
     is_nothing, BoxedScorer, Build, Clauses, NothingWeight, Plan, QueryKey, SegmentJob, Weight,
 };
-use crate::schema::{DocId, TERMINATED};
+use crate::schema::{DocId, Field, TERMINATED};
 
 /// A boolean query: with at least one required clause a document must match
 /// all of them and optional clauses only add to its score; without, at least
@@ -259,6 +259,41 @@ impl Weight for BooleanWeight {
         }))
     }
 
+    fn scorer_led<'a>(&self, b: Build<'a>, lead: BoxedScorer<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        if self.must.is_empty() {
+            return Ok(self
+                .scorer(b)?
+                .map(|s| Box::new(Conjunction::new(vec![lead, s])) as BoxedScorer<'a>));
+        }
+        let lead_cost = lead.cost() as f64;
+        let costs: Vec<f64> = self.must.iter().map(|p| p.iteration_cost()).collect();
+        let mut subs: Vec<BoxedScorer<'a>> = Vec::with_capacity(self.must.len() + 1);
+        subs.push(lead);
+        for (i, p) in self.must.iter().enumerate() {
+            let mut bi = b;
+            bi.lead_cost = costs
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, &c)| c)
+                .fold(lead_cost, f64::min)
+                .into();
+            match p.scorer(bi)? {
+                Some(s) => subs.push(s),
+                None => return Ok(None),
+            }
+        }
+        let req: BoxedScorer<'a> = Box::new(Conjunction::new(subs));
+        let req: BoxedScorer<'a> = match disjunction(&self.should, b)? {
+            Some(opt) if !self.should.is_empty() => Box::new(ReqOpt::new(req, opt)),
+            _ => req,
+        };
+        Ok(Some(match disjunction(&self.must_not, b)? {
+            Some(excl) => Box::new(ReqExcl::new(req, excl)),
+            None => req,
+        }))
+    }
+
     fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
         match self.shape() {
             Shape::TermOr(terms) => {
@@ -314,6 +349,29 @@ impl Weight for BooleanWeight {
         } else {
             2.0 * self.should.iter().map(|p| p.iteration_cost()).sum::<f64>()
         }
+    }
+
+    fn code_bounds(&self, field: Field) -> Option<(u64, u64)> {
+        self.must
+            .iter()
+            .filter_map(|p| p.code_bounds(field))
+            .reduce(|a, b| (a.0.max(b.0), a.1.min(b.1)))
+    }
+
+    fn estimated_matches(&self, num_docs: f64) -> f64 {
+        if num_docs <= 0.0 {
+            return 0.0;
+        }
+        let density = |p: &Plan| (p.estimated_matches(num_docs) / num_docs).clamp(0.0, 1.0);
+        let mut d = if self.must.is_empty() {
+            1.0 - self.should.iter().map(|p| 1.0 - density(p)).product::<f64>()
+        } else {
+            self.must.iter().map(density).product()
+        };
+        for p in &self.must_not {
+            d *= 1.0 - density(p);
+        }
+        d * num_docs
     }
 
     fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {

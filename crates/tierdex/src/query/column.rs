@@ -296,6 +296,22 @@ impl Weight for ColumnWeight {
     fn key(&self) -> &QueryKey {
         &self.key
     }
+    fn exact_code_range(&self, field: Field) -> Option<(u64, u64)> {
+        match &self.what {
+            ColumnMatch::Codes { lo, hi } if field == self.field => Some((*lo, *hi)),
+            _ => None,
+        }
+    }
+    fn code_bounds(&self, field: Field) -> Option<(u64, u64)> {
+        if field != self.field {
+            return None;
+        }
+        match &self.what {
+            ColumnMatch::Codes { lo, hi } => Some((*lo, *hi)),
+            ColumnMatch::CodeSet(codes) => Some((*codes.first()?, *codes.last()?)),
+            _ => None,
+        }
+    }
     fn terms<'a>(&'a self, _positive: bool, _out: &mut Vec<&'a TermWeight>) {}
     fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
         // Much broader than the clause leading its conjunction: confirm the
@@ -497,6 +513,12 @@ impl Weight for ConstantWeight {
             .scorer(b)?
             .map(|s| Box::new(ConstScorer { inner: s, boost: self.boost }) as BoxedScorer<'a>))
     }
+    fn scorer_led<'a>(&self, b: Build<'a>, lead: BoxedScorer<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        Ok(self
+            .inner
+            .scorer_led(b, lead)?
+            .map(|s| Box::new(ConstScorer { inner: s, boost: self.boost }) as BoxedScorer<'a>))
+    }
     fn known_count(&self, index: &Index) -> Result<Option<u64>> {
         self.inner.known_count(index)
     }
@@ -505,6 +527,15 @@ impl Weight for ConstantWeight {
     }
     fn iteration_cost(&self) -> f64 {
         self.inner.iteration_cost()
+    }
+    fn estimated_matches(&self, num_docs: f64) -> f64 {
+        self.inner.estimated_matches(num_docs)
+    }
+    fn code_bounds(&self, field: Field) -> Option<(u64, u64)> {
+        self.inner.code_bounds(field)
+    }
+    fn exact_code_range(&self, field: Field) -> Option<(u64, u64)> {
+        self.inner.exact_code_range(field)
     }
     fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
         self.inner.matches(seg, cutoff)

@@ -12,7 +12,11 @@
 //! string is read per document); the survivors' keywords are then read and
 //! the parts' candidates merged. A query matching every document, sorted by
 //! one field with points, walks the points in value order and stops after
-//! `from + size` live documents instead of visiting them all.
+//! `from + size` live documents instead of visiting them all. A query
+//! matching many documents walks them too: without a count, a chunk of the
+//! points at a time leads the query (only the chunk's documents are
+//! tested); with one, the matches are gathered first (and when they are
+//! few, their values read one by one instead).
 
 use std::cmp::Ordering;
 
@@ -337,10 +341,24 @@ pub fn search(
         // query matching many documents gathers them in a bit set first,
         // then walks the points to the first `n` of them.
         if match_all && after.is_none() {
-            if let Some(found) = walk_points(seg, base, deleted, spec, n, None)? {
+            if let Some(found) = walk_points(seg, base, deleted, spec, n, None, None)? {
                 if let Some(c) = count.as_deref_mut() {
                     *c += (seg.max_doc() - deleted.map_or(0, |d| d.len() as u32)) as u64;
                 }
+                all.extend(found);
+                continue;
+            }
+        }
+        // A range on the sort field alone: its points, in order, are the
+        // matches.
+        let exact = match spec {
+            [SortField {
+                by: SortBy::Field(f), ..
+            }] if count.is_none() && after.is_none() && !match_all => plan.exact_code_range(*f),
+            _ => None,
+        };
+        if let Some(range) = exact {
+            if let Some(found) = walk_points(seg, base, deleted, spec, n, None, Some(range))? {
                 all.extend(found);
                 continue;
             }
@@ -349,7 +367,22 @@ pub fn search(
             let cost = plan.iteration_cost();
             cost * cost > 4.0 * n as f64 * seg.max_doc() as f64
         };
+        // The matches gathered by the wide path when too few of them make
+        // the walk worth it: their values are read one by one below.
+        let mut gathered: Option<BitSet> = None;
         if !match_all && !needs_score && after.is_none() && wide && walkable(spec) {
+            // Without a count, chunks of the points lead the query: only
+            // their documents are tested.
+            if count.is_none() {
+                match walk_points_led(seg, base, deleted, spec, n, plan, scoring, (filters, cutoff), deadline)? {
+                    Led::Found(found) => {
+                        all.extend(found);
+                        continue;
+                    }
+                    Led::TimedOut => return Ok(None),
+                    Led::Declined => {}
+                }
+            }
             let mut build = Build::new(seg, scoring);
             build.filters = filters;
             build.cutoff = cutoff;
@@ -379,19 +412,48 @@ pub fn search(
                     return Err(e);
                 }
             }
-            if let Some(found) = walk_points(seg, base, deleted, spec, n, Some(&matched))? {
-                if let Some(c) = count.as_deref_mut() {
-                    *c += matches;
-                }
-                all.extend(found);
-                continue;
+            if let Some(c) = count.as_deref_mut() {
+                *c += matches;
             }
+            // The walk visits about n * max_doc / matches points (all of
+            // them within the query's bounds on the field, if it has some);
+            // reading the matches' own values costs one read each.
+            let bounds = match spec {
+                [SortField {
+                    by: SortBy::Field(f), ..
+                }] => plan.code_bounds(*f),
+                _ => None,
+            };
+            let points = match spec {
+                [SortField {
+                    by: SortBy::Field(f), ..
+                }] => points_within(seg, *f, bounds)?,
+                _ => seg.max_doc() as u64,
+            };
+            let walk = n as f64 * points as f64 / matches.max(1) as f64;
+            if walk <= 2.0 * matches as f64 {
+                if let Some(found) = walk_points(seg, base, deleted, spec, n, Some(&matched), bounds)? {
+                    all.extend(found);
+                    continue;
+                }
+            }
+            gathered = Some(matched);
         }
-        let mut build = Build::new(seg, scoring);
-        build.filters = filters;
-        build.cutoff = cutoff;
-        let Some(mut s) = plan.scorer(build)? else {
-            continue;
+        let counted = gathered.is_some();
+        let mut s: Box<dyn Scorer + '_> = match gathered {
+            Some(m) => Box::new(crate::query::column::DocSetScorer::new(
+                crate::query::column::DocSet::Bits(m),
+                0.0,
+            )),
+            None => {
+                let mut build = Build::new(seg, scoring);
+                build.filters = filters;
+                build.cutoff = cutoff;
+                let Some(s) = plan.scorer(build)? else {
+                    continue;
+                };
+                s
+            }
         };
         let mut readers: Vec<Vec<Option<ColumnReader<'_>>>> = seg
             .parts()
@@ -420,7 +482,7 @@ pub fn search(
                 doc = s.advance();
                 continue;
             }
-            if let Some(c) = count.as_deref_mut() {
+            if let (Some(c), false) = (count.as_deref_mut(), counted) {
                 *c += 1;
             }
             while part + 1 < seg.parts().len() && seg.parts()[part + 1].base <= doc {
@@ -539,6 +601,224 @@ fn to_strings(cands: &mut [Cand], spec: &[SortField], readers: &mut [Option<Colu
     Ok(())
 }
 
+/// The points of `field` in `seg` a walk visits: those within `bounds`
+/// (where the column is single-valued), else all of them.
+fn points_within(seg: &crate::index::SegmentReader, field: Field, bounds: Option<(u64, u64)>) -> Result<u64> {
+    let mut total = 0;
+    for p in seg.parts() {
+        let Some(mut r) = p.columns().and_then(|c| c.reader(field.id())) else {
+            continue;
+        };
+        let run = match bounds.filter(|_| !r.meta().multi) {
+            Some((lo, hi)) => r.point_run(lo, hi)?,
+            None => r.all_points(),
+        };
+        total += run.end - run.start;
+    }
+    Ok(total)
+}
+
+/// What [`walk_points_led`] came to.
+enum Led {
+    /// The segment's first `n` matches in the sort's order.
+    Found(Vec<Cand>),
+    /// The chunks would cost more than iterating the query: not walked.
+    Declined,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// A query matching many documents, sorted by one field with points, no
+/// count wanted: the points are walked in value order a chunk at a time,
+/// each chunk's documents (in document order) leading a conjunction with
+/// the query, until `n` matches are found. A chunk ends with a whole group
+/// of equal values, so nothing after it can precede what it found. The
+/// first chunk is sized for about `4n` matches at the query's estimated
+/// density ([`Weight::estimated_matches`](crate::query::weight::Weight::estimated_matches))
+/// and each next one is eight times larger; once the points tested
+/// pass half the query's iteration cost (fewer matches than estimated), the
+/// walk stops and the caller iterates the query instead.
+#[allow(clippy::too_many_arguments)]
+fn walk_points_led(
+    seg: &crate::index::SegmentReader,
+    base: DocId,
+    deleted: Option<&BitSet>,
+    spec: &[SortField],
+    n: usize,
+    plan: &Plan,
+    scoring: &ScoringContext,
+    (filters, cutoff): (crate::bloom::FilterUse, Option<crate::query::collector::Cutoff>),
+    deadline: &mut Deadline,
+) -> Result<Led> {
+    use crate::query::column::{DocSet, DocSetScorer};
+    let ([f], true) = (spec, walkable(spec)) else {
+        return Ok(Led::Declined);
+    };
+    let SortBy::Field(field) = f.by else {
+        return Ok(Led::Declined);
+    };
+    let cost = plan.iteration_cost().max(1.0);
+    let expected = plan.estimated_matches(seg.max_doc() as f64).max(1.0);
+    // The first chunk: about 4n matches expected.
+    let first = (4 * n) as f64 * seg.max_doc() as f64 / expected;
+    if first > cost / 4.0 {
+        return Ok(Led::Declined);
+    }
+    let budget = cost / 2.0;
+    let mut tested = 0f64;
+    let mut out = Vec::new();
+    for p in seg.parts() {
+        let Some(mut r) = p.columns().and_then(|c| c.reader(field.id())) else {
+            if p.max_doc > 0 {
+                return Ok(Led::Declined);
+            }
+            continue;
+        };
+        if !r.has_points() {
+            return Ok(Led::Declined);
+        }
+        let keyword = r.meta().kind == ColumnKind::Keyword;
+        let multi = r.meta().multi;
+        // Every match has a value within the query's bounds on the field
+        // (a range on it, say): only their points are walked.
+        let bounded = plan.code_bounds(field).filter(|_| !multi);
+        let all = match bounded {
+            Some((lo, hi)) => r.point_run(lo, hi)?,
+            None => r.all_points(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut found: Vec<Cand> = Vec::new();
+        // The first chunk's share of this part's walk.
+        let share = (all.end - all.start) as f64 / seg.max_doc().max(1) as f64;
+        let mut chunk = (first * share).clamp(64.0, 1e9) as u64;
+        // Positions still to walk: [lo, hi).
+        let (mut lo, mut hi) = (all.start, all.end);
+        let mut docs: Vec<DocId> = Vec::new();
+        let mut lead: Vec<DocId> = Vec::new();
+        while found.len() < n && lo < hi {
+            if deadline.passed() {
+                return Ok(Led::TimedOut);
+            }
+            if tested > budget {
+                return Ok(Led::Declined);
+            }
+            // The chunk's positions [a, b), extended to the end of its last
+            // group of equal values.
+            let take = chunk.min(hi - lo);
+            let (a, b) = if f.descending {
+                let mut a = hi - take;
+                if a > lo {
+                    let edge = r.point_code(a)?;
+                    while a > lo && r.point_code(a - 1)? == edge {
+                        a -= 1;
+                    }
+                }
+                (a, hi)
+            } else {
+                let mut b = lo + take;
+                if b < hi {
+                    let edge = r.point_code(b - 1)?;
+                    while b < hi && r.point_code(b)? == edge {
+                        b += 1;
+                    }
+                }
+                (lo, b)
+            };
+            if f.descending {
+                hi = a;
+            } else {
+                lo = b;
+            }
+            tested += (b - a) as f64;
+            chunk = chunk.saturating_mul(8);
+            docs.clear();
+            r.point_docs(crate::column::PointRun { start: a, end: b }, |d| docs.push(p.base + d))?;
+            // A document of several values counts at its first position in
+            // the walk (its smallest ascending, its largest descending).
+            let first_seen = |i: usize| if f.descending { docs.len() - 1 - i } else { i };
+            lead.clear();
+            for i in 0..docs.len() {
+                let doc = docs[first_seen(i)];
+                if deleted.is_some_and(|d| d.contains(doc)) || (multi && !seen.insert(doc)) {
+                    continue;
+                }
+                lead.push(doc);
+            }
+            if lead.is_empty() {
+                continue;
+            }
+            // The chunk's documents in document order: a bit set when they
+            // are many.
+            let set = if lead.len() * 32 > seg.max_doc() as usize {
+                let mut bits = BitSet::new(seg.max_doc());
+                lead.iter().for_each(|&d| bits.insert(d));
+                DocSet::Bits(bits)
+            } else {
+                lead.sort_unstable();
+                lead.dedup();
+                DocSet::List(std::mem::take(&mut lead))
+            };
+            let mut build = Build::new(seg, scoring);
+            build.filters = filters;
+            build.cutoff = cutoff;
+            let lead_scorer: Box<dyn Scorer + '_> = Box::new(DocSetScorer::new(set, 0.0));
+            let Some(mut led) = plan.scorer_led(build, lead_scorer)? else {
+                return Ok(Led::Found(out));
+            };
+            led.set_count_only();
+            let mut matched: Vec<DocId> = Vec::new();
+            let mut doc = led.doc();
+            while doc != TERMINATED {
+                if deadline.tick() {
+                    return Ok(Led::TimedOut);
+                }
+                matched.push(doc);
+                doc = led.advance();
+            }
+            if let Some(e) = led.take_error() {
+                return Err(e);
+            }
+            if matched.is_empty() {
+                continue;
+            }
+            // The matches' values, read at their positions.
+            let mut hits: Vec<(u64, DocId)> = Vec::with_capacity(matched.len());
+            let mut taken = std::collections::HashSet::new();
+            for i in 0..docs.len() {
+                let at = first_seen(i);
+                let doc = docs[at];
+                if matched.binary_search(&doc).is_ok() && (!multi || taken.insert(doc)) {
+                    hits.push((r.point_code(a + at as u64)?, doc));
+                }
+            }
+            if f.descending {
+                hits.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+            } else {
+                hits.sort_unstable();
+            }
+            found.extend(hits.into_iter().map(|(code, doc)| Cand {
+                parts: vec![if keyword {
+                    Part::Code(2 * code + 1)
+                } else {
+                    Part::Code(code)
+                }],
+                doc: base + doc,
+                score: 0.0,
+            }));
+        }
+        if found.len() < n && bounded.is_none() && r.meta().docs_with_value < p.max_doc {
+            // Matches without a value would follow: the caller's path
+            // handles them.
+            return Ok(Led::Declined);
+        }
+        found.truncate(n);
+        let mut readers = vec![Some(r)];
+        to_strings(&mut found, spec, &mut readers)?;
+        out.extend(found);
+    }
+    Ok(Led::Found(out))
+}
+
 /// Whether `spec` is one field sorted by its points' order: ascending by
 /// the smallest value or descending by the largest, missing values last.
 fn walkable(spec: &[SortField]) -> bool {
@@ -556,6 +836,7 @@ fn walk_points(
     spec: &[SortField],
     n: usize,
     accept: Option<&BitSet>,
+    bounds: Option<(u64, u64)>,
 ) -> Result<Option<Vec<Cand>>> {
     if !walkable(spec) {
         return Ok(None);
@@ -579,7 +860,17 @@ fn walk_points(
             return Ok(None);
         }
         let keyword = r.meta().kind == ColumnKind::Keyword;
-        let all = r.all_points();
+        // Every accepted document has a value within `bounds`: only their
+        // points are walked (a document's sort value is its only value).
+        let bounded = bounds.filter(|_| !r.meta().multi);
+        if bounds.is_some() && bounded.is_none() && accept.is_none() {
+            // The bounds are the matches: a multi-valued column cannot walk them.
+            return Ok(None);
+        }
+        let all = match bounded {
+            Some((lo, hi)) => r.point_run(lo, hi)?,
+            None => r.all_points(),
+        };
         let mut seen = std::collections::HashSet::new();
         let mut found: Vec<Cand> = Vec::new();
         let mut pos_iter: Box<dyn Iterator<Item = u64>> = if f.descending {
@@ -625,10 +916,12 @@ fn walk_points(
         }
         flush(&mut group, &mut found);
         found.truncate(n);
-        let valueless = match accept {
+        let valueless = match (accept, bounded) {
+            // Every wanted document has a value within the bounds.
+            (_, Some(_)) => false,
             // Some wanted document may have no value.
-            Some(_) => r.meta().docs_with_value < p.max_doc,
-            None => (seen.len() as u64) < p.max_doc as u64,
+            (Some(_), None) => r.meta().docs_with_value < p.max_doc,
+            (None, None) => (seen.len() as u64) < p.max_doc as u64,
         };
         if found.len() < n && valueless {
             // Fewer live documents with values than wanted: the missing

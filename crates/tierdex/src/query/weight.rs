@@ -44,6 +44,17 @@ pub trait Weight: fmt::Debug + Send + Sync + 'static {
     /// The node's scorer over one segment; `None` when nothing can match.
     fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>>;
 
+    /// The node's scorer over one segment restricted to `lead`'s documents
+    /// (a set of candidates, scoring 0), `lead` joining the node's own
+    /// conjunction where it has one: each clause is then tested only where
+    /// the lead and the cheaper clauses agree, not at every candidate.
+    fn scorer_led<'a>(&self, mut b: Build<'a>, lead: BoxedScorer<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        b.lead_cost = Some(lead.cost() as f64);
+        Ok(self
+            .scorer(b)?
+            .map(|s| Box::new(crate::query::boolean::Conjunction::new(vec![lead, s])) as BoxedScorer<'a>))
+    }
+
     /// Runs `job` over one segment: the top-k and/or count loops. Returns
     /// false when the deadline stopped it. The default runs the loops over
     /// the boxed [`Weight::scorer`]; nodes with a concrete scorer override
@@ -69,6 +80,27 @@ pub trait Weight: fmt::Debug + Send + Sync + 'static {
 
     /// Rough work of counting by iterating the node's scorer.
     fn iteration_cost(&self) -> f64;
+
+    /// Codes of `field` (a number, date or boolean field) that every match
+    /// has a value within, when the node restricts them (a range or terms
+    /// on the field, or a conjunction with one): a sort by that field then
+    /// walks only those values' points.
+    fn code_bounds(&self, _field: Field) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// When the node matches exactly the documents with a value of `field`
+    /// in `lo..=hi` (a range on it): those bounds.
+    fn exact_code_range(&self, _field: Field) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// About how many of `num_docs` documents the node matches (terms by
+    /// their frequency, conjunctions as if their clauses were
+    /// independent); an upper bound where nothing better is known.
+    fn estimated_matches(&self, num_docs: f64) -> f64 {
+        self.iteration_cost().min(num_docs)
+    }
 
     /// The documents of `seg` the node matches, as a bit set (only when
     /// [`Weight::bitset_cost`] says it can); stops with

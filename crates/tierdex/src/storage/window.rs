@@ -36,6 +36,25 @@ impl PageWindow {
         self.load(file, range)
     }
 
+    /// The bytes from `range.start` to as far as the window reaches (at
+    /// most `limit`, at least `range.end`), loading `range` when the window
+    /// does not hold it: what a reader parsing many small records takes in
+    /// one call without reading a page more than [`PageWindow::get`] would.
+    #[inline]
+    pub fn get_extended<'a>(&'a mut self, file: &'a IndexFile, range: Range<usize>, limit: usize) -> Result<&'a [u8]> {
+        if !(range.start >= self.start && range.end <= self.end) {
+            self.load(file, range.clone())?;
+        }
+        let end = self.end.min(limit).max(range.end);
+        if range.is_empty() || end > self.end {
+            return self.get(file, range);
+        }
+        Ok(match file.resident() {
+            Some(all) => &all[range.start..end],
+            None => &self.buf[range.start - self.start..end - self.start],
+        })
+    }
+
     #[cold]
     fn load<'a>(&'a mut self, file: &'a IndexFile, range: Range<usize>) -> Result<&'a [u8]> {
         if range.is_empty() {

@@ -97,7 +97,7 @@ impl LeafCursor<'_> {
     /// Reads the bitmap of the current block's group in section `s`.
     pub(super) fn load_group(&mut self, s: usize, shape: FilterShape) -> Result<(), Error> {
         let (section, len) = self.filters.section[s];
-        let start = section + self.entries[self.block].filter_byte[s] as usize;
+        let start = section + self.entry(self.block).filter_byte[s] as usize;
         let end = section + len;
         let bitmap = self.filters.win[s]
             .get(self.bloom_file, start..(start + bloom::BITMAP_BYTES).min(end))?

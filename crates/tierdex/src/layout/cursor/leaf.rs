@@ -7,6 +7,7 @@ use crate::bloom::FilterShape;
 use crate::codec::{self, BLOCK};
 use crate::error::Error;
 use crate::layout::impacts::Impacts;
+use crate::layout::writer::{SKIP_INDEXED, SKIP_RECORD, SKIP_SPAN};
 use crate::layout::postings::PostingsFiles;
 use crate::layout::Codec;
 use crate::schema::{DocId, TERMINATED};
@@ -59,6 +60,14 @@ pub(super) struct LeafCursor<'a> {
     pub(super) skip_pos: usize,
     pub(super) skip_win: PageWindow,
     pub(super) blocks_start: usize,
+    /// The skip table's second level: its records (one per span of
+    /// [`SKIP_SPAN`] blocks after the first), where it starts, its window.
+    pub(super) skip_records: usize,
+    pub(super) skip_index: usize,
+    pub(super) index_win: PageWindow,
+    /// Parsed skip entries, of blocks `entries_from..`: a seek that jumps
+    /// over spans starts them again after the span it lands in.
+    pub(super) entries_from: usize,
     pub(super) entries: Vec<SkipEntry>,
     pub(super) shallow: usize,
     pub(super) shallow_done: bool,
@@ -119,6 +128,10 @@ impl<'a> LeafCursor<'a> {
             skip_pos: 0,
             skip_win: PageWindow::new(),
             blocks_start: 0,
+            skip_records: 0,
+            skip_index: 0,
+            index_win: PageWindow::new(),
+            entries_from: 0,
             entries: Vec::new(),
             shallow: 0,
             shallow_done: false,
@@ -196,6 +209,7 @@ impl<'a> LeafCursor<'a> {
         let term_impacts = Impacts::read(head, &mut pos).ok_or_else(bad)?;
         let n_blocks = (r.doc_freq as usize).div_ceil(BLOCK);
         let mut single_last_doc = 0;
+        let mut skip_records = 0;
         let (skip_start, blocks_start) = if n_blocks == 1 {
             // The single "skip entry" is the last doc, right after the header.
             let skip_start = start + pos;
@@ -204,14 +218,21 @@ impl<'a> LeafCursor<'a> {
                 .ok_or_else(bad)?;
             (skip_start, start + pos)
         } else {
-            let skip_len = codec::read_u32(head, &mut pos).ok_or_else(bad)? as usize;
+            let skip_len = codec::read_u32(head, &mut pos).ok_or_else(bad)?;
             let skip_start = start + pos;
             let blocks_start = skip_start
-                .checked_add(skip_len)
+                .checked_add((skip_len & !SKIP_INDEXED) as usize)
                 .filter(|&e| e <= zone_end)
                 .ok_or_else(bad)?;
+            if skip_len & SKIP_INDEXED != 0 {
+                skip_records = (n_blocks - 1) / SKIP_SPAN;
+            }
             (skip_start, blocks_start)
         };
+        let skip_index = blocks_start
+            .checked_sub(skip_records * SKIP_RECORD)
+            .filter(|&i| i >= skip_start)
+            .ok_or_else(bad)?;
         io::record_needed((skip_start - start) as u64);
         let codec = self.codec;
         self.base = base;
@@ -219,9 +240,12 @@ impl<'a> LeafCursor<'a> {
         self.n_blocks = n_blocks;
         self.term_impacts = term_impacts;
         self.skip_start = skip_start;
-        self.skip_end = blocks_start;
+        self.skip_end = skip_index;
         self.skip_pos = 0;
         self.blocks_start = blocks_start;
+        self.skip_records = skip_records;
+        self.skip_index = skip_index;
+        self.entries_from = 0;
         self.entries.clear();
         self.shallow = 0;
         self.shallow_done = false;
@@ -324,7 +348,8 @@ impl<'a> LeafCursor<'a> {
         if target <= self.doc {
             return self.doc;
         }
-        if self.entries[self.block].last_doc < target {
+        if self.entry(self.block).last_doc < target {
+            self.jump(target);
             if self.shallow_advance(target) == TERMINATED {
                 self.doc = TERMINATED;
                 return TERMINATED;
@@ -347,19 +372,19 @@ impl<'a> LeafCursor<'a> {
     pub(super) fn shallow_advance(&mut self, target: DocId) -> DocId {
         let floor = if self.block == NONE { 0 } else { self.block };
         let mut b = self.shallow.max(floor);
-        while b > floor && self.entries[b - 1].last_doc >= target {
+        while b > floor && self.entry(b - 1).last_doc >= target {
             b -= 1;
         }
         loop {
             if b >= self.n_blocks || !self.ensure_entry(b) {
-                self.shallow = b.min(self.entries.len().saturating_sub(1));
+                self.shallow = b.min(self.parsed().saturating_sub(1));
                 self.shallow_done = true;
                 return TERMINATED;
             }
-            if self.entries[b].last_doc >= target {
+            if self.entry(b).last_doc >= target {
                 self.shallow = b;
                 self.shallow_done = false;
-                return self.entries[b].last_doc;
+                return self.entry(b).last_doc;
             }
             b += 1;
         }
@@ -377,7 +402,7 @@ impl<'a> LeafCursor<'a> {
         if self.shallow_done {
             return None;
         }
-        let e = self.entries[self.shallow];
+        let e = *self.entry(self.shallow);
         if e.impacts_at == usize::MAX {
             return Some(self.term_impacts);
         }
@@ -462,11 +487,11 @@ impl<'a> LeafCursor<'a> {
     /// Decodes the doc ids of block `b` (its entry must be parsed) and moves
     /// the cursor to its first document.
     pub(super) fn decode_block(&mut self, b: usize) {
-        let e = self.entries[b];
+        let e = *self.entry(b);
         let prev_last = if b == 0 {
             None
         } else {
-            Some(self.entries[b - 1].last_doc)
+            Some(self.entry(b - 1).last_doc)
         };
         let start = self.blocks_start + e.block_off as usize;
         let end = start + e.block_len as usize;

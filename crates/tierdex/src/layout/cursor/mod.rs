@@ -200,6 +200,13 @@ impl<'a> TermCursor<'a> {
         self.leaf.seek(target)
     }
 
+    /// The first block whose skip entry is held: above 0 once a seek
+    /// jumped through the skip table's second level.
+    #[cfg(test)]
+    pub(crate) fn skip_entries_from(&self) -> usize {
+        self.leaf.entries_from
+    }
+
     /// Moves the skip position (not the cursor) to the block holding the
     /// first document `>= target` and returns that block's last document, or
     /// [`TERMINATED`] when no document `>= target` exists.

@@ -229,7 +229,7 @@ impl LeafCursor<'_> {
                 return None;
             }
         }
-        let e = &self.entries[self.block];
+        let e = *self.entry(self.block);
         if self.occ_i > self.i {
             self.occ_i = 0;
             self.occ_sum = 0;
