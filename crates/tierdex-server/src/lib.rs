@@ -564,6 +564,18 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
     }))
 }
 
+/// Marks every answer with the product header the official Elasticsearch
+/// clients check before they accept one (`X-Elastic-Product:
+/// Elasticsearch`): the API this server speaks is Elasticsearch's subset
+/// documented in the README, answered by tierdex (`GET /` says which).
+async fn product_header(mut resp: Response) -> Response {
+    resp.headers_mut().insert(
+        axum::http::HeaderName::from_static("x-elastic-product"),
+        axum::http::HeaderValue::from_static("Elasticsearch"),
+    );
+    resp
+}
+
 /// Makes every error answer JSON in Elasticsearch's shape: the framework's
 /// own rejections (a body over the limit, a method a route does not take,
 /// a malformed request) arrive as plain text or empty, and are rewritten
@@ -667,8 +679,8 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .get(es::get_doc)
                 .head(es::get_doc),
         )
-        .route("/_bulk", post(es::bulk_all))
-        .route("/{index}/_bulk", post(es::bulk))
+        .route("/_bulk", post(es::bulk_all).put(es::bulk_all))
+        .route("/{index}/_bulk", post(es::bulk).put(es::bulk))
         .route("/{index}/_refresh", get(es::refresh).post(es::refresh))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(security::json_writes))
@@ -679,6 +691,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(state.clone(), security::cors))
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::map_response(product_header))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
@@ -746,11 +759,29 @@ async fn not_found() -> ApiError {
 }
 
 /// `GET /`: who answers, as Elasticsearch-style clients expect.
+/// The Elasticsearch API level `GET /` reports in `version.number` (the
+/// clients of its major version accept it); tierdex's own version is
+/// `version.tierdex`.
+pub const ES_API_VERSION: &str = "8.17.0";
+
 async fn info(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "name": "tierdex",
         "cluster_name": state.config.index_name,
-        "version": { "distribution": "tierdex", "number": env!("CARGO_PKG_VERSION") },
+        "cluster_uuid": "_na_",
+        "version": {
+            "number": ES_API_VERSION,
+            "distribution": "tierdex",
+            "tierdex": env!("CARGO_PKG_VERSION"),
+            "build_flavor": "default",
+            "build_type": "tierdex",
+            "build_hash": "unknown",
+            "build_date": "unknown",
+            "build_snapshot": false,
+            "lucene_version": "none",
+            "minimum_wire_compatibility_version": "7.17.0",
+            "minimum_index_compatibility_version": "7.0.0",
+        },
         "tagline": "tierdex: read as needed",
     }))
 }

@@ -596,10 +596,19 @@ pub async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next
 
 /// True for `application/json` and `application/x-ndjson` (any case, any
 /// parameters).
+/// JSON or NDJSON, including the Elasticsearch clients' versioned types
+/// (`application/vnd.elasticsearch+json; compatible-with=9`).
 fn is_json(v: &HeaderValue) -> bool {
     let Ok(s) = v.to_str() else { return false };
     let essence = s.split(';').next().unwrap_or("").trim();
-    essence.eq_ignore_ascii_case("application/json") || essence.eq_ignore_ascii_case("application/x-ndjson")
+    [
+        "application/json",
+        "application/x-ndjson",
+        "application/vnd.elasticsearch+json",
+        "application/vnd.elasticsearch+x-ndjson",
+    ]
+    .iter()
+    .any(|t| essence.eq_ignore_ascii_case(t))
 }
 
 fn has_body(req: &Request) -> bool {
@@ -744,6 +753,8 @@ mod tests {
             ("DELETE", Some("/docs/{id}"), Write),
             ("PUT", Some("/{index}/_doc/{id}"), Write),
             ("POST", Some("/_bulk"), Write),
+            ("PUT", Some("/_bulk"), Write),
+            ("PUT", Some("/{index}/_bulk"), Write),
             ("POST", Some("/refresh"), Write),
             ("GET", Some("/{index}/_refresh"), Write),
             ("POST", Some("/flush"), Admin),

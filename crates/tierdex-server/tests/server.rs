@@ -370,13 +370,90 @@ async fn concurrent_searches_are_exact_and_overload_is_refused() {
 /// skipped loudly, except under CI where it fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_opensearch_python_client_works_unmodified() {
-    let Some(python) = std::env::var_os("TIERDEX_OPENSEARCH_PY") else {
-        assert!(std::env::var_os("CI").is_none(), "CI must set TIERDEX_OPENSEARCH_PY");
-        eprintln!("SKIPPED: set TIERDEX_OPENSEARCH_PY to a python with opensearch-py installed");
+    python_client_session("TIERDEX_OPENSEARCH_PY", "opensearch_client.py", None).await;
+}
+
+/// The official `elasticsearch-py` clients, 8.x and 9.x, unmodified: they
+/// refuse a server whose answers lack the `X-Elastic-Product:
+/// Elasticsearch` header, and 9.x sends its bodies as
+/// `application/vnd.elasticsearch+json; compatible-with=9`. Interpreters
+/// from `TIERDEX_ES8_PY` and `TIERDEX_ES9_PY` (`.ci/run` sets them up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_elasticsearch_python_clients_work_unmodified() {
+    python_client_session("TIERDEX_ES8_PY", "elasticsearch_client.py", Some("8")).await;
+    python_client_session("TIERDEX_ES9_PY", "elasticsearch_client.py", Some("9")).await;
+}
+
+/// What the official Elasticsearch clients check, without them: every
+/// answer (errors included) carries `X-Elastic-Product: Elasticsearch`,
+/// `GET /` has Elasticsearch 8's shape, and writes may declare the clients'
+/// versioned JSON and NDJSON types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_carry_what_the_elasticsearch_clients_check() {
+    let s = start(|_| {}).await;
+    let c = reqwest::Client::new();
+    for path in ["/", "/fruit/_search?q=apple", "/no-such-index/_search", "/nowhere"] {
+        let r = c.get(s.url(path)).send().await.unwrap();
+        assert_eq!(
+            r.headers().get("x-elastic-product").map(|v| v.to_str().unwrap()),
+            Some("Elasticsearch"),
+            "{path}: {}",
+            r.status()
+        );
+    }
+    let (st, v) = get(&s.url("/")).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["version"]["number"], tierdex_server::ES_API_VERSION);
+    assert_eq!(v["version"]["tierdex"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        v["version"]["build_flavor"].is_string() && v["cluster_uuid"].is_string(),
+        "{v}"
+    );
+    let vnd = "application/vnd.elasticsearch+json; compatible-with=9";
+    let r = c
+        .put(s.url("/fruit/_doc/vnd-1?refresh=true"))
+        .header("content-type", vnd)
+        .body(json!({"title": "vnd", "body": "quince"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+    let r = c
+        .put(s.url("/_bulk?refresh=true"))
+        .header(
+            "content-type",
+            "application/vnd.elasticsearch+x-ndjson; compatible-with=9",
+        )
+        .body("{\"index\":{\"_index\":\"fruit\",\"_id\":\"vnd-2\"}}\n{\"title\":\"vnd\",\"body\":\"quince\"}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(es_count(&s, "title:vnd").await, 2);
+    // Other types still refused.
+    let r = c
+        .put(s.url("/fruit/_doc/vnd-3"))
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    s.stop().await;
+}
+
+/// Runs `script` with the Python from `env` against a fresh server and
+/// checks every answer against the engine's own.
+async fn python_client_session(env: &str, script: &str, major: Option<&str>) {
+    let Some(python) = std::env::var_os(env) else {
+        assert!(std::env::var_os("CI").is_none(), "CI must set {env}");
+        eprintln!("SKIPPED: set {env} to a python with the client installed");
         return;
     };
     let s = start(|_| {}).await;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/opensearch_client.py");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(script);
     let url = format!("http://{}", s.addr);
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python)
@@ -390,6 +467,9 @@ async fn the_opensearch_python_client_works_unmodified() {
     .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    if let Some(m) = major {
+        assert_eq!(v["client_major"], m, "{env} runs another major version of the client");
+    }
     assert_eq!(v["ping"], true);
     assert_eq!(v["info"], "tierdex");
     let ids = |x: &Value| {

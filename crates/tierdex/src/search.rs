@@ -10,6 +10,7 @@ use crate::bloom::FilterUse;
 use crate::error::{Error, Result};
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
+use crate::query::boolean::Conjunction;
 pub use crate::query::collector::Hit;
 use crate::query::collector::{Cutoff, Deadline, TopK};
 use crate::query::column::{DocSet, DocSetScorer};
@@ -457,10 +458,14 @@ impl Searcher {
                     if n == 0 {
                         continue;
                     }
-                    let lead: BoxedScorer<'_> = Box::new(DocSetScorer::new(DocSet::Bits(m), 0.0));
-                    let Some(mut led) = plan.scorer_led(build, lead)? else {
+                    let Some(s) = plan.scorer(build)? else {
                         continue;
                     };
+                    // The query's own conjunction keeps its block-max
+                    // windows (joined by this 0-scoring lead, it would
+                    // score every candidate).
+                    let lead: BoxedScorer<'_> = Box::new(DocSetScorer::new(DocSet::Bits(m), 0.0));
+                    let mut led = Conjunction::new(vec![lead, s]);
                     let mut job = SegmentJob {
                         base,
                         top: Some(&mut top),
