@@ -34,6 +34,14 @@ r = client.search(
 out["bool_ids"] = [h["_id"] for h in r["hits"]["hits"]]
 out["bool_highlight"] = r["hits"]["hits"][0].get("highlight", {}).get("body", [""])[0] if r["hits"]["hits"] else ""
 
+r = client.search(index=index, query={"ids": {"values": ["doc-3", "doc-1", "no-such-id"]}}, size=10)
+out["ids_query"] = sorted(h["_id"] for h in r["hits"]["hits"])
+
+r = client.search(index=index, query={"multi_match": {"query": "apple", "fields": ["title", "body"], "type": "most_fields"}}, size=5)
+out["most_fields_ids"] = [h["_id"] for h in r["hits"]["hits"]]
+r = client.search(index=index, query={"multi_match": {"query": "apple", "fields": ["title", "body"]}}, size=5)
+out["best_fields_total"] = r["hits"]["total"]["value"]
+
 out["count"] = client.count(index=index, query={"query_string": {"query": "+cherry -date"}})["count"]
 out["uri_ids"] = [h["_id"] for h in client.search(index=index, q="grape", size=2)["hits"]["hits"]]
 

@@ -469,6 +469,7 @@ async fn python_client_session(env: &str, script: &str, major: Option<&str>) {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     if let Some(m) = major {
         assert_eq!(v["client_major"], m, "{env} runs another major version of the client");
+        assert_eq!(v["ids_query"], json!(["doc-1", "doc-3"]));
     }
     assert_eq!(v["ping"], true);
     assert_eq!(v["info"], "tierdex");
@@ -500,6 +501,16 @@ async fn python_client_session(env: &str, script: &str, major: Option<&str>) {
     assert_eq!(v["delete_again"], 404);
     assert_eq!(v["kumquat_after_delete"], 51);
     assert_eq!(v["bad_field"], "mapper_parsing_exception");
+    if major.is_some() {
+        // most_fields sums the fields' scores, as the query language's
+        // unqualified word over title and body does; best_fields matches
+        // the same documents.
+        assert_eq!(ids(&v["most_fields_ids"]), s.ids("title:apple body:apple", 5));
+        assert_eq!(
+            v["best_fields_total"].as_u64().unwrap(),
+            s.count("title:apple body:apple")
+        );
+    }
     s.stop().await;
 }
 

@@ -723,3 +723,81 @@ fn led_point_walks_match_a_scan() {
         }
     }
 }
+
+/// `ids` (issue #23): the live documents with those ids, alone (constant
+/// score, any order) and as a filter beside text and a typed filter, over
+/// several segments with deletes; absent and deleted ids match nothing.
+#[test]
+fn ids_queries_match_a_scan() {
+    let mut rng = Rng::new(0x0_4d0c);
+    let schema = mapping();
+    let docs: Vec<Document> = (0..400).map(|i| doc(&mut rng, i, i as i64)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = IndexOptions {
+        schema: schema.clone(),
+        segment_docs: 90,
+        merge: false,
+        ..Default::default()
+    };
+    build_index(docs.iter().cloned().map(Ok), dir.path(), &opts).unwrap();
+    let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
+    let deleted: Vec<String> = (0..400).step_by(7).map(|i| format!("d{i}")).collect();
+    w.delete(deleted.clone()).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let rows: Vec<Row> = docs
+        .iter()
+        .filter(|d| !deleted.contains(&d.id))
+        .map(|d| row(&schema, d))
+        .collect();
+    let s = Searcher::open(dir.path()).unwrap();
+    for case in 0..200 {
+        let wanted: Vec<String> = (0..rng.range(0, 12))
+            .map(|_| format!("d{}", rng.range(0, 450)))
+            .collect();
+        let extra = rng.chance(0.4).then(|| filter(&mut rng, &schema));
+        let word = rng.chance(0.4).then(|| rng.pick(&WORDS).to_string());
+        let mut clauses = vec![Clause {
+            occur: if extra.is_some() || word.is_some() {
+                Occur::Filter
+            } else {
+                Occur::Must
+            },
+            query: Query::Ids(wanted.clone()),
+        }];
+        if let Some(f) = &extra {
+            clauses.push(Clause {
+                occur: Occur::Filter,
+                query: f.query.clone(),
+            });
+        }
+        if let Some(w) = &word {
+            clauses.push(Clause {
+                occur: Occur::Must,
+                query: Query::Term {
+                    field: None,
+                    text: w.clone(),
+                },
+            });
+        }
+        let query = Query::Boolean(clauses);
+        let mut want: Vec<String> = rows
+            .iter()
+            .filter(|r| {
+                wanted.contains(&r.id)
+                    && extra.as_ref().is_none_or(|f| (f.test)(r))
+                    && word.as_ref().is_none_or(|w| r.words.contains(w))
+            })
+            .map(|r| r.id.clone())
+            .collect();
+        want.sort();
+        let ctx = format!("case {case}: {query:?}");
+        let got = s.search_parsed(&query, Mode::TopKAndCount, 1000).unwrap();
+        assert_eq!(got.count, Some(want.len() as u64), "{ctx}: count");
+        let mut got_ids = ids(&s, &got);
+        got_ids.sort();
+        assert_eq!(got_ids, want, "{ctx}: hits");
+        let counted = s.search_parsed(&query, Mode::Count, 0).unwrap();
+        assert_eq!(counted.count, Some(want.len() as u64), "{ctx}: count alone");
+    }
+}

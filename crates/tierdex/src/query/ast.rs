@@ -87,6 +87,17 @@ pub enum Query {
         /// The field.
         field: Field,
     },
+    /// The documents with these external ids (`ids`), scored 1.
+    Ids(Vec<String>),
+    /// The union of `queries`, each document scored by its best query plus
+    /// the tie breaker times the others (`dis_max`, and `multi_match`'s
+    /// `best_fields`).
+    DisMax {
+        /// The queries.
+        queries: Vec<Query>,
+        /// The tie breaker (0 to 1), as IEEE bits.
+        tie_bits: u32,
+    },
     /// Another query's matches, scored a constant (`constant_score`).
     ConstantScore {
         /// The query.

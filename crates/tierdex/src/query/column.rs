@@ -426,6 +426,82 @@ impl Weight for MatchAllWeight {
     }
 }
 
+/// The live documents with the given external ids (`ids`), scored
+/// `boost`: looked up once when the plan is made, kept per segment.
+#[derive(Debug)]
+pub struct IdsWeight {
+    /// Per segment (by name): its local documents, sorted.
+    docs: Vec<(String, Vec<DocId>)>,
+    count: u64,
+    boost: f32,
+    key: QueryKey,
+}
+
+impl IdsWeight {
+    /// The documents of `index` whose ids are among `ids` (absent ones
+    /// match nothing).
+    pub fn new(index: &Index, ids: &[String], boost: f32) -> Result<IdsWeight> {
+        let mut by_seg: std::collections::BTreeMap<usize, Vec<DocId>> = Default::default();
+        for id in ids {
+            if let Some((i, local)) = index.find_id(id)?.and_then(|d| index.locate(d)) {
+                by_seg.entry(i).or_default().push(local);
+            }
+        }
+        let mut count = 0;
+        let docs = by_seg
+            .into_iter()
+            .map(|(i, mut d)| {
+                d.sort_unstable();
+                d.dedup();
+                count += d.len() as u64;
+                (index.segments()[i].meta().name.clone(), d)
+            })
+            .collect();
+        let mut sorted: Vec<&String> = ids.iter().collect();
+        sorted.sort();
+        sorted.dedup();
+        Ok(IdsWeight {
+            docs,
+            count,
+            boost,
+            key: QueryKey::Other(format!("ids {sorted:?} {boost}"), Vec::new()),
+        })
+    }
+
+    fn of(&self, seg: &SegmentReader) -> &[DocId] {
+        let name = &seg.meta().name;
+        self.docs.iter().find(|(n, _)| n == name).map_or(&[], |(_, d)| d)
+    }
+}
+
+impl Weight for IdsWeight {
+    fn key(&self) -> &QueryKey {
+        &self.key
+    }
+    fn terms<'a>(&'a self, _positive: bool, _out: &mut Vec<&'a TermWeight>) {}
+    fn scorer<'a>(&self, b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+        let docs = self.of(b.seg);
+        Ok((!docs.is_empty()).then(|| Box::new(DocSetScorer::new(DocSet::List(docs.to_vec()), self.boost)) as BoxedScorer<'a>))
+    }
+    fn bitset_cost(&self) -> Option<f64> {
+        Some(self.count as f64)
+    }
+    fn iteration_cost(&self) -> f64 {
+        self.count as f64
+    }
+    fn matches(&self, seg: &SegmentReader, _cutoff: Option<&Cutoff>) -> Result<BitSet> {
+        let mut b = BitSet::new(seg.max_doc());
+        self.of(seg).iter().for_each(|&d| b.insert(d));
+        Ok(b)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
 /// The documents of a text field that hold at least one token (its norm
 /// is not zero), scored `boost`: `exists` on text.
 #[derive(Debug)]

@@ -6,7 +6,8 @@
 //! Queries: `query_string` and `simple_query_string` (tierdex's query
 //! language, with `default_field`/`fields` and `default_operator`),
 //! `match` (`operator`), `match_phrase`, `match_all`, `match_none`,
-//! `term`, `terms`, `range` (`gt`, `gte`, `lt`, `lte`), `exists`, `bool`
+//! `multi_match` (`best_fields` with `tie_breaker`, `most_fields`;
+//! `operator`), `dis_max` (`tie_breaker`), `ids` (`values`), `term`, `terms`, `range` (`gt`, `gte`, `lt`, `lte`), `exists`, `bool`
 //! (`must`, `should`, `filter`, `must_not`, `minimum_should_match` 1; a
 //! `bool` with only `must_not` clauses, or none, matches every other
 //! document, as in Elasticsearch) and `constant_score` (`filter`, `boost`).
@@ -69,6 +70,18 @@ fn only(kind: &str, o: &Map<String, Value>, allowed: &[&str]) -> Result<()> {
             allowed.join(", ")
         ))),
         None => Ok(()),
+    }
+}
+
+/// A `tie_breaker`: a number from 0 to 1 (0 when absent).
+fn tie_breaker(kind: &str, v: Option<&Value>) -> Result<f32> {
+    match v {
+        None => Ok(0.0),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(t) if (0.0..=1.0).contains(&t) => Ok(t as f32),
+            _ => Err(bad(format!("[{kind}] tie_breaker must be between 0 and 1, not {n}"))),
+        },
+        Some(other) => Err(bad(format!("[{kind}] tie_breaker must be a number, not {other}"))),
     }
 }
 
@@ -271,6 +284,103 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
             only(kind, obj("")?, &[])?;
             Ok(Query::Boolean(Vec::new()))
         }
+        "dis_max" => {
+            let o = obj("")?;
+            only(kind, o, &["queries", "tie_breaker"])?;
+            let qs = match o.get("queries") {
+                Some(Value::Array(a)) if !a.is_empty() => a
+                    .iter()
+                    .map(|q| query(schema, limits, q))
+                    .collect::<Result<Vec<Query>>>()?,
+                _ => return Err(bad("[dis_max] needs `queries`, a non-empty list of queries")),
+            };
+            Ok(Query::DisMax {
+                queries: qs,
+                tie_bits: tie_breaker(kind, o.get("tie_breaker"))?.to_bits(),
+            })
+        }
+        "multi_match" => {
+            let o = obj("")?;
+            only(kind, o, &["query", "fields", "type", "operator", "tie_breaker"])?;
+            let text = match o.get("query") {
+                Some(q) => q.clone(),
+                None => return Err(bad("[multi_match] needs a `query`")),
+            };
+            let fields: Vec<&str> = match o.get("fields") {
+                Some(Value::Array(a)) if !a.is_empty() => a
+                    .iter()
+                    .map(|f| {
+                        f.as_str()
+                            .ok_or_else(|| bad(format!("[multi_match] fields are names, not {f}")))
+                    })
+                    .collect::<Result<Vec<&str>>>()?,
+                Some(Value::String(f)) => vec![f.as_str()],
+                _ => return Err(bad("[multi_match] needs `fields`, a non-empty list of field names")),
+            };
+            if let Some(f) = fields.iter().find(|f| f.contains('^') || f.contains('*')) {
+                return Err(bad(format!(
+                    "[multi_match] field `{f}`: per-field boosts (`^`) and wildcards are not supported; name each field"
+                )));
+            }
+            let mut per_field = Vec::with_capacity(fields.len());
+            for f in &fields {
+                let mut spec = Map::new();
+                spec.insert("query".into(), text.clone());
+                if let Some(op) = o.get("operator") {
+                    spec.insert("operator".into(), op.clone());
+                }
+                let m = serde_json::json!({ "match": { *f: Value::Object(spec) } });
+                per_field.push(query(schema, limits, &m)?);
+            }
+            let ty = match o.get("type") {
+                None => "best_fields",
+                Some(Value::String(t)) => t.as_str(),
+                Some(other) => return Err(bad(format!("[multi_match] type must be a string, not {other}"))),
+            };
+            match ty {
+                "best_fields" => Ok(Query::DisMax {
+                    queries: per_field,
+                    tie_bits: tie_breaker(kind, o.get("tie_breaker"))?.to_bits(),
+                }),
+                "most_fields" => {
+                    if o.contains_key("tie_breaker") {
+                        return Err(bad("[multi_match] tie_breaker applies to type best_fields only"));
+                    }
+                    Ok(Query::Boolean(
+                        per_field
+                            .into_iter()
+                            .map(|q| Clause {
+                                occur: Occur::Should,
+                                query: q,
+                            })
+                            .collect(),
+                    ))
+                }
+                other => Err(bad(format!(
+                    "[multi_match] type `{other}` is not supported (best_fields, most_fields)"
+                ))),
+            }
+        }
+        "ids" => {
+            let o = obj("{\"values\": [..]}")?;
+            only(kind, o, &["values", "boost"])?;
+            let values = match o.get("values") {
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|v| match v {
+                        Value::String(s) => Ok(s.clone()),
+                        Value::Number(n) => Ok(n.to_string()),
+                        other => Err(bad(format!("[ids] values are strings, not {other}"))),
+                    })
+                    .collect::<Result<Vec<String>>>()?,
+                Some(other) => return Err(bad(format!("[ids] values must be a list, not {other}"))),
+                None => return Err(bad("[ids] needs `values`")),
+            };
+            Ok(match boost(kind, o.get("boost"))? {
+                Some(b) => Query::constant_score(Query::Ids(values), b),
+                None => Query::Ids(values),
+            })
+        }
         "term" => {
             let (name, spec) = single(kind, body)?;
             let value = match spec {
@@ -381,7 +491,7 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
         }
         other => Err(bad(format!(
             "query type [{other}] is not supported (query_string, simple_query_string, match, match_phrase, \
-             match_all, match_none, term, terms, range, exists, bool, constant_score)"
+             multi_match, match_all, match_none, ids, term, terms, range, exists, bool, dis_max, constant_score)"
         ))),
     }
 }
@@ -618,6 +728,54 @@ mod tests {
             }
         );
         assert_eq!(q(json!({"match_all": {}})).unwrap(), Query::MatchAll);
+        assert_eq!(
+            q(json!({"ids": {"values": ["a", 7]}})).unwrap(),
+            Query::Ids(vec!["a".into(), "7".into()])
+        );
+        let mm = q(json!({"multi_match": {"query": "a b", "fields": ["body", "tag"], "tie_breaker": 0.3}})).unwrap();
+        let Query::DisMax { queries, tie_bits } = mm else {
+            panic!("{mm:?}")
+        };
+        assert_eq!((queries.len(), f32::from_bits(tie_bits)), (2, 0.3));
+        assert_eq!(queries[0], q(json!({"match": {"body": "a b"}})).unwrap());
+        let most = q(json!({"multi_match": {"query": "a", "fields": ["body"], "type": "most_fields"}})).unwrap();
+        assert_eq!(
+            most,
+            Query::Boolean(vec![Clause {
+                occur: Occur::Should,
+                query: q(json!({"match": {"body": "a"}})).unwrap()
+            }])
+        );
+        let dm = q(json!({"dis_max": {"queries": [{"match_all": {}}, {"match_none": {}}]}})).unwrap();
+        assert!(matches!(dm, Query::DisMax { ref queries, tie_bits: 0 } if queries.len() == 2));
+        for (body, says) in [
+            (
+                json!({"multi_match": {"query": "a", "fields": ["body^2"]}}),
+                "per-field boosts",
+            ),
+            (
+                json!({"multi_match": {"query": "a", "fields": ["body"], "type": "phrase"}}),
+                "type `phrase`",
+            ),
+            (json!({"multi_match": {"query": "a", "fields": []}}), "needs `fields`"),
+            (json!({"multi_match": {"fields": ["body"]}}), "needs a `query`"),
+            (
+                json!({"multi_match": {"query": "a", "fields": ["body"], "tie_breaker": 2}}),
+                "between 0 and 1",
+            ),
+            (
+                json!({"multi_match": {"query": "a", "fields": ["body"], "slop": 2}}),
+                "does not support [slop]",
+            ),
+            (json!({"dis_max": {"queries": []}}), "non-empty list"),
+            (json!({"ids": {"values": "a"}}), "must be a list"),
+            (json!({"ids": {}}), "needs `values`"),
+            (json!({"ids": {"values": [], "type": "x"}}), "does not support [type]"),
+            (json!({"ids": {"values": [{"a": 1}]}}), "values are strings"),
+        ] {
+            let e = q(body.clone()).unwrap_err().to_string();
+            assert!(e.contains(says), "{body}: {e}");
+        }
         let b =
             q(json!({"bool": {"filter": [{"exists": {"field": "tag"}}], "must": {"match": {"body": "a b"}}}})).unwrap();
         let Query::Boolean(c) = b else { panic!() };

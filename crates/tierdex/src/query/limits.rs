@@ -95,6 +95,26 @@ impl QueryLimits {
                 }
             }
             Query::ConstantScore { query, .. } => self.check_node(query, depth + 1, seen)?,
+            Query::DisMax { queries, .. } => {
+                seen.clauses = seen.clauses.saturating_add(queries.len());
+                if seen.clauses > self.max_clauses {
+                    return Err(self.too_many_clauses());
+                }
+                if depth > self.max_depth.min(Self::DEPTH_CEILING) {
+                    return Err(too_large(
+                        format!("groups nested more than {} levels deep", self.max_depth),
+                        "max_depth",
+                    ));
+                }
+                for q in queries {
+                    self.check_node(q, depth + 1, seen)?;
+                }
+            }
+            Query::Ids(ids) => {
+                for id in ids {
+                    self.add_bytes(id.len(), seen)?;
+                }
+            }
             Query::Boolean(children) => {
                 if depth > self.max_depth.min(Self::DEPTH_CEILING) {
                     return Err(too_large(

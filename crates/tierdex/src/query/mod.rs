@@ -6,7 +6,7 @@
 //!   with global statistics (a [`weight::Plan`]).
 //! * A weight per kind of node: [`term`], [`phrase`], [`boolean`],
 //!   [`column`] (terms, ranges and existence on typed fields, match-all,
-//!   constant scores); each
+//!   constant scores, ids), [`dismax`] (the best of several); each
 //!   builds its segment scorer and runs the collection loops compiled for
 //!   it. [`scorer`] defines the cursor contract; [`bm25`] the similarity.
 //! * [`collector`] holds the loops: top-k with block-max pruning, counts;
@@ -19,6 +19,7 @@ internal!(boolean);
 internal!(collector);
 internal!(column);
 internal!(count);
+internal!(dismax);
 pub mod dsl;
 pub mod highlight;
 pub mod limits;

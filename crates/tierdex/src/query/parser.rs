@@ -254,6 +254,29 @@ fn print_query(query: &Query, schema: &Schema, out: &mut String) {
         }
         // The query language has no constant score: the query itself.
         Query::ConstantScore { query, .. } => print_query(query, schema, out),
+        // Nor a maximum: shown as the disjunction it matches like.
+        Query::DisMax { queries, .. } => {
+            out.push('(');
+            for (i, q) in queries.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                print_query(q, schema, out);
+            }
+            out.push(')');
+        }
+        // Nor ids: shown as `_id:` clauses (not read back).
+        Query::Ids(ids) => {
+            out.push('(');
+            for (i, id) in ids.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str("_id:");
+                print_phrase_text(id, out);
+            }
+            out.push(')');
+        }
     }
 }
 

@@ -26,7 +26,8 @@ use std::ops::Bound;
 use crate::column::ColumnKind;
 use crate::error::Error;
 use crate::query::boolean::BooleanWeight;
-use crate::query::column::{ColumnMatch, ColumnWeight, ConstantWeight, MatchAllWeight, NormsExistWeight};
+use crate::query::dismax::DisMaxWeight;
+use crate::query::column::{ColumnMatch, ColumnWeight, ConstantWeight, IdsWeight, MatchAllWeight, NormsExistWeight};
 use crate::schema::value::{convert, Indexed};
 use crate::schema::{FieldEntry, FieldType};
 use crate::query::collector::{self, Cutoff};
@@ -144,6 +145,18 @@ impl<'i> Planner<'i> {
                 }
             },
             ast::Query::Range { field, lower, upper } => self.range(*field, lower, upper).map(Some),
+            ast::Query::Ids(ids) => Ok(Some(Box::new(IdsWeight::new(self.index, ids, 1.0)?))),
+            ast::Query::DisMax { queries, tie_bits } => {
+                let mut subs = Vec::with_capacity(queries.len());
+                for q in queries {
+                    subs.extend(self.node(q)?);
+                }
+                Ok(match subs.len() {
+                    0 => None,
+                    1 => subs.pop(),
+                    _ => Some(Box::new(DisMaxWeight::new(subs, f32::from_bits(*tie_bits))) as Plan),
+                })
+            }
             ast::Query::ConstantScore { query, boost_bits } => Ok(self
                 .node(query)?
                 .map(|p| Box::new(ConstantWeight::new(p, f32::from_bits(*boost_bits))) as Plan)),
