@@ -95,41 +95,37 @@ impl QueryLimits {
                 }
             }
             Query::ConstantScore { query, .. } => self.check_node(query, depth + 1, seen)?,
-            Query::DisMax { queries, .. } => {
-                seen.clauses = seen.clauses.saturating_add(queries.len());
-                if seen.clauses > self.max_clauses {
-                    return Err(self.too_many_clauses());
-                }
-                if depth > self.max_depth.min(Self::DEPTH_CEILING) {
-                    return Err(too_large(
-                        format!("groups nested more than {} levels deep", self.max_depth),
-                        "max_depth",
-                    ));
-                }
-                for q in queries {
-                    self.check_node(q, depth + 1, seen)?;
-                }
-            }
+            Query::DisMax { queries, .. } => self.check_group(queries.iter(), depth, seen)?,
             Query::Ids(ids) => {
                 for id in ids {
                     self.add_bytes(id.len(), seen)?;
                 }
             }
-            Query::Boolean(children) => {
-                if depth > self.max_depth.min(Self::DEPTH_CEILING) {
-                    return Err(too_large(
-                        format!("groups nested more than {} levels deep", self.max_depth),
-                        "max_depth",
-                    ));
-                }
-                seen.clauses = seen.clauses.saturating_add(children.len());
-                if seen.clauses > self.max_clauses {
-                    return Err(self.too_many_clauses());
-                }
-                for c in children {
-                    self.check_node(&c.query, depth + 1, seen)?;
-                }
-            }
+            Query::Boolean(children) => self.check_group(children.iter().map(|c| &c.query), depth, seen)?,
+        }
+        Ok(())
+    }
+
+    /// A group of `children` at `depth` (a boolean's clauses, a `dis_max`'s
+    /// queries): its nesting, its clauses against the total, then each child.
+    fn check_group<'q>(
+        &self,
+        children: impl ExactSizeIterator<Item = &'q Query>,
+        depth: usize,
+        seen: &mut Seen,
+    ) -> Result<()> {
+        if depth > self.max_depth.min(Self::DEPTH_CEILING) {
+            return Err(too_large(
+                format!("groups nested more than {} levels deep", self.max_depth),
+                "max_depth",
+            ));
+        }
+        seen.clauses = seen.clauses.saturating_add(children.len());
+        if seen.clauses > self.max_clauses {
+            return Err(self.too_many_clauses());
+        }
+        for q in children {
+            self.check_node(q, depth + 1, seen)?;
         }
         Ok(())
     }

@@ -351,10 +351,8 @@ pub fn search(
         }
         // A range on the sort field alone: its points, in order, are the
         // matches.
-        let exact = match spec {
-            [SortField {
-                by: SortBy::Field(f), ..
-            }] if count.is_none() && after.is_none() && !match_all => plan.exact_code_range(*f),
+        let exact = match sort_field(spec) {
+            Some(f) if count.is_none() && after.is_none() && !match_all => plan.exact_code_range(f),
             _ => None,
         };
         if let Some(range) = exact {
@@ -418,17 +416,10 @@ pub fn search(
             // The walk visits about n * max_doc / matches points (all of
             // them within the query's bounds on the field, if it has some);
             // reading the matches' own values costs one read each.
-            let bounds = match spec {
-                [SortField {
-                    by: SortBy::Field(f), ..
-                }] => plan.code_bounds(*f),
-                _ => None,
-            };
-            let points = match spec {
-                [SortField {
-                    by: SortBy::Field(f), ..
-                }] => points_within(seg, *f, bounds)?,
-                _ => seg.max_doc() as u64,
+            let bounds = sort_field(spec).and_then(|f| plan.code_bounds(f));
+            let points = match sort_field(spec) {
+                Some(f) => points_within(seg, f, bounds)?,
+                None => seg.max_doc() as u64,
             };
             let walk = n as f64 * points as f64 / matches.max(1) as f64;
             if walk <= 2.0 * matches as f64 {
@@ -601,6 +592,26 @@ fn to_strings(cands: &mut [Cand], spec: &[SortField], readers: &mut [Option<Colu
     Ok(())
 }
 
+/// The one field `spec` sorts by, when it sorts by one field.
+fn sort_field(spec: &[SortField]) -> Option<Field> {
+    match spec {
+        [SortField {
+            by: SortBy::Field(f), ..
+        }] => Some(*f),
+        _ => None,
+    }
+}
+
+/// The points a walk of `r` visits: those within `bounds` when the column
+/// is single-valued (a document's sort value is then its only value), else
+/// all of them; and whether the bounds applied.
+fn walk_run(r: &mut ColumnReader<'_>, bounds: Option<(u64, u64)>) -> Result<(crate::column::PointRun, bool)> {
+    Ok(match bounds.filter(|_| !r.meta().multi) {
+        Some((lo, hi)) => (r.point_run(lo, hi)?, true),
+        None => (r.all_points(), false),
+    })
+}
+
 /// The points of `field` in `seg` a walk visits: those within `bounds`
 /// (where the column is single-valued), else all of them.
 fn points_within(seg: &crate::index::SegmentReader, field: Field, bounds: Option<(u64, u64)>) -> Result<u64> {
@@ -609,10 +620,7 @@ fn points_within(seg: &crate::index::SegmentReader, field: Field, bounds: Option
         let Some(mut r) = p.columns().and_then(|c| c.reader(field.id())) else {
             continue;
         };
-        let run = match bounds.filter(|_| !r.meta().multi) {
-            Some((lo, hi)) => r.point_run(lo, hi)?,
-            None => r.all_points(),
-        };
+        let (run, _) = walk_run(&mut r, bounds)?;
         total += run.end - run.start;
     }
     Ok(total)
@@ -681,11 +689,7 @@ fn walk_points_led(
         let multi = r.meta().multi;
         // Every match has a value within the query's bounds on the field
         // (a range on it, say): only their points are walked.
-        let bounded = plan.code_bounds(field).filter(|_| !multi);
-        let all = match bounded {
-            Some((lo, hi)) => r.point_run(lo, hi)?,
-            None => r.all_points(),
-        };
+        let (all, bounded) = walk_run(&mut r, plan.code_bounds(field))?;
         let mut seen = std::collections::HashSet::new();
         let mut found: Vec<Cand> = Vec::new();
         // The first chunk's share of this part's walk.
@@ -806,7 +810,7 @@ fn walk_points_led(
                 score: 0.0,
             }));
         }
-        if found.len() < n && bounded.is_none() && r.meta().docs_with_value < p.max_doc {
+        if found.len() < n && !bounded && r.meta().docs_with_value < p.max_doc {
             // Matches without a value would follow: the caller's path
             // handles them.
             return Ok(Led::Declined);
@@ -862,15 +866,11 @@ fn walk_points(
         let keyword = r.meta().kind == ColumnKind::Keyword;
         // Every accepted document has a value within `bounds`: only their
         // points are walked (a document's sort value is its only value).
-        let bounded = bounds.filter(|_| !r.meta().multi);
-        if bounds.is_some() && bounded.is_none() && accept.is_none() {
+        let (all, bounded) = walk_run(&mut r, bounds)?;
+        if bounds.is_some() && !bounded && accept.is_none() {
             // The bounds are the matches: a multi-valued column cannot walk them.
             return Ok(None);
         }
-        let all = match bounded {
-            Some((lo, hi)) => r.point_run(lo, hi)?,
-            None => r.all_points(),
-        };
         let mut seen = std::collections::HashSet::new();
         let mut found: Vec<Cand> = Vec::new();
         let mut pos_iter: Box<dyn Iterator<Item = u64>> = if f.descending {
@@ -918,10 +918,10 @@ fn walk_points(
         found.truncate(n);
         let valueless = match (accept, bounded) {
             // Every wanted document has a value within the bounds.
-            (_, Some(_)) => false,
+            (_, true) => false,
             // Some wanted document may have no value.
-            (Some(_), None) => r.meta().docs_with_value < p.max_doc,
-            (None, None) => (seen.len() as u64) < p.max_doc as u64,
+            (Some(_), false) => r.meta().docs_with_value < p.max_doc,
+            (None, false) => (seen.len() as u64) < p.max_doc as u64,
         };
         if found.len() < n && valueless {
             // Fewer live documents with values than wanted: the missing
