@@ -393,6 +393,27 @@ fn check(s: &Searcher, rows: &[Row], rng: &mut Rng, cases: usize, context: &str)
             "{ctx}: search_after chain, sort {spec:?}"
         );
         assert!(n >= want_ids.len().min(12 * size), "{ctx}: chain stopped early");
+        // Ordered by score without a text query: every match scores the
+        // same, and a top-k without a count (which stops once its hits
+        // cannot be beaten) is the head of the whole ranked list.
+        if word.is_none() {
+            let all = s.search_parsed(&query, Mode::TopKAndCount, 10_000).unwrap();
+            let mut got_set = ids(s, &all);
+            got_set.sort();
+            let mut want_set = want_ids.clone();
+            want_set.sort();
+            assert_eq!(got_set, want_set, "{ctx}: constant-score matches");
+            if let Some(first) = all.hits.first() {
+                assert!(
+                    all.hits.iter().all(|h| h.score == first.score),
+                    "{ctx}: constant scores"
+                );
+            }
+            let k = rng.range(1, 10);
+            let top = s.search_parsed(&query, Mode::TopK, k).unwrap();
+            let head: Vec<String> = ids(s, &all).into_iter().take(k).collect();
+            assert_eq!(ids(s, &top), head, "{ctx}: constant-score top {k}");
+        }
         // Ordered by score: the text query's own hits, filtered.
         if let Some(w) = &word {
             let text = Query::Term {
@@ -416,6 +437,8 @@ fn check(s: &Searcher, rows: &[Row], rng: &mut Rng, cases: usize, context: &str)
                 filtered[..k.min(filtered.len())].to_vec(),
                 "{ctx}: scored top {k}"
             );
+            let pruned = s.search_parsed(&query, Mode::TopK, k).unwrap();
+            assert_eq!(ids(s, &pruned), scored_ids, "{ctx}: scored top {k} without a count");
         }
     }
 }

@@ -435,6 +435,9 @@ pub struct Conjunction<S> {
     /// summed in this order, so a document's score does not depend on the
     /// segment's statistics (float addition is not associative).
     given: Vec<usize>,
+    /// `subs[1..checks]` confirm the lead's candidates in constant time;
+    /// `subs[checks..approx]` leapfrog; the rest are two-phase.
+    checks: usize,
     approx: usize,
     doc: DocId,
     min_comp: f32,
@@ -453,16 +456,27 @@ impl<S: Scorer> Conjunction<S> {
     pub fn new(mut subs: Vec<S>) -> Self {
         assert!(!subs.is_empty(), "conjunction of nothing");
         // Cheap clauses first (by cost), expensive-to-confirm ones last; at
-        // least one clause iterates.
+        // least one clause iterates. Right behind the lead come the clauses
+        // that confirm a document in constant time (bit sets): a lead's
+        // candidate is tested against them before any other clause seeks.
         let mut order: Vec<usize> = (0..subs.len()).collect();
         order.sort_by_key(|&i| (subs[i].two_phase(), subs[i].cost()));
+        order[1..].sort_by_key(|&i| match (subs[i].two_phase(), subs[i].random_access()) {
+            (false, true) => 0,
+            (false, false) => 1,
+            (true, _) => 2,
+        });
         let mut given = vec![0; subs.len()];
         for (at, &i) in order.iter().enumerate() {
             given[i] = at;
         }
         let mut slots: Vec<Option<S>> = subs.drain(..).map(Some).collect();
         let subs: Vec<S> = order.iter().map(|&i| slots[i].take().unwrap()).collect();
-        let approx = subs.iter().filter(|s| !s.two_phase()).count().max(1);
+        let checks = 1 + subs[1..]
+            .iter()
+            .take_while(|s| !s.two_phase() && s.random_access())
+            .count();
+        let approx = checks + subs[checks..].iter().filter(|s| !s.two_phase()).count();
         let max_score = subs.iter().map(|s| s.max_score()).sum();
         let windows = approx < 2
             || subs[0].max_score() > 0.0
@@ -470,6 +484,7 @@ impl<S: Scorer> Conjunction<S> {
         let mut c = Conjunction {
             subs,
             given,
+            checks,
             approx,
             doc: 0,
             min_comp: 0.0,
@@ -525,7 +540,13 @@ impl<S: Scorer> Conjunction<S> {
                 continue;
             }
             target = lead;
-            for i in 1..self.approx {
+            for i in 1..self.checks {
+                if !self.subs[i].matches_at(target) {
+                    target += 1;
+                    continue 'outer;
+                }
+            }
+            for i in self.checks..self.approx {
                 let d = self.subs[i].seek(target);
                 if d > target {
                     target = d;
@@ -594,6 +615,14 @@ impl<S: Scorer> Scorer for Conjunction<S> {
     }
     fn two_phase(&self) -> bool {
         self.subs[0].two_phase()
+    }
+    /// Summed as [`Scorer::score`] sums, so it equals every match's score.
+    fn constant_score(&self) -> Option<f32> {
+        let mut sum = 0.0;
+        for &i in &self.given {
+            sum += self.subs[i].constant_score()?;
+        }
+        Some(sum)
     }
     fn set_count_only(&mut self) {
         self.subs.iter_mut().for_each(|s| s.set_count_only());
@@ -985,6 +1014,9 @@ impl<R: Scorer, E: Scorer> Scorer for ReqExcl<R, E> {
     }
     fn two_phase(&self) -> bool {
         self.req.two_phase()
+    }
+    fn constant_score(&self) -> Option<f32> {
+        self.req.constant_score()
     }
     fn matches_at(&mut self, target: DocId) -> bool {
         self.req.matches_at(target) && !self.excl.matches_at(target)

@@ -196,6 +196,13 @@ pub fn top_k<S: Scorer + ?Sized>(
     deadline: &mut Deadline,
 ) -> bool {
     let counting = count.is_some();
+    let constant = s.constant_score();
+    // Segments come in increasing document order: once the top-k is full
+    // of scores no match here can beat, every match here loses the tie.
+    let settled = |top: &TopK| constant.is_some_and(|c| top.threshold().is_some_and(|t| t >= c));
+    if !counting && settled(top) {
+        return true;
+    }
     if let (false, Some(t)) = (counting, top.prune_below()) {
         s.set_min_competitive_score(t);
     }
@@ -235,6 +242,9 @@ pub fn top_k<S: Scorer + ?Sized>(
         }
         let score = s.score();
         if top.insert(base + doc, score) && !counting {
+            if settled(top) {
+                break;
+            }
             if let Some(t) = top.prune_below() {
                 s.set_min_competitive_score(t);
             }

@@ -668,6 +668,12 @@ impl<S: Scorer> Scorer for ConstScorer<S> {
     fn two_phase(&self) -> bool {
         self.inner.two_phase()
     }
+    fn random_access(&self) -> bool {
+        self.inner.random_access()
+    }
+    fn constant_score(&self) -> Option<f32> {
+        Some(self.boost)
+    }
     fn matches_at(&mut self, target: DocId) -> bool {
         self.inner.matches_at(target)
     }
@@ -770,6 +776,28 @@ impl Scorer for DocSetScorer {
     }
     fn block_max_score(&mut self) -> f32 {
         self.boost
+    }
+    fn random_access(&self) -> bool {
+        matches!(self.docs, DocSet::Bits(_))
+    }
+    fn constant_score(&self) -> Option<f32> {
+        Some(self.boost)
+    }
+    #[inline]
+    fn matches_at(&mut self, target: DocId) -> bool {
+        match &self.docs {
+            DocSet::Bits(b) => {
+                if target <= self.doc {
+                    return target == self.doc;
+                }
+                let hit = b.contains(target);
+                if hit {
+                    self.doc = target;
+                }
+                hit
+            }
+            DocSet::List(_) => self.seek(target) == target,
+        }
     }
     fn take_error(&mut self) -> Option<Error> {
         None
@@ -944,6 +972,9 @@ impl Scorer for CheckScorer<'_> {
     fn two_phase(&self) -> bool {
         true
     }
+    fn constant_score(&self) -> Option<f32> {
+        Some(self.boost)
+    }
     #[inline]
     fn matches_at(&mut self, target: DocId) -> bool {
         if target >= self.max_doc {
@@ -1016,6 +1047,12 @@ impl Scorer for AllScorer {
     }
     fn block_max_score(&mut self) -> f32 {
         self.boost
+    }
+    fn random_access(&self) -> bool {
+        true
+    }
+    fn constant_score(&self) -> Option<f32> {
+        Some(self.boost)
     }
     fn take_error(&mut self) -> Option<Error> {
         None

@@ -44,6 +44,18 @@ pub trait Scorer {
     fn two_phase(&self) -> bool {
         false
     }
+    /// True for nodes that confirm any document in constant time (a bit
+    /// set): a conjunction led by another clause tests them with
+    /// [`Scorer::matches_at`] instead of leapfrogging through them.
+    fn random_access(&self) -> bool {
+        false
+    }
+    /// The score of every match, when all score exactly the same (filters,
+    /// `constant_score`, `match_all`): a top-k full of such scores is final,
+    /// as later documents lose the ties.
+    fn constant_score(&self) -> Option<f32> {
+        None
+    }
     /// Whether `target` (`>=` every earlier target) matches; afterwards
     /// `score` is valid if it does. Unlike `seek`, never does work beyond
     /// `target`.
@@ -90,6 +102,12 @@ impl<S: Scorer + ?Sized> Scorer for Box<S> {
     }
     fn two_phase(&self) -> bool {
         (**self).two_phase()
+    }
+    fn random_access(&self) -> bool {
+        (**self).random_access()
+    }
+    fn constant_score(&self) -> Option<f32> {
+        (**self).constant_score()
     }
     fn matches_at(&mut self, target: DocId) -> bool {
         (**self).matches_at(target)
