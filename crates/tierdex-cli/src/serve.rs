@@ -12,13 +12,24 @@ use crate::tier::parse_bytes;
 /// Options of `tierdex serve`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  POST /docs             JSON array or JSON lines of {id,title,body}; ?refresh=true\n  DELETE /docs/{id}, POST /refresh, POST /flush\n  Elasticsearch-compatible: GET|POST /{index}/_search, /{index}/_count (query_string, match,\n    match_phrase, term, bool; size, track_total_hits, highlight, _source), PUT /{index},\n    POST /{index}/_doc, PUT|DELETE /{index}/_doc/{id}, POST /_bulk, /{index}/_bulk, /{index}/_refresh\n\nSECURITY:\n  Writes need Content-Type application/json (or application/x-ndjson), else 415. Requests with an\n  Origin header are refused (403) unless --cors-allow-origin allows that origin.\n  --auth FILE (JSON) names API keys and basic-auth users, each with an argon2 hash and a role:\n    {\"api_keys\": [{\"id\": \"ingest\", \"hash\": \"$argon2id$...\", \"role\": \"write\"}],\n     \"users\":    [{\"name\": \"ada\",   \"hash\": \"$argon2id$...\", \"role\": \"admin\"}]}\n  Roles: read (search, count, stats, GET /), write (read + document writes, refresh),\n  admin (everything: flush, PUT /{index}, /metrics). /health stays open. Clients send\n  `Authorization: ApiKey base64(id:key)` (or `Bearer base64(id:key)`) or `Basic base64(name:password)`;\n  401 without valid credentials, 403 when the role is not enough.\n  `tierdex serve --hash-password < secret` prints a hash; `tierdex serve --new-api-key ID --role write`\n  prints a new key's file entry and the header to send. A non-loopback --addr needs --auth or --insecure."
+    after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  POST /docs             JSON array or JSON lines of {id,title,body}; ?refresh=true\n  DELETE /docs/{id}, POST /refresh, POST /flush\n  Elasticsearch-compatible: GET|POST /{index}/_search, /{index}/_count (query_string, match,\n    match_phrase, term, bool; size, track_total_hits, highlight, _source), PUT /{index},\n    POST /{index}/_doc, PUT|DELETE /{index}/_doc/{id}, POST /_bulk, /{index}/_bulk, /{index}/_refresh\n  With --data DIR (many indices): PUT|GET|DELETE /{index} (mappings, settings, aliases),\n    /{index}/_settings, GET /_cat/indices, /_cat/health, /_cat/aliases, /_cluster/health,\n    POST /_aliases, PUT|DELETE /{index}/_alias/{name}, GET /_alias/{name}; the first write to a\n    new index creates it (--no-auto-create-index: 404)\n\nSECURITY:\n  Writes need Content-Type application/json (or application/x-ndjson), else 415. Requests with an\n  Origin header are refused (403) unless --cors-allow-origin allows that origin.\n  --auth FILE (JSON) names API keys and basic-auth users, each with an argon2 hash and a role:\n    {\"api_keys\": [{\"id\": \"ingest\", \"hash\": \"$argon2id$...\", \"role\": \"write\"}],\n     \"users\":    [{\"name\": \"ada\",   \"hash\": \"$argon2id$...\", \"role\": \"admin\"}]}\n  Roles: read (search, count, stats, GET /), write (read + document writes, refresh),\n  admin (everything: flush, PUT /{index}, /metrics). /health stays open. Clients send\n  `Authorization: ApiKey base64(id:key)` (or `Bearer base64(id:key)`) or `Basic base64(name:password)`;\n  401 without valid credentials, 403 when the role is not enough.\n  `tierdex serve --hash-password < secret` prints a hash; `tierdex serve --new-api-key ID --role write`\n  prints a new key's file entry and the header to send. A non-loopback --addr needs --auth or --insecure."
 )]
 pub struct Args {
-    /// Index directory.
-    #[arg(required_unless_present_any = ["hash_password", "new_api_key"])]
+    /// Index directory (one index).
+    #[arg(required_unless_present_any = ["hash_password", "new_api_key", "data"])]
     dir: Option<PathBuf>,
-    /// Create an empty index with this strategy if DIR holds none.
+    /// A data directory holding many indices, one per subdirectory
+    /// (created if missing): indices are created by `PUT /{index}` or
+    /// their first write, listed by `GET /_cat/indices`, deleted by
+    /// `DELETE /{index}`, and named through aliases (`POST /_aliases`).
+    #[arg(long, conflicts_with_all = ["dir", "index_name"])]
+    data: Option<PathBuf>,
+    /// With --data: a write to an index that does not exist is a 404
+    /// instead of creating it with a dynamic mapping.
+    #[arg(long, requires = "data")]
+    no_auto_create_index: bool,
+    /// Create an empty index with this strategy if DIR holds none (with
+    /// --data: the strategy of new indices unless their settings name one).
     #[arg(long, value_parser = |s: &str| s.parse::<tierdex::update::Strategy>().map_err(|e| e.to_string()))]
     create: Option<tierdex::update::Strategy>,
     /// Serve searches only: no updates, no lock on the index.
@@ -169,11 +180,15 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(id) = &a.new_api_key {
         return new_api_key(id, &a.role);
     }
-    let dir = a.dir.clone().context("the index directory is missing")?;
+    let dir = match (&a.dir, &a.data) {
+        (Some(d), _) => d.clone(),
+        (None, Some(d)) => d.clone(),
+        (None, None) => anyhow::bail!("the index directory (or --data DIR) is missing"),
+    };
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
-    if a.create.is_none() || a.read_only {
+    if (a.create.is_none() || a.read_only) && a.data.is_none() {
         existing_dir(dir.to_str().unwrap_or_default()).map_err(anyhow::Error::msg)?;
     }
     if a.refresh_ms == 0 {
@@ -198,6 +213,8 @@ pub fn run(a: Args) -> Result<()> {
         anyhow::bail!("the --cors-* options take effect only with --cors-allow-origin");
     }
     let mut config = tierdex_server::ServerConfig::new(dir.clone());
+    config.data = a.data.clone();
+    config.auto_create_index = !a.no_auto_create_index;
     config.read_only = a.read_only;
     config.create = a.create;
     config.refresh_interval = Duration::from_millis(a.refresh_ms);
@@ -235,7 +252,10 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(n) = a.index_name {
         config.index_name = n;
     }
-    let name = config.index_name.clone();
+    let name = match &a.data {
+        Some(d) => format!("data directory {}", d.display()),
+        None => format!("index [{}]", config.index_name),
+    };
     let auth = if config.auth.is_some() {
         "authentication on"
     } else {
@@ -251,14 +271,12 @@ pub fn run(a: Args) -> Result<()> {
         state.clone(),
         a.addr,
         |addr| {
-            eprintln!(
-                "serving index [{name}] on http://{addr} with {threads} query threads, {auth} (SIGTERM or Ctrl-C stops)"
-            )
+            eprintln!("serving {name} on http://{addr} with {threads} query threads, {auth} (SIGTERM or Ctrl-C stops)")
         },
         tierdex_server::termination(),
     ))?;
-    if state.writer().is_some() {
-        eprintln!("flushing the buffer");
+    if !state.config().read_only {
+        eprintln!("flushing the buffers");
         state.flush().context("flushing on shutdown")?;
     }
     eprintln!("stopped");

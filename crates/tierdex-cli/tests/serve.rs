@@ -161,3 +161,91 @@ fn helpers_make_a_working_authentication_file() {
     );
     assert!(err.contains("authentication on"), "{err}");
 }
+
+/// Sends one HTTP/1.1 request to `addr` (retrying the connection while the
+/// server starts) and returns the raw answer.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let started = Instant::now();
+    loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(mut s) => {
+                s.write_all(req.as_bytes()).unwrap();
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                return out;
+            }
+            Err(_) if started.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// `tierdex serve --data DIR` holds many indices, created over HTTP, and
+/// finds them again when started anew; it takes no index directory too.
+#[test]
+fn a_data_directory_is_served_and_found_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = tierdex()
+        .args(["serve", "idx", "--data", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "an index directory and --data together");
+    for round in 0..2 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut server = tierdex()
+            .args([
+                "serve",
+                "--data",
+                data.to_str().unwrap(),
+                "--addr",
+                &addr,
+                "--threads",
+                "1",
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if round == 0 {
+            let a = http(
+                &addr,
+                "PUT",
+                "/notes",
+                "{\"mappings\": {\"properties\": {\"text\": {\"type\": \"text\"}}}}",
+            );
+            assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+            let a = http(
+                &addr,
+                "PUT",
+                "/notes/_doc/n1?refresh=true",
+                "{\"text\": \"buy apples\"}",
+            );
+            assert!(a.starts_with("HTTP/1.1 201"), "{a}");
+        }
+        let listed = http(&addr, "GET", "/_cat/indices?h=index,docs.count", "");
+        let count = http(
+            &addr,
+            "POST",
+            "/notes/_count",
+            "{\"query\": {\"match\": {\"text\": \"apples\"}}}",
+        );
+        // SAFETY: kill only sends a signal to the child this test started.
+        unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+        let status = server.wait().unwrap();
+        let mut err = String::new();
+        server.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(status.success(), "{err}");
+        assert!(err.contains("data directory"), "{err}");
+        assert!(listed.contains("notes"), "round {round}: {listed}");
+        assert!(count.contains("\"count\":1"), "round {round}: {count}");
+    }
+}

@@ -9,8 +9,13 @@
 //!   [`tierdex::aggs`]; `size: 0` for the aggregations alone).
 //! * Documents: `GET|HEAD /{index}/_doc/{id}` (real time: every
 //!   acknowledged write, refreshed or not), `_mget`.
-//! * Mappings: `PUT /{index}` with `mappings` (while the index is empty),
-//!   `GET /{index}/_mapping`, `PUT /{index}/_mapping` (new fields).
+//! * Indices (see [`crate::indices`]): `PUT /{index}` with `mappings`,
+//!   `settings` and `aliases` (serving one directory: `mappings` while the
+//!   index is empty), `GET|HEAD|DELETE /{index}`, `GET /{index}/_settings`,
+//!   `GET /{index}/_mapping`, `PUT /{index}/_mapping` (new fields); a path's
+//!   index may be an alias or, where several fit, a comma-separated list or
+//!   a `*` pattern. `_cat`, `_cluster/health` and the alias APIs are in
+//!   [`crate::admin`].
 //! * Writes: `POST /{index}/_doc`, `PUT|POST /{index}/_doc/{id}`, `DELETE
 //!   /{index}/_doc/{id}`, `POST /_bulk` and `/{index}/_bulk` (NDJSON
 //!   `index`, `create` and `delete` actions), `/{index}/_refresh`,
@@ -36,7 +41,8 @@ use tierdex::search::Mode;
 use tierdex::update::wal::Op;
 use tierdex::Document;
 
-use crate::{ApiError, AppState, SearchJob, WriteParams, Written, MAX_K};
+use crate::indices::AliasAction;
+use crate::{ApiError, AppState, IndexHandle, IndexSettings, SearchJob, WriteParams, Written, MAX_K};
 
 /// URI parameters (`?q=...&size=...`).
 #[derive(Debug, Default, Deserialize)]
@@ -53,8 +59,8 @@ pub struct UriParams {
 
 /// Translates an Elasticsearch query object into a query over `schema`'s
 /// fields (see [`tierdex::query::dsl`]).
-pub fn translate(state: &AppState, schema: &Schema, v: &Value) -> Result<Query, ApiError> {
-    let limits = *state.searcher().query_limits();
+pub fn translate(ix: &IndexHandle, schema: &Schema, v: &Value) -> Result<Query, ApiError> {
+    let limits = *ix.searcher().query_limits();
     tierdex::query::dsl::query(schema, &limits, v).map_err(|e| match &e {
         tierdex::Error::Query(_) => {
             let text = v
@@ -67,19 +73,16 @@ pub fn translate(state: &AppState, schema: &Schema, v: &Value) -> Result<Query, 
     })
 }
 
-fn check_index(state: &AppState, index: &str) -> Result<(), ApiError> {
-    if index == state.config().index_name || index == "_all" || index == "*" {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "index_not_found_exception",
-            format!(
-                "no such index [{index}] (this server holds [{}])",
-                state.config().index_name
-            ),
-        ))
-    }
+/// The one index a request names (an index, an alias of one, or a
+/// pattern matching one).
+fn one_index(state: &AppState, index: &str) -> Result<Arc<IndexHandle>, ApiError> {
+    state.indices().resolve_one(index)
+}
+
+/// The index a write to `index` goes to (created on the first write in a
+/// data directory).
+fn write_index(state: &AppState, index: &str) -> Result<Arc<IndexHandle>, ApiError> {
+    state.indices().write_target(index, state.config(), true)
 }
 
 /// An Elasticsearch time value (`500ms`, `2s`, `1m`): a whole number and a
@@ -129,10 +132,10 @@ fn body_count(body: &Value, key: &str) -> Result<Option<u64>, ApiError> {
 
 /// The query of a request: the body's `query`, or `?q=`, or (neither)
 /// every document.
-fn request_query(state: &AppState, body: &Value, uri: &UriParams) -> Result<(Query, String), ApiError> {
-    let searcher = state.searcher();
+fn request_query(ix: &IndexHandle, body: &Value, uri: &UriParams) -> Result<(Query, String), ApiError> {
+    let searcher = ix.searcher();
     match (body.get("query"), &uri.q) {
-        (Some(q), _) => Ok((translate(state, searcher.schema(), q)?, q.to_string())),
+        (Some(q), _) => Ok((translate(ix, searcher.schema(), q)?, q.to_string())),
         (None, Some(q)) => Ok((searcher.parse(q).map_err(|e| ApiError::from_engine(q, e))?, q.clone())),
         (None, None) => Ok((Query::MatchAll, "*:*".into())),
     }
@@ -157,10 +160,10 @@ fn prelude(
     index: &str,
     uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
     body: &axum::body::Bytes,
-) -> Result<(UriParams, Value), ApiError> {
-    check_index(state, index)?;
+) -> Result<(Arc<IndexHandle>, UriParams, Value), ApiError> {
+    let ix = one_index(state, index)?;
     let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    Ok((uri, body_value(body)?))
+    Ok((ix, uri, body_value(body)?))
 }
 
 /// `GET|POST /{index}/_search`.
@@ -170,7 +173,7 @@ pub async fn search(
     uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let (uri, body) = prelude(&state, &index, uri, &body)?;
+    let (ix, uri, body) = prelude(&state, &index, uri, &body)?;
     for key in body.as_object().into_iter().flat_map(|o| o.keys()) {
         if ![
             "query",
@@ -193,7 +196,7 @@ pub async fn search(
         }
     }
     let from = body_count(&body, "from")?.or(uri.from).unwrap_or(0) as usize;
-    let (query, text) = request_query(&state, &body, &uri)?;
+    let (query, text) = request_query(&ix, &body, &uri)?;
     let size = match body_count(&body, "size")? {
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         None => uri.size.unwrap_or(10),
@@ -203,7 +206,7 @@ pub async fn search(
             "[size] {size} is above the limit of {MAX_K}"
         )));
     }
-    let schema = state.searcher().schema().clone();
+    let schema = ix.searcher().schema().clone();
     let sort = match body.get("sort") {
         Some(v) => tierdex::query::dsl::sort(&schema, v).map_err(ApiError::engine)?,
         None => Vec::new(),
@@ -214,7 +217,7 @@ pub async fn search(
     };
     let aggs = match body.as_object() {
         Some(o) => {
-            let limits = *state.searcher().query_limits();
+            let limits = *ix.searcher().query_limits();
             tierdex::aggs::Aggregations::from_body(&schema, &limits, o).map_err(ApiError::engine)?
         }
         None => None,
@@ -251,21 +254,24 @@ pub async fn search(
         (None, None) => state.config().default_timeout,
     };
     let answer = state
-        .search(SearchJob {
-            text,
-            query,
-            mode,
-            k: size,
-            source,
-            from,
-            sort,
-            search_after,
-            highlight,
-            timeout,
-            aggs,
-        })
+        .search(
+            &ix,
+            SearchJob {
+                text,
+                query,
+                mode,
+                k: size,
+                source,
+                from,
+                sort,
+                search_after,
+                highlight,
+                timeout,
+                aggs,
+            },
+        )
         .await?;
-    let name = &state.config().index_name;
+    let name = ix.name();
     let hits: Vec<Value> = answer
         .hits
         .iter()
@@ -314,27 +320,30 @@ pub async fn count(
     uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let (uri, body) = prelude(&state, &index, uri, &body)?;
+    let (ix, uri, body) = prelude(&state, &index, uri, &body)?;
     if let Some(k) = body.as_object().and_then(|o| o.keys().find(|k| *k != "query")) {
         return Err(ApiError::bad_request(format!(
             "[{k}] is not supported in a count request"
         )));
     }
-    let (query, text) = request_query(&state, &body, &uri)?;
+    let (query, text) = request_query(&ix, &body, &uri)?;
     let answer = state
-        .search(SearchJob {
-            text,
-            query,
-            mode: Mode::Count,
-            k: 0,
-            source: None,
-            from: 0,
-            sort: Vec::new(),
-            search_after: None,
-            highlight: None,
-            timeout: state.config().default_timeout,
-            aggs: None,
-        })
+        .search(
+            &ix,
+            SearchJob {
+                text,
+                query,
+                mode: Mode::Count,
+                k: 0,
+                source: None,
+                from: 0,
+                sort: Vec::new(),
+                search_after: None,
+                highlight: None,
+                timeout: state.config().default_timeout,
+                aggs: None,
+            },
+        )
         .await?;
     Ok(Json(json!({
         "count": answer.count.unwrap_or(0),
@@ -385,22 +394,92 @@ fn shards() -> Value {
     json!({ "total": 1, "successful": 1, "failed": 0 })
 }
 
-/// `PUT /{index}`: the served index exists already; acknowledged when it is
-/// the served one and still empty (a fresh index), else the Elasticsearch
-/// error for an existing index.
+/// `PUT /{index}`: in a data directory, creates the index with its
+/// `mappings` (none: dynamic) and `settings` (see [`IndexSettings`]).
+/// Serving one directory, the index exists already: acknowledged when it
+/// is the served one and still empty (a fresh index), else the
+/// Elasticsearch error for an existing index.
 pub async fn create_index(
     State(state): State<Arc<AppState>>,
     Path(index): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    check_index(&state, &index)?;
     let v = body_value(&body)?;
     let o = v.as_object().expect("an object");
-    if let Some(k) = o.keys().find(|k| *k != "mappings" && *k != "settings") {
+    if let Some(k) = o
+        .keys()
+        .find(|k| !["mappings", "settings", "aliases"].contains(&k.as_str()))
+    {
         return Err(ApiError::bad_request(format!(
-            "[{k}] is not supported in an index creation (mappings)"
+            "[{k}] is not supported in an index creation (mappings, settings, aliases)"
         )));
     }
+    if state.indices().is_data_dir() {
+        let settings = match o.get("settings") {
+            Some(s) => IndexSettings::parse(s)?,
+            None => IndexSettings::default(),
+        };
+        let schema = match o.get("mappings") {
+            Some(m) => Schema::from_json(&m.to_string()).map_err(|e| mapper_error(format!("index [{index}]: {e}")))?,
+            None => Schema::dynamic(),
+        };
+        let aliases: Vec<String> = match o.get("aliases") {
+            None => Vec::new(),
+            Some(Value::Object(a)) => {
+                if let Some((name, spec)) = a
+                    .iter()
+                    .find(|(_, spec)| spec.as_object().is_none_or(|m| !m.is_empty()))
+                {
+                    return Err(ApiError::bad_request(format!(
+                        "alias [{name}]: options {spec} are not supported (filter, routing, is_write_index)"
+                    )));
+                }
+                a.keys().cloned().collect()
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "[aliases] must be an object, not {other}"
+                )))
+            }
+        };
+        let st = state.clone();
+        let name = index.clone();
+        blocking(move || {
+            st.indices().create(&name, schema, settings, st.config())?;
+            if !aliases.is_empty() {
+                let actions: Vec<AliasAction> = aliases
+                    .into_iter()
+                    .map(|alias| AliasAction::Add {
+                        index: name.clone(),
+                        alias,
+                    })
+                    .collect();
+                st.indices().update_aliases(&actions, st.config())?;
+            }
+            Ok(())
+        })
+        .await?;
+        return Ok(Json(
+            json!({ "acknowledged": true, "shards_acknowledged": true, "index": index }),
+        ));
+    }
+    if o.contains_key("aliases") {
+        return Err(ApiError::bad_request(
+            "[aliases] need a data directory: start the server with `tierdex serve --data DIR`",
+        ));
+    }
+    let Ok(ix) = one_index(&state, &index) else {
+        // Says that this server holds one index, and how to hold many.
+        return Err(
+            match state
+                .indices()
+                .create(&index, Schema::dynamic(), IndexSettings::default(), state.config())
+            {
+                Err(e) => e,
+                Ok(_) => ApiError::bad_request(format!("index [{index}] was not expected to be created")),
+            },
+        );
+    };
     if let Some(settings) = o
         .get("settings")
         .filter(|s| s.as_object().is_none_or(|m| !m.is_empty()))
@@ -409,7 +488,7 @@ pub async fn create_index(
             "[settings] {settings} are not supported: the served index's settings are chosen when it is created"
         )));
     }
-    let live = match state.writer() {
+    let live = match ix.writer() {
         Some(w) => w.live_docs(),
         None => 1,
     };
@@ -421,7 +500,7 @@ pub async fn create_index(
         ));
     }
     if let Some(m) = o.get("mappings") {
-        put_mapping(&state, &index, m).await?;
+        put_mapping(&ix, m).await?;
     }
     Ok(Json(
         json!({ "acknowledged": true, "shards_acknowledged": true, "index": index }),
@@ -431,8 +510,9 @@ pub async fn create_index(
 /// `PUT /{index}` with a body: `{"mappings": {..}}` (and no settings)
 /// gives the served index its mapping while it holds no document, or adds
 /// the mapping's new fields to it.
-async fn put_mapping(state: &Arc<AppState>, index: &str, mapping: &Value) -> Result<(), ApiError> {
-    let Some(w) = state.writer().cloned() else {
+async fn put_mapping(ix: &IndexHandle, mapping: &Value) -> Result<(), ApiError> {
+    let index = ix.name();
+    let Some(w) = ix.writer().cloned() else {
         return Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "read_only",
@@ -454,15 +534,72 @@ pub async fn get_mapping(
     State(state): State<Arc<AppState>>,
     Path(index): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    check_index(&state, &index)?;
-    let schema = match state.writer() {
-        Some(w) => w.schema(),
-        None => state.searcher().schema().clone(),
-    };
-    let name = state.config().index_name.clone();
-    Ok(Json(
-        json!({ name: { "mappings": tierdex::schema::mapping::to_mapping(&schema) } }),
-    ))
+    let mut out = Map::new();
+    for ix in state.indices().resolve(&index)? {
+        out.insert(
+            ix.name().to_string(),
+            json!({ "mappings": tierdex::schema::mapping::to_mapping(&ix.schema()) }),
+        );
+    }
+    Ok(Json(Value::Object(out)))
+}
+
+/// Runs `f` (which blocks: file system, fsync) off the async executor.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
+}
+
+/// `DELETE /{index}`: deletes indices (comma-separated names) of a data
+/// directory.
+pub async fn delete_index(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let st = state.clone();
+    blocking(move || st.indices().delete(&index, st.config())).await?;
+    Ok(Json(json!({ "acknowledged": true })))
+}
+
+/// The aliases of `ix` as Elasticsearch lists them (`{"a": {}}`).
+fn aliases_json(state: &AppState, ix: &IndexHandle) -> Value {
+    Value::Object(
+        state
+            .indices()
+            .aliases_of(ix.name())
+            .into_iter()
+            .map(|a| (a, json!({})))
+            .collect(),
+    )
+}
+
+/// `GET /{index}`: aliases, mappings and settings of each index named.
+pub async fn get_index(State(state): State<Arc<AppState>>, Path(index): Path<String>) -> Result<Json<Value>, ApiError> {
+    let mut out = Map::new();
+    for ix in state.indices().resolve(&index)? {
+        out.insert(
+            ix.name().to_string(),
+            json!({
+                "aliases": aliases_json(&state, &ix),
+                "mappings": tierdex::schema::mapping::to_mapping(&ix.schema()),
+                "settings": ix.settings_json(),
+            }),
+        );
+    }
+    Ok(Json(Value::Object(out)))
+}
+
+/// `GET /{index}/_settings`.
+pub async fn get_settings(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let mut out = Map::new();
+    for ix in state.indices().resolve(&index)? {
+        out.insert(ix.name().to_string(), json!({ "settings": ix.settings_json() }));
+    }
+    Ok(Json(Value::Object(out)))
 }
 
 /// `PUT|POST /{index}/_mapping`: adds fields to the mapping.
@@ -471,9 +608,10 @@ pub async fn update_mapping(
     Path(index): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    check_index(&state, &index)?;
     let v = body_value(&body)?;
-    put_mapping(&state, &index, &v).await?;
+    for ix in state.indices().resolve(&index)? {
+        put_mapping(&ix, &v).await?;
+    }
     Ok(Json(json!({ "acknowledged": true })))
 }
 
@@ -485,10 +623,10 @@ pub async fn get_doc(
     Path((index, id)): Path<(String, String)>,
     uri: Result<UrlQuery<SourceParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    check_index(&state, &index)?;
+    let ix = one_index(&state, &index)?;
     let UrlQuery(p) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let filter = p.filter()?;
-    let (status, v) = fetch(&state, &id, &filter).await?;
+    let (status, v) = fetch(&ix, &id, &filter).await?;
     Ok((status, Json(v)))
 }
 
@@ -534,11 +672,11 @@ impl SourceParams {
 
 /// The get answer for document `id`: 200 with it, or 404.
 async fn fetch(
-    state: &Arc<AppState>,
+    ix: &Arc<IndexHandle>,
     id: &str,
     filter: &tierdex::query::dsl::SourceFilter,
 ) -> Result<(StatusCode, Value), ApiError> {
-    let st = state.clone();
+    let st = ix.clone();
     let key = id.to_string();
     let doc = tokio::task::spawn_blocking(move || match st.writer() {
         Some(w) => w.get(&key),
@@ -547,7 +685,7 @@ async fn fetch(
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
     .map_err(ApiError::engine)?;
-    let name = &state.config().index_name;
+    let name = ix.name();
     Ok(match doc {
         Some(d) => {
             let mut v =
@@ -571,9 +709,10 @@ pub async fn mget(
     index: Option<Path<String>>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    if let Some(Path(i)) = &index {
-        check_index(&state, i)?;
-    }
+    let path_index = match &index {
+        Some(Path(i)) => Some(one_index(&state, i)?),
+        None => None,
+    };
     let v = body_value(&body)?;
     let o = v.as_object().expect("an object");
     if let Some(k) = o.keys().find(|k| *k != "docs" && *k != "ids") {
@@ -581,13 +720,13 @@ pub async fn mget(
             "[{k}] is not supported in _mget (docs, ids)"
         )));
     }
-    let mut wanted: Vec<(String, tierdex::query::dsl::SourceFilter)> = Vec::new();
+    let mut wanted: Vec<(Arc<IndexHandle>, String, tierdex::query::dsl::SourceFilter)> = Vec::new();
     if let Some(ids) = o.get("ids") {
-        if index.is_none() {
+        let Some(ix) = &path_index else {
             return Err(ApiError::bad_request(
                 "[ids] needs an index in the path: /{index}/_mget",
             ));
-        }
+        };
         let list = ids
             .as_array()
             .ok_or_else(|| ApiError::bad_request("[ids] must be a list"))?;
@@ -597,7 +736,7 @@ pub async fn mget(
                 Value::Number(n) => n.to_string(),
                 other => return Err(ApiError::bad_request(format!("[ids] entries are ids, not {other}"))),
             };
-            wanted.push((id, Default::default()));
+            wanted.push((ix.clone(), id, Default::default()));
         }
     }
     if let Some(docs) = o.get("docs") {
@@ -618,24 +757,24 @@ pub async fn mget(
                 Some(Value::Number(n)) => n.to_string(),
                 _ => return Err(ApiError::bad_request("[docs] entries need an `_id`")),
             };
-            match d
-                .get("_index")
-                .and_then(Value::as_str)
-                .or(index.as_ref().map(|p| p.0.as_str()))
-            {
-                Some(i) => check_index(&state, i)?,
-                None => return Err(ApiError::bad_request(format!("[docs] entry [{id}] names no `_index`"))),
-            }
+            let ix = match (d.get("_index"), &path_index) {
+                (Some(Value::String(i)), _) => one_index(&state, i)?,
+                (Some(other), _) => {
+                    return Err(ApiError::bad_request(format!("[_index] must be a string, not {other}")))
+                }
+                (None, Some(ix)) => ix.clone(),
+                (None, None) => return Err(ApiError::bad_request(format!("[docs] entry [{id}] names no `_index`"))),
+            };
             let f = match d.get("_source") {
                 Some(s) => tierdex::query::dsl::SourceFilter::parse(s).map_err(ApiError::engine)?,
                 None => Default::default(),
             };
-            wanted.push((id, f));
+            wanted.push((ix, id, f));
         }
     }
     let mut out = Vec::with_capacity(wanted.len());
-    for (id, f) in &wanted {
-        out.push(fetch(&state, id, f).await?.1);
+    for (ix, id, f) in &wanted {
+        out.push(fetch(ix, id, f).await?.1);
     }
     Ok(Json(json!({ "docs": out })))
 }
@@ -646,28 +785,29 @@ pub async fn forcemerge(
     State(state): State<Arc<AppState>>,
     index: Option<Path<String>>,
 ) -> Result<Json<Value>, ApiError> {
-    if let Some(Path(i)) = &index {
-        check_index(&state, i)?;
-    }
-    let Some(w) = state.writer().cloned() else {
-        return Err(ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "read_only",
-            "this server was started read-only",
-        ));
+    let targets = match &index {
+        Some(Path(i)) => state.indices().resolve(i)?,
+        None => state.indices().list(),
     };
-    tokio::task::spawn_blocking(move || w.compact())
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?
-        .map_err(ApiError::engine)?;
+    for ix in targets {
+        let Some(w) = ix.writer().cloned() else {
+            return Err(ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "read_only",
+                "this server was started read-only",
+            ));
+        };
+        blocking(move || w.compact().map_err(ApiError::engine)).await?;
+    }
     Ok(Json(json!({ "_shards": shards() })))
 }
 
-/// `HEAD /{index}`: 200 for the served index, 404 otherwise.
+/// `HEAD /{index}`: 200 when every name is an index or an alias (a
+/// pattern must match one), 404 otherwise.
 pub async fn index_exists(State(state): State<Arc<AppState>>, Path(index): Path<String>) -> StatusCode {
-    match check_index(&state, &index) {
-        Ok(()) => StatusCode::OK,
-        Err(_) => StatusCode::NOT_FOUND,
+    match state.indices().resolve(&index) {
+        Ok(found) if !found.is_empty() => StatusCode::OK,
+        _ => StatusCode::NOT_FOUND,
     }
 }
 
@@ -678,23 +818,31 @@ async fn put_doc(
     p: WriteParams,
     body: &[u8],
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    check_index(state, index)?;
     let v: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?;
-    let doc = source_doc(state.searcher().schema(), id.clone(), &v)?;
-    let w = state.write(vec![Op::Add(doc)], p.wants_refresh()).await?;
+    let ix = match state.indices().write_target(index, state.config(), false) {
+        Ok(ix) => ix,
+        Err(_) => {
+            // Perhaps created by this write: off the async executor.
+            let st = state.clone();
+            let index = index.to_string();
+            blocking(move || write_index(&st, &index)).await?
+        }
+    };
+    let doc = source_doc(ix.searcher().schema(), id.clone(), &v)?;
+    let w = state.write(&ix, vec![Op::Add(doc)], p.wants_refresh()).await?;
     let (status, result) = if w.applied.replaced > 0 {
         (StatusCode::OK, "updated")
     } else {
         (StatusCode::CREATED, "created")
     };
-    Ok(doc_answer(state, &id, status, result, &w))
+    Ok(doc_answer(&ix, &id, status, result, &w))
 }
 
 /// The answer to a single-document write, in Elasticsearch's shape.
-fn doc_answer(state: &AppState, id: &str, status: StatusCode, result: &str, w: &Written) -> (StatusCode, Json<Value>) {
+fn doc_answer(ix: &IndexHandle, id: &str, status: StatusCode, result: &str, w: &Written) -> (StatusCode, Json<Value>) {
     let mut v = json!({
-        "_index": state.config().index_name, "_id": id, "_version": 1, "result": result,
+        "_index": ix.name(), "_id": id, "_version": 1, "result": result,
         "_shards": shards(), "_seq_no": w.applied.seq, "_primary_term": 1,
     });
     w.annotate(&mut v);
@@ -730,22 +878,23 @@ pub async fn delete_doc(
     Path((index, id)): Path<(String, String)>,
     p: WriteQuery,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    check_index(&state, &index)?;
+    let ix = one_index(&state, &index)?;
     let w = state
-        .write(vec![Op::Delete(id.clone())], write_params(p)?.wants_refresh())
+        .write(&ix, vec![Op::Delete(id.clone())], write_params(p)?.wants_refresh())
         .await?;
     let (status, result) = if w.applied.deleted > 0 {
         (StatusCode::OK, "deleted")
     } else {
         (StatusCode::NOT_FOUND, "not_found")
     };
-    Ok(doc_answer(&state, &id, status, result, &w))
+    Ok(doc_answer(&ix, &id, status, result, &w))
 }
 
 /// `GET|POST /{index}/_refresh`.
 pub async fn refresh(State(state): State<Arc<AppState>>, Path(index): Path<String>) -> Result<Json<Value>, ApiError> {
-    check_index(&state, &index)?;
-    state.refresh().await?;
+    for ix in state.indices().resolve(&index)? {
+        state.refresh(&ix).await?;
+    }
     Ok(Json(json!({ "_shards": shards() })))
 }
 
@@ -755,7 +904,7 @@ pub async fn bulk_all(
     p: WriteQuery,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    run_bulk(&state, None, write_params(p)?, &body).await
+    run_bulk(&state, None, write_params(p)?, body).await
 }
 
 /// `POST /{index}/_bulk`.
@@ -765,14 +914,17 @@ pub async fn bulk(
     p: WriteQuery,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    check_index(&state, &index)?;
-    run_bulk(&state, Some(index), write_params(p)?, &body).await
+    run_bulk(&state, Some(index), write_params(p)?, body).await
 }
 
-/// One parsed bulk action: its response key and the op, or its error.
+/// One parsed bulk action: its response key, the index it goes to and the
+/// op, or its error.
 struct BulkItem {
     action: &'static str,
     id: String,
+    /// The index's name as answered (the one asked for when it failed).
+    index: String,
+    target: Option<Arc<IndexHandle>>,
     op: Result<Op, ApiError>,
 }
 
@@ -796,13 +948,14 @@ const BULK_META: [&str; 2] = ["_index", "_id"];
 
 /// Parses an NDJSON bulk body. Errors in the framing (a line that is not an
 /// action) fail the whole request; errors in one action or its document
-/// fail only its item.
+/// fail only its item. An `index` or `create` action to an index that does
+/// not exist creates it (in a data directory, unless auto-creation is off),
+/// so this blocks.
 fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Result<Vec<BulkItem>, ApiError> {
     let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("bulk body is not UTF-8"))?;
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let mut items = Vec::new();
-    let searcher = state.searcher();
-    let schema = searcher.schema().clone();
+    let mut schemas: std::collections::HashMap<String, Schema> = std::collections::HashMap::new();
     while let Some((n, line)) = lines.next() {
         let at = |m: String| ApiError::bad_request(format!("bulk line {}: {m}", n + 1));
         let v: Value = serde_json::from_str(line).map_err(|e| at(format!("not JSON: {e}")))?;
@@ -821,26 +974,41 @@ fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Res
             .as_object()
             .ok_or_else(|| at(format!("the [{action}] action must hold an object")))?;
         let unknown = meta.keys().find(|k| !BULK_META.contains(&k.as_str()));
-        let target = match (meta.get("_index"), default_index) {
-            (Some(Value::String(i)), _) => check_index(state, i),
+        let asked = match (meta.get("_index"), default_index) {
+            (Some(Value::String(i)), _) => Ok(i.clone()),
             (Some(v), _) => Err(ApiError::bad_request(format!("[_index] must be a string, not {v}"))),
-            (None, Some(i)) => check_index(state, i),
+            (None, Some(i)) => Ok(i.to_string()),
             (None, None) => Err(ApiError::bad_request("no index named for this action")),
         };
+        let index_name = asked.as_ref().cloned().unwrap_or_default();
         let target = match unknown {
             Some(k) => Err(ApiError::bad_request(format!(
                 "[{k}] is not supported in a bulk action (only _index and _id)"
             ))),
-            None => target,
+            None => asked.and_then(|i| {
+                if action == "delete" {
+                    state.indices().write_target(&i, state.config(), false)
+                } else {
+                    state.indices().write_target(&i, state.config(), true)
+                }
+            }),
         };
+        let index = target.as_ref().map_or(index_name, |t| t.name().to_string());
         let id = bulk_id(&Value::Object(meta.clone()));
         if action == "delete" {
-            let (id, op) = match id {
-                Ok(Some(id)) => (id.clone(), target.map(|_| Op::Delete(id))),
-                Ok(None) => (String::new(), Err(ApiError::bad_request("delete needs an _id"))),
-                Err(e) => (String::new(), Err(e)),
+            let (id, target, op) = match (id, target) {
+                (Ok(Some(id)), Ok(t)) => (id.clone(), Some(t), Ok(Op::Delete(id))),
+                (Ok(Some(id)), Err(e)) => (id, None, Err(e)),
+                (Ok(None), _) => (String::new(), None, Err(ApiError::bad_request("delete needs an _id"))),
+                (Err(e), _) => (String::new(), None, Err(e)),
             };
-            items.push(BulkItem { action, op, id });
+            items.push(BulkItem {
+                action,
+                id,
+                index,
+                target,
+                op,
+            });
             continue;
         }
         let (_, source) = lines
@@ -850,12 +1018,25 @@ fn parse_bulk(state: &AppState, default_index: Option<&str>, body: &[u8]) -> Res
             Ok(id) => (id.unwrap_or_else(new_id), target),
             Err(e) => (String::new(), Err(e)),
         };
-        let op = target.and_then(|_| {
-            let v: Value = serde_json::from_str(source)
-                .map_err(|e| ApiError::bad_request(format!("document is not JSON: {e}")))?;
-            source_doc(&schema, id.clone(), &v).map(Op::Add)
+        let (target, op) = match target {
+            Err(e) => (None, Err(e)),
+            Ok(t) => {
+                let schema = schemas
+                    .entry(t.name().to_string())
+                    .or_insert_with(|| t.searcher().schema().clone());
+                let op = serde_json::from_str::<Value>(source)
+                    .map_err(|e| ApiError::bad_request(format!("document is not JSON: {e}")))
+                    .and_then(|v| source_doc(schema, id.clone(), &v).map(Op::Add));
+                (Some(t), op)
+            }
+        };
+        items.push(BulkItem {
+            action,
+            id,
+            index,
+            target,
+            op,
         });
-        items.push(BulkItem { action, id, op });
     }
     if items.is_empty() {
         return Err(ApiError::bad_request("the bulk body holds no action"));
@@ -867,78 +1048,89 @@ async fn run_bulk(
     state: &Arc<AppState>,
     index: Option<String>,
     p: WriteParams,
-    body: &[u8],
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let started = std::time::Instant::now();
-    let items = parse_bulk(state, index.as_deref(), body)?;
-    // `create` must not replace: the ids already present fail with 409.
-    // Looked up off the async executor: the writer's state stays locked
-    // while a refresh analyses documents or a flush swaps its segment in.
-    let present: std::collections::HashSet<String> = match state.writer().cloned() {
-        Some(w) => {
-            let ids: Vec<String> = items
-                .iter()
-                .filter(|it| it.op.is_ok())
-                .map(|it| it.id.clone())
-                .collect();
-            tokio::task::spawn_blocking(move || ids.into_iter().filter(|id| w.contains(id)).collect())
-                .await
-                .map_err(|_| {
-                    ApiError::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "internal_error",
-                        "the id lookup stopped",
-                    )
-                })?
-        }
-        None => Default::default(),
-    };
-    let exists = |id: &str| present.contains(id);
-    let name = &state.config().index_name;
-    // Whether each id exists before its op, following the batch's own ops.
-    let mut seen: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
-    let mut ops = Vec::new();
+    let st = state.clone();
+    let items = blocking(move || parse_bulk(&st, index.as_deref(), &body)).await?;
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
-    let mut pending: Vec<(usize, u16, &str)> = Vec::new();
     for it in &items {
-        let op = match &it.op {
+        results.push(match &it.op {
             Err(e) => {
-                results.push(json!({ it.action: { "_index": name, "_id": it.id, "status": e.status.as_u16(), "error": e.body["error"] } }));
+                json!({ it.action: { "_index": it.index, "_id": it.id, "status": e.status.as_u16(), "error": e.body["error"] } })
+            }
+            Ok(_) => Value::Null,
+        });
+    }
+    // One batch per index, in the order the indices first appear.
+    let mut groups: Vec<(Arc<IndexHandle>, Vec<usize>)> = Vec::new();
+    for (at, it) in items.iter().enumerate() {
+        if let (Ok(_), Some(t)) = (&it.op, &it.target) {
+            match groups.iter_mut().find(|(g, _)| Arc::ptr_eq(g, t)) {
+                Some((_, v)) => v.push(at),
+                None => groups.push((t.clone(), vec![at])),
+            }
+        }
+    }
+    let mut written_all: Vec<Written> = Vec::new();
+    for (ix, members) in groups {
+        // `create` must not replace: the ids already present fail with 409.
+        // Looked up off the async executor: the writer's state stays locked
+        // while a refresh analyses documents or a flush swaps its segment in.
+        let present: std::collections::HashSet<String> = match ix.writer().cloned() {
+            Some(w) => {
+                let ids: Vec<String> = members.iter().map(|&at| items[at].id.clone()).collect();
+                blocking(move || Ok(ids.into_iter().filter(|id| w.contains(id)).collect())).await?
+            }
+            None => Default::default(),
+        };
+        // Whether each id exists before its op, following the batch's own ops.
+        let mut seen: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
+        let mut ops = Vec::new();
+        let mut pending: Vec<(usize, u16, &str)> = Vec::new();
+        for &at in &members {
+            let it = &items[at];
+            let Ok(op) = &it.op else { continue };
+            let existed = *seen.entry(&it.id).or_insert_with(|| present.contains(&it.id));
+            if it.action == "create" && existed {
+                results[at] = json!({ it.action: { "_index": it.index, "_id": it.id, "status": 409,
+                    "error": { "type": "version_conflict_engine_exception", "reason": format!("[{}]: document already exists", it.id) } } });
                 continue;
             }
-            Ok(op) => op,
-        };
-        let existed = *seen.entry(&it.id).or_insert_with(|| exists(&it.id));
-        if it.action == "create" && existed {
-            results.push(json!({ it.action: { "_index": name, "_id": it.id, "status": 409,
-                "error": { "type": "version_conflict_engine_exception", "reason": format!("[{}]: document already exists", it.id) } } }));
+            let (status, result, now) = match op {
+                Op::Add(_) if existed => (200, "updated", true),
+                Op::Add(_) => (201, "created", true),
+                Op::Delete(_) if existed => (200, "deleted", false),
+                Op::Delete(_) => (404, "not_found", false),
+            };
+            seen.insert(&it.id, now);
+            ops.push(op.clone());
+            pending.push((at, status, result));
+        }
+        if ops.is_empty() {
             continue;
         }
-        let (status, result, now) = match op {
-            Op::Add(_) if existed => (200, "updated", true),
-            Op::Add(_) => (201, "created", true),
-            Op::Delete(_) if existed => (200, "deleted", false),
-            Op::Delete(_) => (404, "not_found", false),
-        };
-        seen.insert(&it.id, now);
-        ops.push(op.clone());
-        pending.push((results.len(), status, result));
-        results.push(Value::Null);
+        let written = state.write(&ix, ops, p.wants_refresh()).await?;
+        let seq = written.applied.seq;
+        for (at, status, result) in pending {
+            let it = &items[at];
+            results[at] = json!({ it.action: { "_index": it.index, "_id": it.id, "status": status, "result": result,
+                "_shards": shards(), "_seq_no": seq, "_primary_term": 1, "_version": 1 } });
+        }
+        written_all.push(written);
     }
-    let errors = results.iter().any(|r| !r.is_null());
-    let written = if ops.is_empty() {
-        None
-    } else {
-        Some(state.write(ops, p.wants_refresh()).await?)
-    };
-    let seq = written.as_ref().map_or(0, |w| w.applied.seq);
-    for (at, status, result) in pending {
-        let it = &items[at];
-        results[at] = json!({ it.action: { "_index": name, "_id": it.id, "status": status, "result": result,
-            "_shards": shards(), "_seq_no": seq, "_primary_term": 1, "_version": 1 } });
-    }
+    let errors = results.iter().any(|r| {
+        r.as_object()
+            .and_then(|o| o.values().next())
+            .is_some_and(|x| x.get("error").is_some())
+    });
     let mut out = json!({ "took": started.elapsed().as_millis() as u64, "errors": errors, "items": results });
-    if let Some(w) = &written {
+    // A refresh asked for is reported as the worst of the indices'.
+    if let Some(w) = written_all
+        .iter()
+        .find(|w| matches!(w.refresh, Some(Err(_))))
+        .or(written_all.first())
+    {
         w.annotate(&mut out);
     }
     Ok(Json(out))

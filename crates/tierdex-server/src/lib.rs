@@ -38,8 +38,10 @@
 //! not as a failure of the write). Every search runs on one snapshot. On
 //! shutdown the buffer is flushed to segments.
 
+pub mod admin;
 mod conn;
 pub mod es;
+pub mod indices;
 mod metrics;
 mod pool;
 pub mod security;
@@ -55,14 +57,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use tierdex::cache::{CacheConfig, ResultCache};
+use tierdex::cache::CacheConfig;
 use tierdex::index::OpenOptions;
 use tierdex::query::ast;
-use tierdex::search::{Mode, SearchResults, Searcher};
+use tierdex::search::{Mode, SearchResults};
 use tierdex::update::wal::Op;
 use tierdex::update::{Applied, IndexWriter, Strategy, WriterOptions};
 
 pub use conn::{fit_connections, FD_RESERVE};
+pub use indices::{IndexHandle, IndexSettings, Indices};
 pub use metrics::Metrics;
 pub use pool::{Overloaded, Pool};
 pub use security::{hash_secret, new_api_key, Auth, Cors, OriginRule, Role};
@@ -70,8 +73,15 @@ pub use security::{hash_secret, new_api_key, Auth, Cors, OriginRule, Role};
 /// How to run a server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Index directory.
+    /// Index directory (one index; ignored with [`ServerConfig::data`]).
     pub dir: PathBuf,
+    /// A data directory holding many indices, one per subdirectory (see
+    /// [`indices`]); `None`: the one index in `dir`.
+    pub data: Option<PathBuf>,
+    /// In a data directory, a write to an index that does not exist
+    /// creates it with a dynamic mapping (as Elasticsearch's
+    /// `action.auto_create_index`); off, it is a 404.
+    pub auto_create_index: bool,
     /// Name of the index in Elasticsearch-style paths (`/{index}/_search`).
     pub index_name: String,
     /// Query worker threads.
@@ -88,7 +98,8 @@ pub struct ServerConfig {
     pub default_timeout: Duration,
     /// Serve searches only (no writer, no lock on the index).
     pub read_only: bool,
-    /// Create an empty index (with this strategy) if the directory holds none.
+    /// Create an empty index (with this strategy) if the directory holds
+    /// none; in a data directory, the strategy of new indices.
     pub create: Option<Strategy>,
     /// How often updates become searchable.
     pub refresh_interval: Duration,
@@ -127,6 +138,8 @@ impl ServerConfig {
             .unwrap_or_else(|| "tierdex".into());
         ServerConfig {
             dir,
+            data: None,
+            auto_create_index: true,
             index_name,
             threads: 2,
             queue: 1000,
@@ -180,17 +193,10 @@ impl ServerConfig {
     }
 }
 
-/// Where searches get their snapshot.
-enum Source {
-    ReadOnly(Arc<Searcher>),
-    Writer(Arc<IndexWriter>),
-}
-
 /// Everything handlers share.
 pub struct AppState {
-    source: Source,
+    indices: Indices,
     writes: tokio::sync::Semaphore,
-    cache: Option<Arc<ResultCache>>,
     pool: Pool,
     metrics: Metrics,
     config: ServerConfig,
@@ -199,8 +205,8 @@ pub struct AppState {
 /// An error answered as JSON.
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    body: serde_json::Value,
+    pub(crate) status: StatusCode,
+    pub(crate) body: serde_json::Value,
 }
 
 impl ApiError {
@@ -324,13 +330,13 @@ pub struct Answer {
     pub took_ms: u64,
 }
 
-fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) -> tierdex::Result<Answer> {
-    let snapshot = state.searcher();
+fn run_job(ix: &IndexHandle, thread: usize, job: &SearchJob, deadline: Instant) -> tierdex::Result<Answer> {
+    let snapshot = ix.searcher();
     let s = &*snapshot;
     let d = Some(deadline);
     // Aggregations are computed in the request's own pass (not cached).
     let paged = job.from > 0 || !job.sort.is_empty() || job.search_after.is_some() || job.aggs.is_some();
-    let (r, outcome): (SearchResults, _) = match &state.cache {
+    let (r, outcome): (SearchResults, _) = match ix.cache() {
         _ if paged => {
             let mut req = tierdex::search::SearchRequest::new(&job.query, job.k);
             req.mode = job.mode;
@@ -377,18 +383,19 @@ fn run_job(state: &AppState, thread: usize, job: &SearchJob, deadline: Instant) 
 }
 
 impl AppState {
-    /// Runs `job` on a worker and waits for it (up to its timeout).
-    pub async fn search(self: &Arc<Self>, job: SearchJob) -> Result<Answer, ApiError> {
+    /// Runs `job` over index `ix` on a worker and waits for it (up to its
+    /// timeout).
+    pub async fn search(self: &Arc<Self>, ix: &Arc<IndexHandle>, job: SearchJob) -> Result<Answer, ApiError> {
         let started = Instant::now();
         let timeout = job.timeout;
         let deadline = started
             .checked_add(timeout)
             .ok_or_else(|| ApiError::bad_request(format!("[timeout] {} ms is too long", timeout.as_millis())))?;
-        let state = self.clone();
+        let ix = ix.clone();
         let text = job.text.clone();
         let rx = self
             .pool
-            .submit(move |thread| run_job(&state, thread, &job, deadline))
+            .submit(move |thread| run_job(&ix, thread, &job, deadline))
             .map_err(|Overloaded| {
                 self.metrics.rejected();
                 ApiError::new(
@@ -423,27 +430,37 @@ impl AppState {
         })
     }
 
-    /// The current snapshot of the index.
-    pub fn searcher(&self) -> Arc<Searcher> {
-        match &self.source {
-            Source::ReadOnly(s) => s.clone(),
-            Source::Writer(w) => w.searcher(),
-        }
+    /// The indices the server holds.
+    pub fn indices(&self) -> &Indices {
+        &self.indices
     }
 
-    /// The index's writer (none when read-only).
-    pub fn writer(&self) -> Option<&Arc<IndexWriter>> {
-        match &self.source {
-            Source::ReadOnly(_) => None,
-            Source::Writer(w) => Some(w),
+    /// The index of the native routes (`/search`, `/docs`, ...): the
+    /// served index directory; a data directory has none (its indices are
+    /// reached by name).
+    pub fn default_index(&self) -> Result<Arc<IndexHandle>, ApiError> {
+        if self.indices.is_data_dir() {
+            return Err(ApiError::bad_request(
+                "this server holds many indices: name one, e.g. /{index}/_search, /{index}/_doc",
+            ));
         }
+        self.indices
+            .only()
+            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "index_not_found_exception", "no index"))
     }
 
-    /// Applies `ops` (durable when this returns `Ok`), then refreshes if
-    /// asked. Once the batch is applied the write succeeds: a refresh that
-    /// fails then is reported in [`Written::refresh`], not as an error.
-    pub async fn write(self: &Arc<Self>, ops: Vec<Op>, refresh: bool) -> Result<Written, ApiError> {
-        let Some(w) = self.writer().cloned() else {
+    /// The served index's writer (none when read-only or with a data
+    /// directory).
+    pub fn writer(&self) -> Option<Arc<IndexWriter>> {
+        self.default_index().ok().and_then(|ix| ix.writer().cloned())
+    }
+
+    /// Applies `ops` to index `ix` (durable when this returns `Ok`), then
+    /// refreshes if asked. Once the batch is applied the write succeeds: a
+    /// refresh that fails then is reported in [`Written::refresh`], not as
+    /// an error.
+    pub async fn write(self: &Arc<Self>, ix: &IndexHandle, ops: Vec<Op>, refresh: bool) -> Result<Written, ApiError> {
+        let Some(w) = ix.writer().cloned() else {
             return Err(ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "read_only",
@@ -486,9 +503,9 @@ impl AppState {
         Ok(Written { applied, refresh })
     }
 
-    /// Makes every acknowledged update searchable now.
-    pub async fn refresh(self: &Arc<Self>) -> Result<(), ApiError> {
-        let Some(w) = self.writer().cloned() else {
+    /// Makes every acknowledged update of index `ix` searchable now.
+    pub async fn refresh(self: &Arc<Self>, ix: &IndexHandle) -> Result<(), ApiError> {
+        let Some(w) = ix.writer().cloned() else {
             return Ok(());
         };
         tokio::task::spawn_blocking(move || w.refresh().map(|_| ()))
@@ -497,10 +514,12 @@ impl AppState {
             .map_err(ApiError::engine)
     }
 
-    /// Flushes the writer's buffer to segments (on shutdown).
+    /// Flushes every writer's buffer to segments (on shutdown).
     pub fn flush(&self) -> tierdex::Result<()> {
-        if let Some(w) = self.writer() {
-            w.flush()?;
+        for ix in self.indices.list() {
+            if let Some(w) = ix.writer() {
+                w.flush()?;
+            }
         }
         Ok(())
     }
@@ -534,30 +553,17 @@ impl Written {
     }
 }
 
-/// Opens the index (and its writer unless read-only) and starts the workers.
+/// Opens the index, or the indices of the data directory (with writers
+/// unless read-only), and starts the workers.
 pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
     config.check()?;
-    let source = if config.read_only {
-        Source::ReadOnly(Arc::new(Searcher::open_with(&config.dir, config.open)?))
-    } else {
-        let options = WriterOptions {
-            tier: config.open.tier,
-            ..config.writer
-        };
-        let exists = tierdex::Index::exists(&config.dir);
-        let w = match (exists, config.create) {
-            (false, Some(strategy)) => {
-                IndexWriter::create(&config.dir, Default::default(), Default::default(), strategy, options)?
-            }
-            _ => IndexWriter::open(&config.dir, options)?,
-        };
-        Source::Writer(Arc::new(w))
+    let indices = match &config.data {
+        Some(data) => Indices::open_data(&config, data)?,
+        None => Indices::single(&config)?,
     };
-    let cache = config.cache.map(ResultCache::new).transpose()?.map(Arc::new);
     Ok(Arc::new(AppState {
-        source,
+        indices,
         writes: tokio::sync::Semaphore::new(config.max_writes.max(1)),
-        cache,
         pool: Pool::new(config.threads.max(1), config.queue.max(1)),
         metrics: Metrics::default(),
         config,
@@ -661,7 +667,32 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/docs/{id}", axum::routing::delete(delete_doc))
         .route("/refresh", post(refresh))
         .route("/flush", post(flush))
-        .route("/{index}", axum::routing::put(es::create_index).head(es::index_exists))
+        .route(
+            "/{index}",
+            get(es::get_index)
+                .put(es::create_index)
+                .delete(es::delete_index)
+                .head(es::index_exists),
+        )
+        .route("/{index}/_settings", get(es::get_settings))
+        .route("/_cat/indices", get(admin::cat_indices))
+        .route("/_cat/indices/{index}", get(admin::cat_indices_of))
+        .route("/_cat/health", get(admin::cat_health))
+        .route("/_cat/aliases", get(admin::cat_aliases))
+        .route("/_cluster/health", get(admin::cluster_health))
+        .route("/_cluster/health/{index}", get(admin::cluster_health_of))
+        .route("/_aliases", get(admin::get_aliases).post(admin::update_aliases))
+        .route("/_alias", get(admin::get_aliases))
+        .route("/_alias/{name}", get(admin::get_alias))
+        .route("/{index}/_alias", get(admin::get_index_aliases))
+        .route("/{index}/_aliases", get(admin::get_index_aliases))
+        .route(
+            "/{index}/_alias/{name}",
+            get(admin::get_alias_of)
+                .put(admin::put_alias)
+                .post(admin::put_alias)
+                .delete(admin::delete_alias),
+        )
         .route(
             "/{index}/_mapping",
             get(es::get_mapping).put(es::update_mapping).post(es::update_mapping),
@@ -712,10 +743,12 @@ pub async fn serve(
     bound(listener.local_addr()?);
     // Refreshes and flushes run on the writer's own low-priority thread for
     // as long as the server runs.
-    let _maintainer = state
-        .writer()
-        .map(|w| w.maintain(state.config.refresh_interval.max(Duration::from_millis(10))));
-    conn::serve(listener, router(state.clone()), &state.config, shutdown).await
+    state
+        .indices
+        .maintain(state.config.refresh_interval.max(Duration::from_millis(10)));
+    let served = conn::serve(listener, router(state.clone()), &state.config, shutdown).await;
+    state.indices.stop_maintenance();
+    served
 }
 
 /// Refuses to serve on a non-loopback `addr` without authentication,
@@ -790,32 +823,49 @@ async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
-async fn stats(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let snapshot = state.searcher();
+/// One index's part of `/stats`.
+fn index_stats(ix: &IndexHandle) -> serde_json::Value {
+    let snapshot = ix.searcher();
     let index = snapshot.index();
     let mut v = serde_json::json!({
-        "index": {
-            "name": state.config.index_name,
-            "docs": index.live_docs(),
-            "deleted_docs": index.num_docs() - index.live_docs(),
-            "segments": index.segments().len(),
-            "layout": index.manifest().layout.to_string(),
-            "codec": index.manifest().codec.to_string(),
-            "bytes": index.manifest().segments.iter().map(|s| s.bytes()).sum::<u64>(),
-        },
+        "name": ix.name(),
+        "docs": index.live_docs(),
+        "deleted_docs": index.num_docs() - index.live_docs(),
+        "segments": index.segments().len(),
+        "layout": index.manifest().layout.to_string(),
+        "codec": index.manifest().codec.to_string(),
+        "bytes": index.manifest().segments.iter().map(|s| s.bytes()).sum::<u64>(),
         "tier": format!("{:?}", index.storage().options()),
-        "workers": state.config.threads,
-        "requests": state.metrics.snapshot(),
     });
     if let Some(p) = index.storage().pool_stats() {
         v["pool"] = serde_json::json!({ "hits": p.hits, "misses": p.misses, "evictions": p.evictions, "resident_pages": p.resident_pages });
     }
-    if let Some(c) = &state.cache {
+    if let Some(c) = ix.cache() {
         v["cache"] = serde_json::to_value(c.stats()).expect("serialisable");
     }
-    if let Some(w) = state.writer() {
+    if let Some(w) = ix.writer() {
         v["writer"] = serde_json::to_value(w.stats()).expect("serialisable");
         v["writer"]["strategy"] = w.strategy().name().into();
+    }
+    v
+}
+
+/// `GET /stats`: the requests, and each index (the served one also as
+/// `index`, with its `tier`, `pool`, `cache` and `writer` at the top).
+async fn stats(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let mut v = serde_json::json!({
+        "workers": state.config.threads,
+        "requests": state.metrics.snapshot(),
+        "indices": state.indices.list().iter().map(|ix| (ix.name().to_string(), index_stats(ix))).collect::<serde_json::Map<_, _>>(),
+    });
+    if let Ok(ix) = state.default_index() {
+        let mut one = index_stats(&ix);
+        for key in ["tier", "pool", "cache", "writer"] {
+            if let Some(x) = one.as_object_mut().and_then(|o| o.remove(key)) {
+                v[key] = x;
+            }
+        }
+        v["index"] = one;
     }
     Json(v)
 }
@@ -872,9 +922,10 @@ async fn add_docs(
     body: axum::body::Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let ix = state.default_index()?;
     let docs = parse_docs(&body)?;
     let ops = docs.into_iter().map(Op::Add).collect();
-    Ok(written_json(&state.write(ops, p.wants_refresh()).await?))
+    Ok(written_json(&state.write(&ix, ops, p.wants_refresh()).await?))
 }
 
 async fn delete_doc(
@@ -883,7 +934,10 @@ async fn delete_doc(
     params: Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let w = state.write(vec![Op::Delete(id.clone())], p.wants_refresh()).await?;
+    let ix = state.default_index()?;
+    let w = state
+        .write(&ix, vec![Op::Delete(id.clone())], p.wants_refresh())
+        .await?;
     if w.applied.deleted == 0 {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -895,14 +949,15 @@ async fn delete_doc(
 }
 
 async fn refresh(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
-    state.refresh().await?;
+    let ix = state.default_index()?;
+    state.refresh(&ix).await?;
     Ok(Json(
-        serde_json::json!({ "refreshed": true, "docs": state.searcher().num_docs() }),
+        serde_json::json!({ "refreshed": true, "docs": ix.searcher().num_docs() }),
     ))
 }
 
 async fn flush(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
-    let Some(w) = state.writer().cloned() else {
+    let Some(w) = state.default_index()?.writer().cloned() else {
         return Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "read_only",
@@ -917,7 +972,7 @@ async fn flush(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Va
 }
 
 async fn prometheus(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    let cache = state.cache.as_ref().map(|c| c.stats());
+    let cache = state.default_index().ok().and_then(|ix| ix.cache().map(|c| c.stats()));
     (
         [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(cache.as_ref()),
@@ -947,7 +1002,7 @@ pub struct SearchParams {
 /// Most hits one request may ask for.
 pub const MAX_K: usize = 10_000;
 
-fn search_job(state: &AppState, p: &SearchParams) -> Result<SearchJob, ApiError> {
+fn search_job(state: &AppState, ix: &IndexHandle, p: &SearchParams) -> Result<SearchJob, ApiError> {
     let mode: Mode = match &p.mode {
         Some(m) => m
             .parse()
@@ -958,10 +1013,7 @@ fn search_job(state: &AppState, p: &SearchParams) -> Result<SearchJob, ApiError>
     if k > MAX_K {
         return Err(ApiError::bad_request(format!("k = {k} is above the limit of {MAX_K}")));
     }
-    let query = state
-        .searcher()
-        .parse(&p.q)
-        .map_err(|e| ApiError::from_engine(&p.q, e))?;
+    let query = ix.searcher().parse(&p.q).map_err(|e| ApiError::from_engine(&p.q, e))?;
     Ok(SearchJob {
         text: p.q.clone(),
         query,
@@ -987,8 +1039,9 @@ async fn search_get(
     params: Result<UrlQuery<SearchParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Answer>, ApiError> {
     let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let job = search_job(&state, &p)?;
-    Ok(Json(state.search(job).await?))
+    let ix = state.default_index()?;
+    let job = search_job(&state, &ix, &p)?;
+    Ok(Json(state.search(&ix, job).await?))
 }
 
 async fn search_post(
@@ -996,8 +1049,9 @@ async fn search_post(
     body: Result<Json<SearchParams>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Answer>, ApiError> {
     let Json(p) = body.map_err(json_rejection)?;
-    let job = search_job(&state, &p)?;
-    Ok(Json(state.search(job).await?))
+    let ix = state.default_index()?;
+    let job = search_job(&state, &ix, &p)?;
+    Ok(Json(state.search(&ix, job).await?))
 }
 
 /// A 400 (or 413 for an oversized body) from a body that is not the JSON expected.

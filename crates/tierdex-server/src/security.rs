@@ -95,7 +95,21 @@ pub fn access(method: &Method, route: Option<&str>) -> Access {
         Some("/health") => Access::Open,
         Some("/") if method == Method::GET || method == Method::HEAD => Access::Read,
         Some("/stats" | "/search" | "/{index}/_search" | "/{index}/_count") if reads => Access::Read,
-        Some("/{index}") if method == Method::HEAD => Access::Read,
+        Some("/{index}") if method == Method::HEAD || method == Method::GET => Access::Read,
+        Some(
+            "/{index}/_settings"
+            | "/_cat/indices"
+            | "/_cat/indices/{index}"
+            | "/_cat/health"
+            | "/_cat/aliases"
+            | "/_cluster/health"
+            | "/_cluster/health/{index}"
+            | "/_alias"
+            | "/_alias/{name}"
+            | "/{index}/_alias"
+            | "/{index}/_aliases",
+        ) if method == Method::GET || method == Method::HEAD => Access::Read,
+        Some("/_aliases" | "/{index}/_alias/{name}") if method == Method::GET || method == Method::HEAD => Access::Read,
         Some("/{index}/_doc/{id}") if method == Method::GET || method == Method::HEAD => Access::Read,
         Some("/_mget" | "/{index}/_mget") if reads => Access::Read,
         Some("/{index}/_mapping") if method == Method::GET => Access::Read,

@@ -114,6 +114,8 @@ impl Server {
             w.refresh().unwrap();
         }
         self.state
+            .default_index()
+            .unwrap()
             .searcher()
             .search(q, tierdex::search::Mode::Count, 0)
             .unwrap()

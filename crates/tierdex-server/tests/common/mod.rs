@@ -98,7 +98,9 @@ impl Running {
             if let Some(w) = st.writer() {
                 w.refresh().unwrap();
             }
-            st.searcher()
+            st.default_index()
+                .unwrap()
+                .searcher()
                 .search(&q, tierdex::search::Mode::Count, 0)
                 .unwrap()
                 .count

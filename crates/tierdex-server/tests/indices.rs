@@ -1,0 +1,357 @@
+//! Many indices in one data directory (issue #23): creation with mappings
+//! and settings, creation on the first write, listing (`_cat`), health,
+//! aliases (search and write through them), deletion, and all of it
+//! surviving a restart.
+
+use serde_json::{json, Value};
+use tierdex_server::{state, ServerConfig};
+
+struct Server {
+    base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+async fn start(data: &std::path::Path, tune: impl FnOnce(&mut ServerConfig)) -> Server {
+    let mut config = ServerConfig::new(data.to_path_buf());
+    config.data = Some(data.to_path_buf());
+    tune(&mut config);
+    let st = state(config).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let done = tokio::spawn(tierdex_server::serve(
+        st,
+        "127.0.0.1:0".parse().unwrap(),
+        move |a| addr_tx.send(a).unwrap(),
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    let addr = addr_rx.await.unwrap();
+    Server {
+        base: format!("http://{addr}"),
+        stop: Some(tx),
+        done: Some(done),
+    }
+}
+
+impl Server {
+    async fn send(&self, method: &str, path: &str, body: Option<String>, ndjson: bool) -> (u16, String) {
+        let client = reqwest::Client::new();
+        let mut req = client.request(method.parse().unwrap(), format!("{}{path}", self.base));
+        if let Some(b) = body {
+            let ct = if ndjson {
+                "application/x-ndjson"
+            } else {
+                "application/json"
+            };
+            req = req.header("content-type", ct).body(b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap())
+    }
+    async fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let (status, text) = self.send(method, path, body.map(|b| b.to_string()), false).await;
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.done.take().unwrap().await.unwrap().unwrap();
+    }
+    async fn ids(&self, index: &str, query: Value) -> Vec<String> {
+        let (s, v) = self
+            .json(
+                "POST",
+                &format!("/{index}/_search"),
+                Some(json!({"query": query, "size": 100})),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let mut ids: Vec<String> = v["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    }
+}
+
+fn reason(v: &Value) -> String {
+    v["error"]["reason"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn a_data_directory_holds_many_indices_that_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), |_| {}).await;
+
+    let (st, v) = s.json("GET", "/_cat/indices?format=json", None).await;
+    assert_eq!((st, v), (200, json!([])));
+
+    // Created with a mapping and settings; a second creation is refused.
+    let books = json!({
+        "settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}},
+        "mappings": {"properties": {"title": {"type": "text"}, "genre": {"type": "keyword"}, "year": {"type": "long"}}},
+    });
+    let (st, v) = s.json("PUT", "/books", Some(books.clone())).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["acknowledged"], true);
+    let (st, v) = s.json("PUT", "/books", Some(books)).await;
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["type"], "resource_already_exists_exception");
+    for bad in ["Books", "_books", "a%20b", "a%2Cb"] {
+        let (st, v) = s.json("PUT", &format!("/{bad}"), Some(json!({}))).await;
+        assert_eq!(st, 400, "{bad}: {v}");
+    }
+    let (st, v) = s
+        .json("PUT", "/x", Some(json!({"settings": {"number_of_shards": 2}})))
+        .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(reason(&v).contains("one shard"), "{v}");
+    let (st, v) = s
+        .json(
+            "PUT",
+            "/x",
+            Some(json!({"settings": {"index": {"refresh_interval": "5s"}}})),
+        )
+        .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(reason(&v).contains("refresh_interval"), "{v}");
+    let (st, _) = s.json("HEAD", "/x", None).await;
+    assert_eq!(st, 404, "a refused creation leaves nothing behind");
+
+    // Documents into it, and into an index created by its first write.
+    for (i, (title, genre, year)) in [
+        ("dune", "scifi", 1965),
+        ("emma", "classic", 1815),
+        ("solaris", "scifi", 1961),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (st, v) = s
+            .json(
+                "PUT",
+                &format!("/books/_doc/b{i}"),
+                Some(json!({"title": title, "genre": genre, "year": year})),
+            )
+            .await;
+        assert_eq!(st, 201, "{v}");
+        assert_eq!(v["_index"], "books");
+    }
+    let (st, v) = s
+        .json(
+            "POST",
+            "/logs-1/_doc?refresh=true",
+            Some(json!({"msg": "disk full", "level": "error"})),
+        )
+        .await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!(v["_index"], "logs-1");
+    let bulk = [
+        json!({"index": {"_index": "logs-2", "_id": "l1"}}),
+        json!({"msg": "disk ok", "level": "info"}),
+        json!({"index": {"_index": "books", "_id": "b9"}}),
+        json!({"title": "ubik", "genre": "scifi", "year": 1969}),
+        json!({"delete": {"_index": "nowhere", "_id": "z"}}),
+        json!({"index": {"_index": "Bad", "_id": "z"}}),
+        json!({"x": 1}),
+    ]
+    .iter()
+    .map(|l| format!("{l}\n"))
+    .collect::<String>();
+    let (st, text) = s.send("POST", "/_bulk?refresh=true", Some(bulk), true).await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["errors"], true);
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items[0]["index"]["status"], 201);
+    assert_eq!(items[0]["index"]["_index"], "logs-2");
+    assert_eq!(items[1]["index"]["status"], 201);
+    assert_eq!(items[1]["index"]["_index"], "books");
+    assert_eq!(items[2]["delete"]["status"], 404, "a delete creates no index: {v}");
+    assert_eq!(items[3]["index"]["status"], 400, "{v}");
+    let (st, _) = s.json("HEAD", "/nowhere", None).await;
+    assert_eq!(st, 404);
+
+    let (_, v) = s.json("POST", "/books/_refresh", None).await;
+    assert!(v["_shards"].is_object());
+    assert_eq!(
+        s.ids("books", json!({"term": {"genre": "scifi"}})).await,
+        ["b0", "b2", "b9"]
+    );
+    assert_eq!(s.ids("logs-2", json!({"match": {"msg": "disk"}})).await, ["l1"]);
+    let (_, v) = s.json("GET", "/logs-1/_mapping", None).await;
+    assert_eq!(v["logs-1"]["mappings"]["properties"]["level"]["type"], "text", "{v}");
+
+    // Listing and health.
+    let (st, v) = s.json("GET", "/_cat/indices?format=json", None).await;
+    assert_eq!(st, 200);
+    let rows = v.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["index"].as_str().unwrap()).collect();
+    assert_eq!(names, ["books", "logs-1", "logs-2"]);
+    assert_eq!(rows[0]["docs.count"], "4");
+    assert_eq!(rows[0]["health"], "green");
+    let (st, text) = s.send("GET", "/_cat/indices?v&h=index,docs.count", None, false).await;
+    assert_eq!(st, 200);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["index", "docs.count"]);
+    assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["books", "4"]);
+    let (st, v) = s.json("GET", "/_cluster/health", None).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["status"], "green");
+    assert_eq!(v["active_primary_shards"], 3);
+    let (st, v) = s
+        .json(
+            "PUT",
+            "/mirror",
+            Some(json!({"settings": {"number_of_replicas": 1}, "aliases": {"mirrors": {}}})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = s.json("GET", "/_alias/mirrors", None).await;
+    assert_eq!((st, &v), (200, &json!({"mirror": {"aliases": {"mirrors": {}}}})));
+    let (_, v) = s.json("GET", "/_cluster/health", None).await;
+    assert_eq!(v["status"], "yellow", "a replica a single node cannot hold");
+    assert_eq!(v["unassigned_shards"], 1);
+    let (st, v) = s
+        .json("GET", "/_cluster/health?wait_for_status=green&timeout=1s", None)
+        .await;
+    assert_eq!((st, &v["timed_out"]), (408, &json!(true)));
+    let (st, _) = s.json("GET", "/_cluster/health?wait_for_status=yellow", None).await;
+    assert_eq!(st, 200);
+    let (st, v) = s.json("GET", "/books", None).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["books"]["settings"]["index"]["number_of_shards"], "1");
+    assert_eq!(v["books"]["mappings"]["properties"]["genre"]["type"], "keyword");
+    let (_, v) = s.json("GET", "/mirror/_settings", None).await;
+    assert_eq!(v["mirror"]["settings"]["index"]["number_of_replicas"], "1");
+
+    // Aliases: one index (reads and writes), two indices (a pattern too).
+    let (st, v) = s
+        .json(
+            "POST",
+            "/_aliases",
+            Some(json!({"actions": [
+                {"add": {"index": "books", "alias": "library"}},
+                {"add": {"indices": ["logs-1", "logs-2"], "alias": "logs"}},
+            ]})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(s.ids("library", json!({"term": {"genre": "classic"}})).await, ["b1"]);
+    let (st, v) = s
+        .json(
+            "PUT",
+            "/library/_doc/b10?refresh=true",
+            Some(json!({"title": "it", "genre": "horror"})),
+        )
+        .await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!(v["_index"], "books");
+    let (st, v) = s.json("POST", "/logs/_doc", Some(json!({"msg": "x"}))).await;
+    assert_eq!(st, 400, "a write through an alias of two indices: {v}");
+    let (st, v) = s.json("PUT", "/logs", Some(json!({}))).await;
+    assert_eq!(st, 400, "an index named as an alias: {v}");
+    let (st, v) = s.json("GET", "/_alias/logs", None).await;
+    assert_eq!(st, 200);
+    assert!(
+        v["logs-1"]["aliases"]["logs"].is_object() && v["logs-2"]["aliases"]["logs"].is_object(),
+        "{v}"
+    );
+    let (_, v) = s.json("GET", "/books", None).await;
+    assert_eq!(v["books"]["aliases"], json!({"library": {}}));
+    let (st, _) = s.json("GET", "/_alias/nothing", None).await;
+    assert_eq!(st, 404);
+    let (st, v) = s
+        .json(
+            "POST",
+            "/_aliases",
+            Some(json!({"actions": [{"add": {"index": "books", "alias": "ok"}}, {"add": {"index": "missing", "alias": "x"}}]})),
+        )
+        .await;
+    assert_eq!(st, 404, "{v}");
+    let (_, v) = s.json("GET", "/_alias/ok", None).await;
+    assert_eq!(v["error"]["type"], "aliases_not_found_exception", "all or nothing: {v}");
+    let (st, _) = s.json("DELETE", "/logs-2/_alias/logs", None).await;
+    assert_eq!(st, 200);
+    assert_eq!(s.ids("logs", json!({"match_all": {}})).await.len(), 1);
+
+    // Deleting an index drops it from its aliases.
+    let (st, v) = s.json("DELETE", "/logs-1", None).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = s.json("POST", "/logs-1/_search", Some(json!({}))).await;
+    assert_eq!(st, 404, "{v}");
+    assert_eq!(v["error"]["type"], "index_not_found_exception");
+    let (st, _) = s.json("GET", "/_alias/logs", None).await;
+    assert_eq!(st, 404);
+    let (st, _) = s.json("DELETE", "/logs-*", None).await;
+    assert_eq!(st, 400, "deletion by pattern is refused");
+    assert!(!dir.path().join("logs-1").exists());
+    s.stop().await;
+
+    // A restart finds the indices, their documents and aliases again.
+    let s = start(dir.path(), |_| {}).await;
+    let (_, v) = s.json("GET", "/_cat/indices?format=json", None).await;
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["index"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["books", "logs-2", "mirror"]);
+    assert_eq!(
+        s.ids("library", json!({"term": {"genre": "scifi"}})).await,
+        ["b0", "b2", "b9"]
+    );
+    let (_, v) = s.json("GET", "/mirror/_settings", None).await;
+    assert_eq!(v["mirror"]["settings"]["index"]["number_of_replicas"], "1");
+    s.stop().await;
+
+    // Without auto-creation, a write to an unknown index is a 404.
+    let s = start(dir.path(), |c| c.auto_create_index = false).await;
+    let (st, v) = s.json("POST", "/fresh/_doc", Some(json!({"a": 1}))).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = s.json("PUT", "/fresh", Some(json!({}))).await;
+    assert_eq!(st, 200, "explicit creation still works: {v}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn one_served_directory_names_its_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServerConfig::new(dir.path().join("only"));
+    config.create = Some(tierdex::update::Strategy::Logarithmic);
+    let st = state(config).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let done = tokio::spawn(tierdex_server::serve(
+        st,
+        "127.0.0.1:0".parse().unwrap(),
+        move |a| addr_tx.send(a).unwrap(),
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    let s = Server {
+        base: format!("http://{}", addr_rx.await.unwrap()),
+        stop: Some(tx),
+        done: Some(done),
+    };
+    let (st, v) = s.json("PUT", "/other", Some(json!({}))).await;
+    assert_eq!(st, 400);
+    assert!(reason(&v).contains("--data"), "{v}");
+    let (st, v) = s.json("POST", "/other/_doc", Some(json!({"a": 1}))).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = s.json("DELETE", "/only", None).await;
+    assert_eq!(st, 400, "{v}");
+    let (st, v) = s.json("GET", "/_cat/indices?format=json", None).await;
+    assert_eq!(st, 200);
+    assert_eq!(v[0]["index"], "only");
+    let (st, v) = s.json("POST", "/_aliases", Some(json!({"actions": []}))).await;
+    assert_eq!(st, 400, "{v}");
+    s.stop().await;
+}
