@@ -153,19 +153,6 @@ fn body_value(body: &axum::body::Bytes) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-/// What every Elasticsearch-style request starts with: the index checked,
-/// the URI parameters and the JSON body.
-fn prelude(
-    state: &AppState,
-    index: &str,
-    uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
-    body: &axum::body::Bytes,
-) -> Result<(Arc<IndexHandle>, UriParams, Value), ApiError> {
-    let ix = one_index(state, index)?;
-    let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    Ok((ix, uri, body_value(body)?))
-}
-
 /// `GET|POST /{index}/_search`.
 pub async fn search(
     State(state): State<Arc<AppState>>,
@@ -173,7 +160,9 @@ pub async fn search(
     uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let (ix, uri, body) = prelude(&state, &index, uri, &body)?;
+    let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let body = body_value(&body)?;
+    let targets = state.indices().resolve(&index)?;
     for key in body.as_object().into_iter().flat_map(|o| o.keys()) {
         if ![
             "query",
@@ -195,9 +184,85 @@ pub async fn search(
             )));
         }
     }
-    let from = body_count(&body, "from")?.or(uri.from).unwrap_or(0) as usize;
-    let (query, text) = request_query(&ix, &body, &uri)?;
-    let size = match body_count(&body, "size")? {
+    if targets.len() > 1 {
+        if let Some(k) = ["sort", "search_after", "highlight"]
+            .iter()
+            .find(|k| body.get(**k).is_some())
+        {
+            return Err(ApiError::bad_request(format!(
+                "[{k}] is not supported in a search over several indices ([{index}] names {})",
+                targets.len()
+            )));
+        }
+    }
+    let mut jobs = Vec::with_capacity(targets.len());
+    for ix in &targets {
+        jobs.push((ix.clone(), search_job(&state, ix, &body, &uri)?));
+    }
+    let answer = match jobs.len() {
+        0 => crate::Answer {
+            count: Some(0),
+            hits: Vec::new(),
+            cache: None,
+            aggregations: None,
+            took_ms: 0,
+        },
+        1 => {
+            let (ix, job) = jobs.pop().expect("one");
+            state.search(&ix, job).await?
+        }
+        _ => state.search_many(jobs).await?,
+    };
+    let only = (targets.len() == 1).then(|| targets[0].name().to_string());
+    let hits: Vec<Value> = answer
+        .hits
+        .iter()
+        .map(|h| {
+            let name = h.index.clone().or_else(|| only.clone()).unwrap_or_default();
+            let mut hit = json!({ "_index": name, "_id": h.id, "_score": h.score });
+            if let Some(d) = &h.source {
+                hit["_source"] = d.clone();
+            }
+            if let Some(v) = &h.sort {
+                hit["sort"] = json!(v);
+            }
+            if let Some(hl) = &h.highlight {
+                let mut m = Map::new();
+                for (f, s) in &hl.fields {
+                    if !s.marks.is_empty() {
+                        m.insert(f.clone(), json!([s.render("<em>", "</em>")]));
+                    }
+                }
+                hit["highlight"] = Value::Object(m);
+            }
+            hit
+        })
+        .collect();
+    let n = targets.len().max(1);
+    let mut out = json!({
+        "took": answer.took_ms,
+        "timed_out": false,
+        "_shards": { "total": n, "successful": n, "skipped": 0, "failed": 0 },
+        "hits": {
+            "max_score": answer.hits.first().map(|h| h.score),
+            "hits": hits,
+        }
+    });
+    if let Some(c) = answer.count {
+        out["hits"]["total"] = json!({ "value": c, "relation": "eq" });
+    }
+    if let Some(a) = answer.aggregations {
+        out["aggregations"] = a;
+    }
+    Ok(Json(out))
+}
+
+/// The search of a `_search` body over index `ix` (the query, sort and
+/// aggregations read against its mapping).
+fn search_job(state: &AppState, ix: &IndexHandle, body: &Value, uri: &UriParams) -> Result<SearchJob, ApiError> {
+    let from = body_count(body, "from")?.or(uri.from).unwrap_or(0) as usize;
+    let (query, text) = request_query(ix, body, uri)?;
+    let size = match body_count(body, "size")? {
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         None => uri.size.unwrap_or(10),
     };
@@ -244,8 +309,8 @@ pub async fn search(
     };
     let highlight = body.get("highlight").map(|_| 150);
     let timeout = match (body.get("timeout"), uri.timeout.as_deref()) {
-        (Some(Value::String(t)), _) => parse_timeout(&state, t)?,
-        (None, Some(t)) => parse_timeout(&state, t)?,
+        (Some(Value::String(t)), _) => parse_timeout(state, t)?,
+        (None, Some(t)) => parse_timeout(state, t)?,
         (Some(v), _) => {
             return Err(ApiError::bad_request(format!(
                 "[timeout] must be a string with a unit, e.g. \"500ms\" or \"2s\", not {v}"
@@ -253,64 +318,19 @@ pub async fn search(
         }
         (None, None) => state.config().default_timeout,
     };
-    let answer = state
-        .search(
-            &ix,
-            SearchJob {
-                text,
-                query,
-                mode,
-                k: size,
-                source,
-                from,
-                sort,
-                search_after,
-                highlight,
-                timeout,
-                aggs,
-            },
-        )
-        .await?;
-    let name = ix.name();
-    let hits: Vec<Value> = answer
-        .hits
-        .iter()
-        .map(|h| {
-            let mut hit = json!({ "_index": name, "_id": h.id, "_score": h.score });
-            if let Some(d) = &h.source {
-                hit["_source"] = d.clone();
-            }
-            if let Some(v) = &h.sort {
-                hit["sort"] = json!(v);
-            }
-            if let Some(hl) = &h.highlight {
-                let mut m = Map::new();
-                for (f, s) in &hl.fields {
-                    if !s.marks.is_empty() {
-                        m.insert(f.clone(), json!([s.render("<em>", "</em>")]));
-                    }
-                }
-                hit["highlight"] = Value::Object(m);
-            }
-            hit
-        })
-        .collect();
-    let mut out = json!({
-        "took": answer.took_ms,
-        "timed_out": false,
-        "_shards": { "total": 1, "successful": 1, "skipped": 0, "failed": 0 },
-        "hits": {
-            "max_score": answer.hits.first().map(|h| h.score),
-            "hits": hits,
-        }
-    });
-    if let Some(c) = answer.count {
-        out["hits"]["total"] = json!({ "value": c, "relation": "eq" });
-    }
-    if let Some(a) = answer.aggregations {
-        out["aggregations"] = a;
-    }
-    Ok(Json(out))
+    Ok(SearchJob {
+        text,
+        query,
+        mode,
+        k: size,
+        source,
+        from,
+        sort,
+        search_after,
+        highlight,
+        timeout,
+        aggs,
+    })
 }
 
 /// `GET|POST /{index}/_count`.
@@ -320,34 +340,42 @@ pub async fn count(
     uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let (ix, uri, body) = prelude(&state, &index, uri, &body)?;
+    let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let body = body_value(&body)?;
     if let Some(k) = body.as_object().and_then(|o| o.keys().find(|k| *k != "query")) {
         return Err(ApiError::bad_request(format!(
             "[{k}] is not supported in a count request"
         )));
     }
-    let (query, text) = request_query(&ix, &body, &uri)?;
-    let answer = state
-        .search(
-            &ix,
-            SearchJob {
-                text,
-                query,
-                mode: Mode::Count,
-                k: 0,
-                source: None,
-                from: 0,
-                sort: Vec::new(),
-                search_after: None,
-                highlight: None,
-                timeout: state.config().default_timeout,
-                aggs: None,
-            },
-        )
-        .await?;
+    // Over several indices, the counts add up.
+    let targets = state.indices().resolve(&index)?;
+    let mut total = 0;
+    for ix in &targets {
+        let (query, text) = request_query(ix, &body, &uri)?;
+        let answer = state
+            .search(
+                ix,
+                SearchJob {
+                    text,
+                    query,
+                    mode: Mode::Count,
+                    k: 0,
+                    source: None,
+                    from: 0,
+                    sort: Vec::new(),
+                    search_after: None,
+                    highlight: None,
+                    timeout: state.config().default_timeout,
+                    aggs: None,
+                },
+            )
+            .await?;
+        total += answer.count.unwrap_or(0);
+    }
+    let n = targets.len().max(1);
     Ok(Json(json!({
-        "count": answer.count.unwrap_or(0),
-        "_shards": { "total": 1, "successful": 1, "skipped": 0, "failed": 0 },
+        "count": total,
+        "_shards": { "total": n, "successful": n, "skipped": 0, "failed": 0 },
     })))
 }
 

@@ -300,6 +300,9 @@ pub struct SearchJob {
 pub struct HitOut {
     /// External id.
     pub id: String,
+    /// The index holding it, in a search over several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
     /// BM25 score.
     pub score: f32,
     /// The stored document's fields (`_source`), filtered, when asked.
@@ -328,6 +331,72 @@ pub struct Answer {
     pub aggregations: Option<serde_json::Value>,
     /// Milliseconds from the request's arrival to its answer.
     pub took_ms: u64,
+}
+
+/// One search over several indices (see [`AppState::search_many`]): each
+/// index answers its best `from + k` with the summed statistics, the hits
+/// merge by score (ties by the indices' order, then by document), counts
+/// add up and aggregation partials merge.
+fn run_many(targets: &[(Arc<IndexHandle>, SearchJob)], deadline: Instant) -> tierdex::Result<Answer> {
+    let snapshots: Vec<Arc<tierdex::search::Searcher>> = targets.iter().map(|(ix, _)| ix.searcher()).collect();
+    let mut global = tierdex::query::global::GlobalStats::default();
+    for ((_, job), s) in targets.iter().zip(&snapshots) {
+        global.merge(&tierdex::query::global::GlobalStats::of(s, &job.query)?);
+    }
+    let global = Arc::new(global);
+    let mut hits: Vec<(f32, usize, tierdex::schema::DocId)> = Vec::new();
+    let mut count: Option<u64> = None;
+    let mut aggs: Option<tierdex::aggs::AggsPartial> = None;
+    for (i, ((_, job), s)) in targets.iter().zip(&snapshots).enumerate() {
+        let view = s.with_global_stats(global.clone());
+        let mut req = tierdex::search::SearchRequest::new(&job.query, job.from.saturating_add(job.k));
+        req.mode = job.mode;
+        req.deadline = Some(deadline);
+        let r = view.search_request(&req)?;
+        if let Some(c) = r.count {
+            *count.get_or_insert(0) += c;
+        }
+        hits.extend(r.hits.iter().map(|h| (h.score, i, h.doc)));
+        if let Some(a) = &job.aggs {
+            for p in view.aggregate_parts(&job.query, a)? {
+                match aggs.as_mut() {
+                    Some(m) => m.merge(p),
+                    None => aggs = Some(p),
+                }
+            }
+        }
+    }
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let first = &targets[0].1;
+    let mut out = Vec::with_capacity(first.k);
+    for &(score, i, doc) in hits.iter().skip(first.from).take(first.k) {
+        let s = &snapshots[i];
+        out.push(HitOut {
+            id: s.doc_id(doc)?,
+            index: Some(targets[i].0.name().to_string()),
+            score,
+            source: match &targets[i].1.source {
+                Some(f) => f.apply(&s.doc(doc)?),
+                None => None,
+            },
+            sort: None,
+            highlight: None,
+        });
+    }
+    let aggregations = match &first.aggs {
+        Some(req) => {
+            let merged = aggs.unwrap_or_else(|| tierdex::aggs::AggsPartial::empty(req));
+            Some(tierdex::aggs::finalize(req, &merged)?)
+        }
+        None => None,
+    };
+    Ok(Answer {
+        count,
+        hits: out,
+        cache: None,
+        aggregations,
+        took_ms: 0,
+    })
 }
 
 fn run_job(ix: &IndexHandle, thread: usize, job: &SearchJob, deadline: Instant) -> tierdex::Result<Answer> {
@@ -361,6 +430,7 @@ fn run_job(ix: &IndexHandle, thread: usize, job: &SearchJob, deadline: Instant) 
     for (i, h) in r.hits.iter().enumerate() {
         hits.push(HitOut {
             id: s.doc_id(h.doc)?,
+            index: None,
             score: h.score,
             source: match &job.source {
                 Some(f) => f.apply(&s.doc(h.doc)?),
@@ -386,16 +456,45 @@ impl AppState {
     /// Runs `job` over index `ix` on a worker and waits for it (up to its
     /// timeout).
     pub async fn search(self: &Arc<Self>, ix: &Arc<IndexHandle>, job: SearchJob) -> Result<Answer, ApiError> {
+        let ix = ix.clone();
+        let (timeout, text) = (job.timeout, job.text.clone());
+        self.on_worker(timeout, text, move |thread, deadline| {
+            run_job(&ix, thread, &job, deadline)
+        })
+        .await
+    }
+
+    /// Runs one search over several indices (each with the query
+    /// translated against its own mapping) on a worker, scored with their
+    /// summed statistics ([`tierdex::query::global`]), and waits for it.
+    pub async fn search_many(
+        self: &Arc<Self>,
+        targets: Vec<(Arc<IndexHandle>, SearchJob)>,
+    ) -> Result<Answer, ApiError> {
+        let Some((_, first)) = targets.first() else {
+            return Err(ApiError::bad_request("no index to search"));
+        };
+        let (timeout, text) = (first.timeout, first.text.clone());
+        self.on_worker(timeout, text, move |_, deadline| run_many(&targets, deadline))
+            .await
+    }
+
+    /// Runs `work` on a query worker with a deadline `timeout` from now,
+    /// and waits for its answer (503 when the queue is full, 504 past the
+    /// deadline).
+    async fn on_worker(
+        self: &Arc<Self>,
+        timeout: Duration,
+        text: String,
+        work: impl FnOnce(usize, Instant) -> tierdex::Result<Answer> + Send + 'static,
+    ) -> Result<Answer, ApiError> {
         let started = Instant::now();
-        let timeout = job.timeout;
         let deadline = started
             .checked_add(timeout)
             .ok_or_else(|| ApiError::bad_request(format!("[timeout] {} ms is too long", timeout.as_millis())))?;
-        let ix = ix.clone();
-        let text = job.text.clone();
         let rx = self
             .pool
-            .submit(move |thread| run_job(&ix, thread, &job, deadline))
+            .submit(move |thread| work(thread, deadline))
             .map_err(|Overloaded| {
                 self.metrics.rejected();
                 ApiError::new(

@@ -355,3 +355,101 @@ async fn one_served_directory_names_its_limits() {
     assert_eq!(st, 400, "{v}");
     s.stop().await;
 }
+
+/// A search over several indices (a list, a pattern, an alias of two)
+/// answers as one index holding all their documents: the same hits with
+/// the same scores (summed statistics), the same count and aggregations.
+#[tokio::test]
+async fn a_search_over_several_indices_answers_as_one_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), |_| {}).await;
+    let words = ["red", "green", "blue", "lamp", "chair", "table", "soft", "oak"];
+    let mut bulk = String::new();
+    for i in 0..120usize {
+        let text: Vec<&str> = (0..(3 + i % 7)).map(|j| words[(i * 5 + j * j + i / 7) % 8]).collect();
+        let doc = json!({"title": text.join(" "), "kind": words[i % 3], "price": (i * 37) % 100});
+        let part = if i % 3 == 0 || i % 7 == 0 { "part-a" } else { "part-b" };
+        for index in [part, "whole"] {
+            bulk.push_str(&format!(
+                "{}\n{doc}\n",
+                json!({"index": {"_index": index, "_id": format!("p{i}")}})
+            ));
+        }
+    }
+    let (st, text) = s.send("POST", "/_bulk?refresh=true", Some(bulk), true).await;
+    assert_eq!(st, 200, "{text}");
+    assert!(text.contains("\"errors\":false"), "{text}");
+    let (st, _) = s
+        .json(
+            "POST",
+            "/_aliases",
+            Some(json!({"actions": [{"add": {"index": "part-*", "alias": "parts"}}]})),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let hits = |v: &Value| -> Vec<(String, f64)> {
+        v["hits"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["_id"].as_str().unwrap().to_string(), h["_score"].as_f64().unwrap()))
+            .collect()
+    };
+    for body in [
+        json!({"query": {"match": {"title": "red lamp"}}, "size": 15}),
+        json!({"query": {"match": {"title": {"query": "oak chair", "operator": "and"}}}, "size": 5, "from": 3}),
+        json!({"query": {"bool": {"must": {"match": {"title": "soft"}}, "filter": {"range": {"price": {"lt": 50}}}}}}),
+        json!({"query": {"match_phrase": {"title": "blue lamp"}}, "size": 50}),
+        json!({"size": 0, "aggs": {"kinds": {"terms": {"field": "kind.keyword"}}, "p": {"stats": {"field": "price"}}}}),
+    ] {
+        let (st, want) = s.json("POST", "/whole/_search", Some(body.clone())).await;
+        assert_eq!(st, 200, "{want}");
+        for path in ["/part-a,part-b/_search", "/part-*/_search", "/parts/_search"] {
+            let (st, got) = s.json("POST", path, Some(body.clone())).await;
+            assert_eq!(st, 200, "{path} {body}: {got}");
+            assert_eq!(got["hits"]["total"], want["hits"]["total"], "{path} {body}");
+            let (g, w) = (hits(&got), hits(&want));
+            assert_eq!(g.len(), w.len(), "{path} {body}");
+            for ((gi, gs), (wi, ws)) in g.iter().zip(&w) {
+                assert!((gs - ws).abs() < 1e-4, "{path} {body}: {gi} {gs} against {wi} {ws}");
+            }
+            let ids = |v: &[(String, f64)]| {
+                let mut x: Vec<String> = v.iter().map(|h| h.0.clone()).collect();
+                x.sort();
+                x
+            };
+            // Equal scores may order either way across the indices.
+            if w.windows(2).all(|p| p[0].1 != p[1].1) {
+                assert_eq!(ids(&g), ids(&w), "{path} {body}");
+            }
+            assert_eq!(got["aggregations"], want["aggregations"], "{path} {body}");
+            assert_eq!(got["_shards"]["total"], 2);
+            if let Some(h) = got["hits"]["hits"].as_array().and_then(|h| h.first()) {
+                assert!(h["_index"].as_str().unwrap().starts_with("part-"), "{h}");
+            }
+        }
+    }
+    let (_, want) = s
+        .json(
+            "POST",
+            "/whole/_count",
+            Some(json!({"query": {"match": {"title": "green"}}})),
+        )
+        .await;
+    let (_, got) = s
+        .json(
+            "POST",
+            "/parts/_count",
+            Some(json!({"query": {"match": {"title": "green"}}})),
+        )
+        .await;
+    assert_eq!(got["count"], want["count"]);
+    let (st, v) = s
+        .json("POST", "/parts/_search", Some(json!({"sort": [{"price": "asc"}]})))
+        .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(reason(&v).contains("[sort]"), "{v}");
+    let (st, v) = s.json("POST", "/nothing-*/_search", Some(json!({}))).await;
+    assert_eq!((st, &v["hits"]["total"]["value"]), (200, &json!(0)), "{v}");
+    s.stop().await;
+}

@@ -8,6 +8,8 @@ use crate::aggs::collect::{collect_segment, SegmentPass};
 use crate::aggs::{Aggregations, AggsPartial};
 use crate::bloom::FilterUse;
 use crate::error::{Error, Result};
+use std::sync::Arc;
+
 use crate::index::{Index, OpenOptions};
 use crate::query::ast;
 use crate::query::boolean::Conjunction;
@@ -15,6 +17,7 @@ pub use crate::query::collector::Hit;
 use crate::query::collector::{Cutoff, Deadline, TopK};
 use crate::query::column::{DocSet, DocSetScorer};
 use crate::query::count;
+use crate::query::global::GlobalStats;
 use crate::query::highlight::{make_snippet, Snippet};
 pub use crate::query::limits::QueryLimits;
 use crate::query::planner::{prefetch_zones, Planner};
@@ -176,8 +179,11 @@ impl<'de> Deserialize<'de> for Highlight {
 
 /// An open index, ready to answer queries from any number of threads.
 pub struct Searcher {
-    index: Index,
+    index: Arc<Index>,
     scoring: ScoringContext,
+    /// Statistics over several indices that scores come from (a view made
+    /// by [`Searcher::with_global_stats`]).
+    global: Option<Arc<GlobalStats>>,
     snapshot: u64,
     phrase_filters: FilterUse,
     /// The fields unqualified query terms search.
@@ -207,11 +213,27 @@ impl Searcher {
         let snapshot = SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Searcher {
             default_fields: index.schema().default_fields().to_vec(),
-            index,
+            index: Arc::new(index),
             scoring,
+            global: None,
             snapshot,
             phrase_filters: FilterUse::Auto,
             limits: QueryLimits::default(),
+        }
+    }
+
+    /// A view of the same snapshot that scores with `global`, statistics
+    /// over several indices (see [`crate::query::global`]); the result
+    /// cache must not mix its answers with this searcher's own.
+    pub fn with_global_stats(&self, global: Arc<GlobalStats>) -> Searcher {
+        Searcher {
+            index: self.index.clone(),
+            scoring: ScoringContext::with_global(&self.index, &global),
+            global: Some(global),
+            snapshot: self.snapshot,
+            phrase_filters: self.phrase_filters,
+            default_fields: self.default_fields.clone(),
+            limits: self.limits,
         }
     }
 
@@ -300,6 +322,7 @@ impl Searcher {
         Planner::with_default_fields(&self.index, &self.default_fields)
             .with_limits(self.limits)
             .with_cutoff(cutoff)
+            .with_global(self.global.as_deref())
     }
 
     /// Runs an already parsed query.

@@ -21,6 +21,7 @@ internal!(column);
 internal!(count);
 internal!(dismax);
 pub mod dsl;
+pub mod global;
 pub mod highlight;
 pub mod limits;
 pub mod parser;

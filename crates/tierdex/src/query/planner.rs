@@ -39,6 +39,7 @@ use crate::schema::Field;
 use crate::termdict::term_key;
 
 pub use crate::query::weight::{Build, ScoringContext};
+use crate::query::global::GlobalStats;
 
 /// Builds plans against an open index.
 pub struct Planner<'i> {
@@ -51,7 +52,15 @@ pub struct Planner<'i> {
     cutoff: Option<Cutoff>,
     /// Term lookups of the query being planned (against `max_terms`).
     lookups: Cell<usize>,
+    /// Statistics over several indices that IDFs come from, if any.
+    global: Option<&'i GlobalStats>,
+    /// Every term looked up, with its document frequency here (also those
+    /// of clauses that end up matching nothing in this index).
+    seen: Option<&'i SeenTerms>,
 }
+
+/// Terms a planner looked up: field, term, document frequency.
+pub(crate) type SeenTerms = RefCell<Vec<(Field, String, u64)>>;
 
 impl<'i> Planner<'i> {
     /// A planner for `index`, unqualified clauses searching the schema's
@@ -69,7 +78,23 @@ impl<'i> Planner<'i> {
             limits: QueryLimits::default(),
             cutoff: None,
             lookups: Cell::new(0),
+            global: None,
+            seen: None,
         }
+    }
+
+    /// Records every term looked up, with its document frequency, in
+    /// `seen`.
+    pub(crate) fn recording(mut self, seen: &'i SeenTerms) -> Self {
+        self.seen = Some(seen);
+        self
+    }
+
+    /// Takes IDFs from `global` (statistics over several indices) rather
+    /// than from this index alone.
+    pub fn with_global(mut self, global: Option<&'i GlobalStats>) -> Self {
+        self.global = global;
+        self
     }
 
     /// Refuses queries over `limits` (the defaults otherwise).
@@ -358,15 +383,24 @@ impl<'i> Planner<'i> {
         let mut key = self.key.borrow_mut();
         term_key(field, term, &mut key);
         let df = self.index.doc_freq(&key)?;
+        if let Some(seen) = self.seen {
+            seen.borrow_mut().push((field, term.to_string(), df));
+        }
         if df == 0 {
             return Ok(None);
         }
-        let n = self.index.field_stats(field).doc_count;
+        let mut n = self.index.field_stats(field).doc_count;
+        let mut global_df = df;
+        if let Some(g) = self.global {
+            let name = self.index.schema().name(field);
+            global_df = g.doc_freq(name, term).unwrap_or(df).max(df);
+            n = g.field(name).map_or(n, |s| s.doc_count.max(n));
+        }
         Ok(Some(TermWeight::new(
             field,
             term.to_string(),
             Arc::from(&key[..]),
-            bm25::idf(df, n),
+            bm25::idf(global_df, n),
             df,
         )))
     }

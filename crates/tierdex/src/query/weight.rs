@@ -223,6 +223,19 @@ impl ScoringContext {
         }
     }
 
+    /// The context of `index` with field statistics taken from `global`
+    /// (statistics over several indices) where it has them.
+    pub fn with_global(index: &Index, global: &crate::query::global::GlobalStats) -> Self {
+        let schema = index.schema();
+        ScoringContext {
+            caches: schema
+                .fields()
+                .map(|f| NormCache::new(&global.field(schema.name(f)).unwrap_or_else(|| index.field_stats(f))))
+                .collect(),
+            filter_fields: index.manifest().postings_format().filter_fields,
+        }
+    }
+
     /// BM25 of `field` with weight (IDF) `weight`.
     pub(crate) fn bm25(&self, field: Field, weight: f32) -> Bm25<'_> {
         Bm25::new(weight, &self.caches[field.index()])
