@@ -18,7 +18,9 @@
 //!   [`crate::admin`].
 //! * Writes: `POST /{index}/_doc`, `PUT|POST /{index}/_doc/{id}`, `DELETE
 //!   /{index}/_doc/{id}`, `POST /_bulk` and `/{index}/_bulk` (NDJSON
-//!   `index`, `create` and `delete` actions), `/{index}/_refresh`,
+//!   `index`, `create` and `delete` actions), `POST /{index}/_update/{id}`
+//!   (`doc` merged into `_source`, `upsert`, `doc_as_upsert`,
+//!   `detect_noop`), `POST /{index}/_delete_by_query`, `/{index}/_refresh`,
 //!   `_forcemerge`, and `?refresh=true|wait_for` on writes. Documents are
 //!   any JSON objects: the mapping (strict, or dynamic) decides what is
 //!   indexed; a document that does not fit is a `mapper_parsing_exception`,
@@ -916,6 +918,178 @@ pub async fn delete_doc(
         (StatusCode::NOT_FOUND, "not_found")
     };
     Ok(doc_answer(&ix, &id, status, result, &w))
+}
+
+/// Merges `patch` into `base` as Elasticsearch's partial update does:
+/// objects key by key, recursively; anything else (arrays too) replaced.
+fn merge_into(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                match b.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => merge_into(existing, v),
+                    _ => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+/// `POST /{index}/_update/{id}`: merges `doc` into the document's
+/// `_source` (real time: the latest acknowledged write, refreshed or not),
+/// or creates it from `upsert` (or from `doc` with `doc_as_upsert`) when it
+/// does not exist. An unchanged document is a `noop` unless
+/// `detect_noop: false`. Partial updates of one index run one at a time.
+pub async fn update_doc(
+    State(state): State<Arc<AppState>>,
+    Path((index, id)): Path<(String, String)>,
+    p: WriteQuery,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let p = write_params(p)?;
+    let v = body_value(&body)?;
+    let o = v.as_object().expect("an object");
+    if let Some(k) = o
+        .keys()
+        .find(|k| !["doc", "doc_as_upsert", "upsert", "detect_noop"].contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in an update (doc, doc_as_upsert, upsert, detect_noop)"
+        )));
+    }
+    let flag = |k: &str, default: bool| -> Result<bool, ApiError> {
+        match o.get(k) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "[{k}] must be true or false, not {other}"
+            ))),
+        }
+    };
+    let (as_upsert, detect_noop) = (flag("doc_as_upsert", false)?, flag("detect_noop", true)?);
+    let patch = o.get("doc");
+    let upsert = o.get("upsert");
+    for (k, x) in [("doc", patch), ("upsert", upsert)] {
+        if x.is_some_and(|x| !x.is_object()) {
+            return Err(ApiError::bad_request(format!("[{k}] must be an object")));
+        }
+    }
+    if patch.is_none() && upsert.is_none() {
+        return Err(ApiError::bad_request("an update needs [doc] (or [upsert])"));
+    }
+    let ix = match state.indices().write_target(&index, state.config(), false) {
+        Ok(ix) => ix,
+        Err(_) => {
+            let st = state.clone();
+            blocking(move || write_index(&st, &index)).await?
+        }
+    };
+    let Some(w) = ix.writer().cloned() else {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "read_only",
+            "this server was started read-only",
+        ));
+    };
+    let _turn = ix.updates.lock().await;
+    let key = id.clone();
+    let current = blocking(move || w.get(&key).map_err(ApiError::engine)).await?;
+    let (next, result, status) = match (current, patch) {
+        (Some(d), Some(patch)) => {
+            let before = tierdex::query::dsl::SourceFilter::default()
+                .apply(&d)
+                .unwrap_or_else(|| json!({}));
+            let mut after = before.clone();
+            merge_into(&mut after, patch);
+            if detect_noop && after == before {
+                let v = json!({ "_index": ix.name(), "_id": id, "_version": 1, "result": "noop",
+                    "_shards": { "total": 0, "successful": 0, "failed": 0 }, "_seq_no": 0, "_primary_term": 1 });
+                return Ok((StatusCode::OK, Json(v)));
+            }
+            (after, "updated", StatusCode::OK)
+        }
+        (Some(_), None) => {
+            // Only an upsert, and the document exists: nothing to change.
+            let v = json!({ "_index": ix.name(), "_id": id, "_version": 1, "result": "noop",
+                "_shards": { "total": 0, "successful": 0, "failed": 0 }, "_seq_no": 0, "_primary_term": 1 });
+            return Ok((StatusCode::OK, Json(v)));
+        }
+        (None, _) => match (upsert, patch) {
+            (Some(u), _) => (u.clone(), "created", StatusCode::CREATED),
+            (None, Some(d)) if as_upsert => (d.clone(), "created", StatusCode::CREATED),
+            _ => {
+                let mut e = ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "document_missing_exception",
+                    format!("[{id}]: document missing"),
+                );
+                e.body["error"]["index"] = ix.name().into();
+                return Err(e);
+            }
+        },
+    };
+    let doc = source_doc(ix.searcher().schema(), id.clone(), &next)?;
+    let written = state.write(&ix, vec![Op::Add(doc)], p.wants_refresh()).await?;
+    Ok(doc_answer(&ix, &id, status, result, &written))
+}
+
+/// Documents deleted per batch by `_delete_by_query`.
+const DELETE_BATCH: usize = 10_000;
+
+/// `POST /{index}/_delete_by_query`: deletes every document the query
+/// matches in the index's current snapshot (writes not yet refreshed are
+/// not seen, as in Elasticsearch), in batches of 10,000.
+pub async fn delete_by_query(
+    State(state): State<Arc<AppState>>,
+    Path(index): Path<String>,
+    p: WriteQuery,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let started = std::time::Instant::now();
+    let p = write_params(p)?;
+    let v = body_value(&body)?;
+    if let Some(k) = v.as_object().and_then(|o| o.keys().find(|k| *k != "query")) {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in a delete by query (query)"
+        )));
+    }
+    let Some(q) = v.get("query") else {
+        return Err(ApiError::bad_request("a delete by query needs a [query]"));
+    };
+    let mut total = 0usize;
+    let mut batches = 0usize;
+    for ix in state.indices().resolve(&index)? {
+        let query = translate(&ix, ix.searcher().schema(), q)?;
+        let timeout = state.config().max_timeout;
+        let snapshot = ix.clone();
+        let ids = blocking(move || {
+            let s = snapshot.searcher();
+            let deadline = std::time::Instant::now().checked_add(timeout);
+            let docs = s.matching_docs(&query, deadline).map_err(ApiError::engine)?;
+            docs.into_iter()
+                .map(|d| s.doc_id(d).map_err(ApiError::engine))
+                .collect::<Result<Vec<String>, ApiError>>()
+        })
+        .await?;
+        total += ids.len();
+        for chunk in ids.chunks(DELETE_BATCH) {
+            let ops = chunk.iter().cloned().map(Op::Delete).collect();
+            state.write(&ix, ops, false).await?;
+            batches += 1;
+        }
+        if p.wants_refresh() {
+            state.refresh(&ix).await?;
+        }
+    }
+    Ok(Json(json!({
+        "took": started.elapsed().as_millis() as u64, "timed_out": false, "total": total, "deleted": total,
+        "batches": batches, "version_conflicts": 0, "noops": 0, "failures": [],
+        "retries": { "bulk": 0, "search": 0 }, "throttled_millis": 0, "requests_per_second": -1.0,
+        "throttled_until_millis": 0,
+    })))
 }
 
 /// `GET|POST /{index}/_refresh`.

@@ -79,6 +79,9 @@ pub struct IndexHandle {
     pub(crate) cache: Option<Arc<ResultCache>>,
     meta: IndexMeta,
     maintainer: Mutex<Option<Maintainer>>,
+    /// Taken by partial updates (`_update`), so that two of them to one
+    /// index read and write in turn, neither losing the other's change.
+    pub(crate) updates: tokio::sync::Mutex<()>,
 }
 
 impl IndexHandle {
@@ -860,6 +863,7 @@ fn handle(
         cache,
         meta,
         maintainer: Mutex::new(None),
+        updates: tokio::sync::Mutex::new(()),
     })
 }
 

@@ -809,6 +809,8 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .get(es::get_doc)
                 .head(es::get_doc),
         )
+        .route("/{index}/_update/{id}", post(es::update_doc))
+        .route("/{index}/_delete_by_query", post(es::delete_by_query))
         .route("/_bulk", post(es::bulk_all).put(es::bulk_all))
         .route("/{index}/_bulk", post(es::bulk).put(es::bulk))
         .route("/{index}/_refresh", get(es::refresh).post(es::refresh))

@@ -114,8 +114,16 @@ pub fn access(method: &Method, route: Option<&str>) -> Access {
         Some("/_mget" | "/{index}/_mget") if reads => Access::Read,
         Some("/{index}/_mapping") if method == Method::GET => Access::Read,
         Some(
-            "/docs" | "/docs/{id}" | "/{index}/_doc" | "/{index}/_doc/{id}" | "/_bulk" | "/{index}/_bulk" | "/refresh"
-            | "/{index}/_refresh",
+            "/docs"
+            | "/docs/{id}"
+            | "/{index}/_doc"
+            | "/{index}/_doc/{id}"
+            | "/_bulk"
+            | "/{index}/_bulk"
+            | "/refresh"
+            | "/{index}/_refresh"
+            | "/{index}/_update/{id}"
+            | "/{index}/_delete_by_query",
         ) => Access::Write,
         // An unknown path: whoever may read learns it is not there.
         None => Access::Read,

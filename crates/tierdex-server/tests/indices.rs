@@ -453,3 +453,137 @@ async fn a_search_over_several_indices_answers_as_one_index() {
     assert_eq!((st, &v["hits"]["total"]["value"]), (200, &json!(0)), "{v}");
     s.stop().await;
 }
+
+/// `_update` merges into the latest `_source` (refreshed or not), upserts,
+/// detects no-ops and loses no concurrent update; `_delete_by_query`
+/// deletes exactly what the query matches.
+#[tokio::test]
+async fn partial_updates_and_deletes_by_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), |_| {}).await;
+    let (st, v) = s
+        .json(
+            "PUT",
+            "/items/_doc/a",
+            Some(json!({"name": "lamp", "stock": {"n": 1, "where": "shelf"}, "tags": ["x", "y"]})),
+        )
+        .await;
+    assert_eq!(st, 201, "{v}");
+    // Not refreshed: the update still sees the write.
+    let (st, v) = s
+        .json(
+            "POST",
+            "/items/_update/a",
+            Some(json!({"doc": {"stock": {"n": 2}, "tags": ["z"]}})),
+        )
+        .await;
+    assert_eq!((st, &v["result"]), (200, &json!("updated")), "{v}");
+    let (_, v) = s.json("GET", "/items/_doc/a", None).await;
+    assert_eq!(
+        v["_source"],
+        json!({"name": "lamp", "stock": {"n": 2, "where": "shelf"}, "tags": ["z"]}),
+        "objects merge, arrays are replaced"
+    );
+    let (st, v) = s
+        .json("POST", "/items/_update/a", Some(json!({"doc": {"name": "lamp"}})))
+        .await;
+    assert_eq!((st, &v["result"]), (200, &json!("noop")), "{v}");
+    let (st, v) = s
+        .json("POST", "/items/_update/b", Some(json!({"doc": {"name": "desk"}})))
+        .await;
+    assert_eq!(st, 404, "{v}");
+    assert_eq!(v["error"]["type"], "document_missing_exception");
+    let (st, v) = s
+        .json(
+            "POST",
+            "/items/_update/b",
+            Some(json!({"doc": {"name": "desk"}, "doc_as_upsert": true})),
+        )
+        .await;
+    assert_eq!((st, &v["result"]), (201, &json!("created")), "{v}");
+    let (st, v) = s
+        .json(
+            "POST",
+            "/items/_update/c",
+            Some(json!({"doc": {"n": 1}, "upsert": {"name": "chair", "n": 0}})),
+        )
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let (_, v) = s.json("GET", "/items/_doc/c", None).await;
+    assert_eq!(v["_source"], json!({"name": "chair", "n": 0}), "upsert as given");
+    for bad in [
+        json!({"script": "ctx._source.n++"}),
+        json!({"doc": 3}),
+        json!({}),
+        json!({"doc": {}, "doc_as_upsert": "yes"}),
+    ] {
+        let (st, v) = s.json("POST", "/items/_update/a", Some(bad.clone())).await;
+        assert_eq!(st, 400, "{bad}: {v}");
+    }
+    // Concurrent updates (fewer than the server's 16 writes at once) lose
+    // nothing.
+    let (st, _) = s.json("PUT", "/items/_doc/counter", Some(json!({"k": 0}))).await;
+    assert_eq!(st, 201);
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let base = s.base.clone();
+        tasks.push(tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/items/_update/counter"))
+                .header("content-type", "application/json")
+                .body(json!({"doc": {format!("f{i}"): i}}).to_string())
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    let (_, v) = s.json("GET", "/items/_doc/counter", None).await;
+    assert_eq!(v["_source"].as_object().unwrap().len(), 13, "{v}");
+
+    // Delete by query.
+    let mut bulk = String::new();
+    for i in 0..50 {
+        bulk.push_str(&format!(
+            "{}\n{}\n",
+            json!({"index": {"_id": format!("d{i}")}}),
+            json!({"name": if i % 5 == 0 { "broken part" } else { "part" }, "n": i})
+        ));
+    }
+    let (st, text) = s.send("POST", "/items/_bulk?refresh=true", Some(bulk), true).await;
+    assert_eq!(st, 200, "{text}");
+    let (st, v) = s
+        .json(
+            "POST",
+            "/items/_delete_by_query?refresh=true",
+            Some(json!({"query": {"match": {"name": "broken"}}})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["deleted"], 10);
+    let (_, v) = s
+        .json(
+            "POST",
+            "/items/_count",
+            Some(json!({"query": {"match": {"name": "part"}}})),
+        )
+        .await;
+    assert_eq!(v["count"], 40);
+    let (_, v) = s.json("GET", "/items/_doc/d5", None).await;
+    assert_eq!(v["found"], false);
+    let (st, v) = s
+        .json(
+            "POST",
+            "/items/_delete_by_query",
+            Some(json!({"query": {"match_all": {}}, "slices": 2})),
+        )
+        .await;
+    assert_eq!(st, 400, "{v}");
+    let (st, v) = s.json("POST", "/items/_delete_by_query", Some(json!({}))).await;
+    assert_eq!(st, 400, "{v}");
+    s.stop().await;
+}

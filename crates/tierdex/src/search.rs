@@ -536,6 +536,29 @@ impl Searcher {
         Ok(parts)
     }
 
+    /// Every live document `query` matches, in document order (what a
+    /// delete-by-query removes); stops with [`Error::TimedOut`] past
+    /// `deadline`.
+    pub fn matching_docs(&self, query: &ast::Query, deadline: Option<std::time::Instant>) -> Result<Vec<DocId>> {
+        let started = std::time::Instant::now();
+        let cutoff = Cutoff::new(deadline, started);
+        let plan = self.planner(cutoff).plan(query)?;
+        let mut out = Vec::new();
+        for (i, (seg, &base)) in self.index.segments().iter().zip(self.index.bases()).enumerate() {
+            crate::query::collector::check(cutoff.as_ref())?;
+            let mut m = plan.matches(seg, cutoff.as_ref())?;
+            if let Some(d) = self.index.deletes(i) {
+                m.subtract(d.bits());
+            }
+            let mut d = m.next(0);
+            while d != crate::schema::TERMINATED {
+                out.push(base + d);
+                d = m.next(d + 1);
+            }
+        }
+        Ok(out)
+    }
+
     /// The aggregations of `query`'s matches, merged and resolved: the
     /// intermediate a shard would send.
     pub fn aggregate(&self, query: &ast::Query, aggs: &Aggregations) -> Result<AggsPartial> {
