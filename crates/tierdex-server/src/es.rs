@@ -46,9 +46,18 @@ use tierdex::Document;
 use crate::indices::AliasAction;
 use crate::{ApiError, AppState, IndexHandle, IndexSettings, SearchJob, WriteParams, Written, MAX_K};
 
-/// URI parameters (`?q=...&size=...`).
+/// URI parameters (`?q=...&size=...`); any other is a 400 naming it.
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UriParams {
+    /// Keep a scroll open this long (`1m`): the answer carries a
+    /// `_scroll_id` for `/_search/scroll`.
+    pub scroll: Option<String>,
+    /// `true`: `hits.total` as a number (Elasticsearch 6's shape, which
+    /// some clients ask for).
+    pub rest_total_hits_as_int: Option<bool>,
+    /// Accepted: answers are JSON either way.
+    pub pretty: Option<String>,
     /// Query string (Lucene syntax).
     pub q: Option<String>,
     /// Hits.
@@ -91,10 +100,17 @@ fn write_index(state: &AppState, index: &str) -> Result<Arc<IndexHandle>, ApiErr
 /// unit (`nanos`, `micros`, `ms`, `s`, `m`, `h`, `d`), checked against the
 /// server's maximum.
 fn parse_timeout(state: &AppState, s: &str) -> Result<std::time::Duration, ApiError> {
+    let d = parse_time("timeout", s)?;
+    state.config().check_timeout(d, &format!("`{s}`"))
+}
+
+/// An Elasticsearch time value (`500ms`, `2s`, `1m`) of the parameter
+/// `what`.
+pub(crate) fn parse_time(what: &str, s: &str) -> Result<std::time::Duration, ApiError> {
     use std::time::Duration;
     let bad = |why: &str| {
         ApiError::bad_request(format!(
-            "bad [timeout] `{s}`: {why}; expected a whole number and a unit (nanos, micros, ms, s, m, h, d), e.g. \"500ms\" or \"2s\""
+            "bad [{what}] `{s}`: {why}; expected a whole number and a unit (nanos, micros, ms, s, m, h, d), e.g. \"500ms\" or \"2s\""
         ))
     };
     let t = s.trim();
@@ -118,7 +134,7 @@ fn parse_timeout(state: &AppState, s: &str) -> Result<std::time::Duration, ApiEr
         "d" => secs(86_400)?,
         _ => return Err(bad("unknown unit")),
     };
-    state.config().check_timeout(d, &format!("`{s}`"))
+    Ok(d)
 }
 
 /// A whole number ≥ 0 from a body field, or a 400 naming the field.
@@ -164,9 +180,42 @@ pub async fn search(
 ) -> Result<Json<Value>, ApiError> {
     let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let body = body_value(&body)?;
-    let targets = state.indices().resolve(&index)?;
+    if body.get("pit").is_some() {
+        return Err(ApiError::bad_request(
+            "[pit] names its index already: search it with POST /_search",
+        ));
+    }
+    search_in(&state, &index, uri, body).await
+}
+
+/// `GET|POST /_search`: every index, or the point in time of `pit`.
+pub async fn search_all(
+    State(state): State<Arc<AppState>>,
+    uri: Result<UrlQuery<UriParams>, axum::extract::rejection::QueryRejection>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let UrlQuery(uri) = uri.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let body = body_value(&body)?;
+    let Some(pit) = body.get("pit") else {
+        return search_in(&state, "_all", uri, body).await;
+    };
+    check_search_keys(&body)?;
+    if uri.scroll.is_some() {
+        return Err(ApiError::bad_request("[scroll] cannot be used with [pit]"));
+    }
+    let (id, ix, snapshot) = crate::scroll::pit_snapshot(&state, pit)?;
+    let job = search_job(&state, &ix, &body, &uri)?;
+    let answer = state.search_snapshot(snapshot, job).await?;
+    let mut out = render(&answer, Some(ix.name()), 1, &uri);
+    out["pit_id"] = id.into();
+    Ok(Json(out))
+}
+
+/// Refuses a search body key this server does not support.
+fn check_search_keys(body: &Value) -> Result<(), ApiError> {
     for key in body.as_object().into_iter().flat_map(|o| o.keys()) {
         if ![
+            "pit",
             "query",
             "size",
             "track_total_hits",
@@ -186,6 +235,22 @@ pub async fn search(
             )));
         }
     }
+    Ok(())
+}
+
+async fn search_in(state: &Arc<AppState>, index: &str, uri: UriParams, body: Value) -> Result<Json<Value>, ApiError> {
+    check_search_keys(&body)?;
+    let targets = state.indices().resolve(index)?;
+    if let Some(keep) = &uri.scroll {
+        if targets.len() != 1 {
+            return Err(ApiError::bad_request(format!(
+                "[scroll] over several indices is not supported ([{index}] names {})",
+                targets.len()
+            )));
+        }
+        let job = search_job(state, &targets[0], &body, &uri)?;
+        return crate::scroll::first_page(state, targets[0].clone(), job, keep, &uri).await;
+    }
     if targets.len() > 1 {
         if let Some(k) = ["sort", "search_after", "highlight"]
             .iter()
@@ -199,7 +264,7 @@ pub async fn search(
     }
     let mut jobs = Vec::with_capacity(targets.len());
     for ix in &targets {
-        jobs.push((ix.clone(), search_job(&state, ix, &body, &uri)?));
+        jobs.push((ix.clone(), search_job(state, ix, &body, &uri)?));
     }
     let answer = match jobs.len() {
         0 => crate::Answer {
@@ -216,11 +281,17 @@ pub async fn search(
         _ => state.search_many(jobs).await?,
     };
     let only = (targets.len() == 1).then(|| targets[0].name().to_string());
+    Ok(Json(render(&answer, only.as_deref(), targets.len(), &uri)))
+}
+
+/// A search answer in Elasticsearch's shape; hits without their own index
+/// name are `only`'s.
+pub(crate) fn render(answer: &crate::Answer, only: Option<&str>, shards: usize, uri: &UriParams) -> Value {
     let hits: Vec<Value> = answer
         .hits
         .iter()
         .map(|h| {
-            let name = h.index.clone().or_else(|| only.clone()).unwrap_or_default();
+            let name = h.index.as_deref().or(only).unwrap_or_default();
             let mut hit = json!({ "_index": name, "_id": h.id, "_score": h.score });
             if let Some(d) = &h.source {
                 hit["_source"] = d.clone();
@@ -240,7 +311,7 @@ pub async fn search(
             hit
         })
         .collect();
-    let n = targets.len().max(1);
+    let n = shards.max(1);
     let mut out = json!({
         "took": answer.took_ms,
         "timed_out": false,
@@ -251,12 +322,15 @@ pub async fn search(
         }
     });
     if let Some(c) = answer.count {
-        out["hits"]["total"] = json!({ "value": c, "relation": "eq" });
+        out["hits"]["total"] = match uri.rest_total_hits_as_int {
+            Some(true) => json!(c),
+            _ => json!({ "value": c, "relation": "eq" }),
+        };
     }
-    if let Some(a) = answer.aggregations {
-        out["aggregations"] = a;
+    if let Some(a) = &answer.aggregations {
+        out["aggregations"] = a.clone();
     }
-    Ok(Json(out))
+    out
 }
 
 /// The search of a `_search` body over index `ix` (the query, sort and

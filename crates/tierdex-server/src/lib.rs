@@ -44,6 +44,7 @@ pub mod es;
 pub mod indices;
 mod metrics;
 mod pool;
+mod scroll;
 pub mod security;
 
 use std::net::SocketAddr;
@@ -196,6 +197,8 @@ impl ServerConfig {
 /// Everything handlers share.
 pub struct AppState {
     indices: Indices,
+    /// Open scrolls and points in time.
+    pub(crate) contexts: scroll::Contexts,
     writes: tokio::sync::Semaphore,
     pool: Pool,
     metrics: Metrics,
@@ -400,12 +403,21 @@ fn run_many(targets: &[(Arc<IndexHandle>, SearchJob)], deadline: Instant) -> tie
 }
 
 fn run_job(ix: &IndexHandle, thread: usize, job: &SearchJob, deadline: Instant) -> tierdex::Result<Answer> {
-    let snapshot = ix.searcher();
-    let s = &*snapshot;
+    run_on(&ix.searcher(), ix.cache(), thread, job, deadline)
+}
+
+/// Runs `job` on the snapshot `s` (through `cache` when given).
+fn run_on(
+    s: &tierdex::search::Searcher,
+    cache: Option<&Arc<tierdex::cache::ResultCache>>,
+    thread: usize,
+    job: &SearchJob,
+    deadline: Instant,
+) -> tierdex::Result<Answer> {
     let d = Some(deadline);
     // Aggregations are computed in the request's own pass (not cached).
     let paged = job.from > 0 || !job.sort.is_empty() || job.search_after.is_some() || job.aggs.is_some();
-    let (r, outcome): (SearchResults, _) = match ix.cache() {
+    let (r, outcome): (SearchResults, _) = match cache {
         _ if paged => {
             let mut req = tierdex::search::SearchRequest::new(&job.query, job.k);
             req.mode = job.mode;
@@ -460,6 +472,20 @@ impl AppState {
         let (timeout, text) = (job.timeout, job.text.clone());
         self.on_worker(timeout, text, move |thread, deadline| {
             run_job(&ix, thread, &job, deadline)
+        })
+        .await
+    }
+
+    /// Runs `job` on a worker over the kept snapshot `snapshot` (a scroll
+    /// or point in time), without the result cache.
+    pub async fn search_snapshot(
+        self: &Arc<Self>,
+        snapshot: Arc<tierdex::search::Searcher>,
+        job: SearchJob,
+    ) -> Result<Answer, ApiError> {
+        let (timeout, text) = (job.timeout, job.text.clone());
+        self.on_worker(timeout, text, move |thread, deadline| {
+            run_on(&snapshot, None, thread, &job, deadline)
         })
         .await
     }
@@ -662,6 +688,7 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
     };
     Ok(Arc::new(AppState {
         indices,
+        contexts: scroll::Contexts::default(),
         writes: tokio::sync::Semaphore::new(config.max_writes.max(1)),
         pool: Pool::new(config.threads.max(1), config.queue.max(1)),
         metrics: Metrics::default(),
@@ -761,6 +788,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(prometheus))
         .route("/search", get(search_get).post(search_post))
         .route("/{index}/_search", get(es::search).post(es::search))
+        .route("/_search", get(es::search_all).post(es::search_all))
+        .route(
+            "/_search/scroll",
+            get(scroll::next_page).post(scroll::next_page).delete(scroll::clear),
+        )
+        .route(
+            "/_search/scroll/{id}",
+            get(scroll::next_page).post(scroll::next_page).delete(scroll::clear),
+        )
+        .route("/{index}/_pit", post(scroll::open_pit))
+        .route("/_pit", axum::routing::delete(scroll::close_pit))
         .route("/{index}/_count", get(es::count).post(es::count))
         .route("/docs", post(add_docs))
         .route("/docs/{id}", axum::routing::delete(delete_doc))

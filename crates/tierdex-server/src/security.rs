@@ -94,7 +94,11 @@ pub fn access(method: &Method, route: Option<&str>) -> Access {
     match route {
         Some("/health") => Access::Open,
         Some("/") if method == Method::GET || method == Method::HEAD => Access::Read,
-        Some("/stats" | "/search" | "/{index}/_search" | "/{index}/_count") if reads => Access::Read,
+        Some("/stats" | "/search" | "/{index}/_search" | "/{index}/_count" | "/_search" | "/{index}/_pit") if reads => {
+            Access::Read
+        }
+        // Scrolls and points in time are a reader's own views.
+        Some("/_search/scroll" | "/_search/scroll/{id}" | "/_pit") => Access::Read,
         Some("/{index}") if method == Method::HEAD || method == Method::GET => Access::Read,
         Some(
             "/{index}/_settings"

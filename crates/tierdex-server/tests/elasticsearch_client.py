@@ -89,5 +89,11 @@ try:
     out["bad_field"] = "accepted"
 except BadRequestError as e:
     out["bad_field"] = e.error
+# helpers.scan pages with a scroll (sort _doc) and clears it.
+client.indices.refresh(index=index)
+out["scan_ids"] = sorted(h["_id"] for h in helpers.scan(client, index=index, query={"query": {"match": {"title": "kumquat"}}}, size=7))
+r = client.update(index=index, id="py-bulk-1", doc={"body": "kumquat marmalade"}, refresh=True)
+out["update_result"] = r["result"]
+out["updated_body"] = client.get(index=index, id="py-bulk-1")["_source"]["body"]
 
 print(json.dumps(out))

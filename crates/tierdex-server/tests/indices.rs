@@ -587,3 +587,152 @@ async fn partial_updates_and_deletes_by_query() {
     assert_eq!(st, 400, "{v}");
     s.stop().await;
 }
+
+/// A scroll pages through every match of one snapshot (writes after it
+/// began unseen), a point in time keeps a snapshot for `search_after`
+/// chains, both are cleared, and unknown URI parameters are refused.
+#[tokio::test]
+async fn scrolls_and_points_in_time_keep_their_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), |_| {}).await;
+    let mut bulk = String::new();
+    for i in 0..250 {
+        bulk.push_str(&format!(
+            "{}\n{}\n",
+            json!({"index": {"_id": format!("s{i}")}}),
+            json!({"text": if i % 2 == 0 { "even stone" } else { "odd stone" }, "n": i})
+        ));
+    }
+    let (st, _) = s.send("POST", "/rocks/_bulk?refresh=true", Some(bulk), true).await;
+    assert_eq!(st, 200);
+    for sort in [json!(["_doc"]), json!([{"n": "desc"}]), Value::Null] {
+        let mut body = json!({"query": {"match": {"text": "stone"}}, "size": 40});
+        if !sort.is_null() {
+            body["sort"] = sort.clone();
+        }
+        let (st, v) = s.json("POST", "/rocks/_search?scroll=1m", Some(body)).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["hits"]["total"]["value"], 250);
+        let mut seen: Vec<String> = Vec::new();
+        let mut page = v;
+        let id = page["_scroll_id"].as_str().unwrap().to_string();
+        // Written after the scroll began: not in it.
+        let (st, _) = s
+            .json(
+                "PUT",
+                "/rocks/_doc/late?refresh=true",
+                Some(json!({"text": "late stone"})),
+            )
+            .await;
+        assert!(st == 201 || st == 200);
+        loop {
+            let hits = page["hits"]["hits"].as_array().unwrap().clone();
+            if hits.is_empty() {
+                break;
+            }
+            seen.extend(hits.iter().map(|h| h["_id"].as_str().unwrap().to_string()));
+            let (st, next) = s
+                .json(
+                    "POST",
+                    "/_search/scroll",
+                    Some(json!({"scroll": "1m", "scroll_id": id})),
+                )
+                .await;
+            assert_eq!(st, 200, "{next}");
+            assert_eq!(next["hits"]["total"]["value"], 250);
+            page = next;
+        }
+        assert_eq!(seen.len(), 250, "sort {sort}");
+        let mut unique = seen.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 250, "every match once, sort {sort}");
+        if sort == json!([{"n": "desc"}]) {
+            assert_eq!(seen[0], "s249");
+            assert_eq!(seen[249], "s0");
+        }
+        let (st, v) = s
+            .json("DELETE", "/_search/scroll", Some(json!({"scroll_id": [id]})))
+            .await;
+        assert_eq!((st, &v["num_freed"]), (200, &json!(1)), "{v}");
+        let (st, v) = s
+            .json(
+                "POST",
+                "/_search/scroll",
+                Some(json!({"scroll": "1m", "scroll_id": id})),
+            )
+            .await;
+        assert_eq!(st, 404, "{v}");
+        let (st, _) = s.json("DELETE", "/rocks/_doc/late?refresh=true", None).await;
+        assert_eq!(st, 200);
+    }
+    let (_, v) = s
+        .json(
+            "POST",
+            "/rocks/_search?scroll=1m&rest_total_hits_as_int=true",
+            Some(json!({"size": 1})),
+        )
+        .await;
+    assert_eq!(v["hits"]["total"], 250, "{v}");
+    let (st, v) = s.json("POST", "/rocks/_search?scroll=48h", Some(json!({}))).await;
+    assert_eq!(st, 400, "{v}");
+    let (st, v) = s
+        .json("POST", "/rocks/_search?scroll=1m", Some(json!({"from": 5})))
+        .await;
+    assert_eq!(st, 400, "{v}");
+    let (st, v) = s.json("POST", "/rocks/_search?sort=n:asc", Some(json!({}))).await;
+    assert_eq!(st, 400, "an unknown URI parameter is refused: {v}");
+    let (st, v) = s.json("DELETE", "/_search/scroll/_all", None).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(v["num_freed"].as_u64().unwrap() >= 1);
+
+    // A point in time: later writes unseen, search_after chains over it.
+    let (st, v) = s.json("POST", "/rocks/_pit?keep_alive=1m", None).await;
+    assert_eq!(st, 200, "{v}");
+    let pit = v["id"].as_str().unwrap().to_string();
+    let (st, _) = s
+        .json(
+            "PUT",
+            "/rocks/_doc/after-pit?refresh=true",
+            Some(json!({"text": "new stone"})),
+        )
+        .await;
+    assert_eq!(st, 201);
+    let mut after: Option<Value> = None;
+    let mut seen = 0;
+    loop {
+        let mut body = json!({"pit": {"id": pit, "keep_alive": "1m"}, "size": 100, "sort": [{"_shard_doc": "asc"}],
+            "query": {"match": {"text": "stone"}}});
+        if let Some(a) = &after {
+            body["search_after"] = a.clone();
+        }
+        let (st, v) = s.json("POST", "/_search", Some(body)).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["pit_id"], pit.as_str());
+        let hits = v["hits"]["hits"].as_array().unwrap();
+        if hits.is_empty() {
+            break;
+        }
+        assert!(hits.iter().all(|h| h["_id"] != "after-pit"));
+        seen += hits.len();
+        after = Some(hits.last().unwrap()["sort"].clone());
+    }
+    assert_eq!(seen, 250);
+    let (_, v) = s
+        .json(
+            "POST",
+            "/rocks/_count",
+            Some(json!({"query": {"match": {"text": "stone"}}})),
+        )
+        .await;
+    assert_eq!(v["count"], 251, "the index itself moved on");
+    let (st, v) = s
+        .json("POST", "/rocks/_search", Some(json!({"pit": {"id": pit}})))
+        .await;
+    assert_eq!(st, 400, "{v}");
+    let (st, v) = s.json("DELETE", "/_pit", Some(json!({"id": pit}))).await;
+    assert_eq!((st, &v["num_freed"]), (200, &json!(1)), "{v}");
+    let (st, _) = s.json("POST", "/_search", Some(json!({"pit": {"id": pit}}))).await;
+    assert_eq!(st, 404);
+    s.stop().await;
+}

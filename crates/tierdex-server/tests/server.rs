@@ -501,6 +501,13 @@ async fn python_client_session(env: &str, script: &str, major: Option<&str>) {
     assert_eq!(v["delete_again"], 404);
     assert_eq!(v["kumquat_after_delete"], 51);
     assert_eq!(v["bad_field"], "mapper_parsing_exception");
+    // helpers.scan: every match, once, through a scroll.
+    let mut want: Vec<String> = (0..50).map(|i| format!("py-bulk-{i}")).collect();
+    want.push(v["auto_id"].as_str().unwrap().to_string());
+    want.sort();
+    assert_eq!(ids(&v["scan_ids"]), want, "{v}");
+    assert_eq!(v["update_result"], "updated");
+    assert_eq!(v["updated_body"], "kumquat marmalade");
     if major.is_some() {
         // most_fields sums the fields' scores, as the query language's
         // unqualified word over title and body does; best_fields matches

@@ -520,7 +520,8 @@ pub fn sort(schema: &Schema, v: &Value) -> Result<Vec<SortField>> {
         };
         let by = match name {
             "_score" => SortBy::Score,
-            "_doc" => SortBy::Doc,
+            // One shard per index: its document order is the index's.
+            "_doc" | "_shard_doc" => SortBy::Doc,
             other => SortBy::Field(must_field(schema, "sort", other)?),
         };
         let mut f = match by {
