@@ -458,7 +458,11 @@ pub async fn count(
 type WriteQuery = Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>;
 
 fn write_params(p: WriteQuery) -> Result<WriteParams, ApiError> {
-    p.map(|UrlQuery(p)| p).map_err(|e| ApiError::bad_request(e.body_text()))
+    let p = p
+        .map(|UrlQuery(p)| p)
+        .map_err(|e| ApiError::bad_request(e.body_text()))?;
+    p.check()?;
+    Ok(p)
 }
 
 /// A document from an Elasticsearch `_source`: strings of the schema's
@@ -934,6 +938,25 @@ async fn put_doc(
         }
     };
     let doc = source_doc(ix.searcher().schema(), id.clone(), &v)?;
+    // A create-only write checks and writes in turn with partial updates.
+    let _turn = match p.create_only() {
+        true => Some(ix.updates.lock().await),
+        false => None,
+    };
+    if p.create_only() {
+        if let Some(w) = ix.writer().cloned() {
+            let key = id.clone();
+            if blocking(move || Ok(w.contains(&key))).await? {
+                let mut e = ApiError::new(
+                    StatusCode::CONFLICT,
+                    "version_conflict_engine_exception",
+                    format!("[{id}]: version conflict, document already exists"),
+                );
+                e.body["error"]["index"] = ix.name().into();
+                return Err(e);
+            }
+        }
+    }
     let w = state.write(&ix, vec![Op::Add(doc)], p.wants_refresh()).await?;
     let (status, result) = if w.applied.replaced > 0 {
         (StatusCode::OK, "updated")
@@ -974,6 +997,22 @@ pub async fn index_doc_id(
         return Err(ApiError::bad_request("empty document id"));
     }
     put_doc(&state, &index, id, write_params(p)?, &body).await
+}
+
+/// `PUT|POST /{index}/_create/{id}`: adds document `id`; a 409 when it
+/// exists.
+pub async fn create_doc(
+    State(state): State<Arc<AppState>>,
+    Path((index, id)): Path<(String, String)>,
+    p: WriteQuery,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if id.is_empty() {
+        return Err(ApiError::bad_request("empty document id"));
+    }
+    let mut p = write_params(p)?;
+    p.op_type = Some("create".into());
+    put_doc(&state, &index, id, p, &body).await
 }
 
 /// `DELETE /{index}/_doc/{id}`.

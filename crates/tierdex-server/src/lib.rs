@@ -848,6 +848,7 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .head(es::get_doc),
         )
         .route("/{index}/_update/{id}", post(es::update_doc))
+        .route("/{index}/_create/{id}", post(es::create_doc).put(es::create_doc))
         .route("/{index}/_delete_by_query", post(es::delete_by_query))
         .route("/_bulk", post(es::bulk_all).put(es::bulk_all))
         .route("/{index}/_bulk", post(es::bulk).put(es::bulk))
@@ -1009,19 +1010,55 @@ async fn stats(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     Json(v)
 }
 
-/// `?refresh=` of write requests (Elasticsearch style: present, `true` or
-/// `wait_for` refresh before answering).
+/// URI parameters of write requests; any other is a 400 naming it.
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WriteParams {
-    /// Refresh before answering.
+    /// Refresh before answering: present (empty), `true` or `wait_for`;
+    /// `false` (the default) does not.
     #[serde(default)]
     pub refresh: Option<String>,
+    /// `create`: fail (409) when the id exists; `index` (the default)
+    /// adds or replaces.
+    #[serde(default)]
+    pub op_type: Option<String>,
+    /// Accepted and checked (a time value): a write is answered once it
+    /// is durable, which does not wait for other nodes.
+    #[serde(default)]
+    pub timeout: Option<String>,
 }
 
 impl WriteParams {
     /// True when the request asks for a refresh.
     pub fn wants_refresh(&self) -> bool {
         matches!(self.refresh.as_deref(), Some("" | "true" | "wait_for"))
+    }
+
+    /// A 400 naming a value this server does not know.
+    pub fn check(&self) -> Result<(), ApiError> {
+        if let Some(r) = self.refresh.as_deref() {
+            if !matches!(r, "" | "true" | "false" | "wait_for") {
+                return Err(ApiError::bad_request(format!(
+                    "[refresh] must be true, false or wait_for, not {r}"
+                )));
+            }
+        }
+        if let Some(o) = self.op_type.as_deref() {
+            if !matches!(o, "index" | "create") {
+                return Err(ApiError::bad_request(format!(
+                    "[op_type] must be index or create, not {o}"
+                )));
+            }
+        }
+        if let Some(t) = &self.timeout {
+            es::parse_time("timeout", t)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the write must not replace an existing document.
+    pub fn create_only(&self) -> bool {
+        self.op_type.as_deref() == Some("create")
     }
 }
 
@@ -1061,6 +1098,10 @@ async fn add_docs(
     body: axum::body::Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    p.check()?;
+    if p.create_only() {
+        return Err(ApiError::bad_request("[op_type] is not supported on /docs"));
+    }
     let ix = state.default_index()?;
     let docs = parse_docs(&body)?;
     let ops = docs.into_iter().map(Op::Add).collect();
@@ -1073,6 +1114,7 @@ async fn delete_doc(
     params: Result<UrlQuery<WriteParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let UrlQuery(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    p.check()?;
     let ix = state.default_index()?;
     let w = state
         .write(&ix, vec![Op::Delete(id.clone())], p.wants_refresh())

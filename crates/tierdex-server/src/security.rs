@@ -127,7 +127,8 @@ pub fn access(method: &Method, route: Option<&str>) -> Access {
             | "/refresh"
             | "/{index}/_refresh"
             | "/{index}/_update/{id}"
-            | "/{index}/_delete_by_query",
+            | "/{index}/_delete_by_query"
+            | "/{index}/_create/{id}",
         ) => Access::Write,
         // An unknown path: whoever may read learns it is not there.
         None => Access::Read,

@@ -545,6 +545,37 @@ async fn partial_updates_and_deletes_by_query() {
     let (_, v) = s.json("GET", "/items/_doc/counter", None).await;
     assert_eq!(v["_source"].as_object().unwrap().len(), 13, "{v}");
 
+    // Create-only writes, and write parameters checked.
+    let (st, v) = s.json("PUT", "/items/_create/a", Some(json!({"name": "again"}))).await;
+    assert_eq!(st, 409, "{v}");
+    assert_eq!(v["error"]["type"], "version_conflict_engine_exception");
+    let (st, v) = s
+        .json("PUT", "/items/_doc/a?op_type=create", Some(json!({"name": "again"})))
+        .await;
+    assert_eq!(st, 409, "{v}");
+    let (st, v) = s.json("PUT", "/items/_create/new", Some(json!({"name": "new"}))).await;
+    assert_eq!((st, &v["result"]), (201, &json!("created")), "{v}");
+    for q in [
+        "routing=x",
+        "refresh=soon",
+        "op_type=upsert",
+        "version=3",
+        "timeout=fast",
+    ] {
+        let (st, v) = s
+            .json("PUT", &format!("/items/_doc/q?{q}"), Some(json!({"name": "q"})))
+            .await;
+        assert_eq!(st, 400, "{q}: {v}");
+    }
+    let (st, _) = s
+        .json(
+            "PUT",
+            "/items/_doc/q?refresh=false&timeout=1m",
+            Some(json!({"name": "q"})),
+        )
+        .await;
+    assert_eq!(st, 201);
+
     // Delete by query.
     let mut bulk = String::new();
     for i in 0..50 {
