@@ -32,6 +32,10 @@ struct Cli {
     /// matching search bits: 750).
     #[arg(long, global = true, default_value = "600", value_parser = parse_file_mode)]
     file_mode: u32,
+    /// Log lines as text or as JSON objects (one per line, with the
+    /// time, level, target and fields).
+    #[arg(long, global = true, env = "TIERDEX_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,18 +80,45 @@ fn quiet_on_closed_pipe() {
 
 fn main() -> ExitCode {
     quiet_on_closed_pipe();
-    let cli = Cli::parse();
+    let known: Vec<String> = {
+        use clap::CommandFactory;
+        Cli::command()
+            .find_subcommand("serve")
+            .map(|c| {
+                c.get_arguments()
+                    .filter_map(|a| a.get_long().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let args = match serve::with_config(std::env::args_os().collect(), &known) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cli = Cli::parse_from(args);
     let default = match cli.verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    if let Command::Serve(a) = &cli.command {
+        for d in a.log_directives() {
+            filter = filter.add_directive(d.parse().expect("a valid directive"));
+        }
+    }
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if cli.log_format == "json" {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     if let Err(e) = tierdex::storage::set_file_mode(cli.file_mode) {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;

@@ -12,108 +12,131 @@ use crate::tier::parse_bytes;
 /// Options of `tierdex serve`.
 #[derive(clap::Args)]
 #[command(
+    args_override_self = true,
     after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  POST /docs             JSON array or JSON lines of {id,title,body}; ?refresh=true\n  DELETE /docs/{id}, POST /refresh, POST /flush\n  Elasticsearch-compatible: GET|POST /{index}/_search, /{index}/_count (query_string, match,\n    match_phrase, term, bool; size, track_total_hits, highlight, _source), PUT /{index},\n    POST /{index}/_doc, PUT|DELETE /{index}/_doc/{id}, POST /_bulk, /{index}/_bulk, /{index}/_refresh\n  With --data DIR (many indices): PUT|GET|DELETE /{index} (mappings, settings, aliases),\n    /{index}/_settings, GET /_cat/indices, /_cat/health, /_cat/aliases, /_cluster/health,\n    POST /_aliases, PUT|DELETE /{index}/_alias/{name}, GET /_alias/{name}; the first write to a\n    new index creates it (--no-auto-create-index: 404)\n\nSECURITY:\n  Writes need Content-Type application/json (or application/x-ndjson), else 415. Requests with an\n  Origin header are refused (403) unless --cors-allow-origin allows that origin.\n  --auth FILE (JSON) names API keys and basic-auth users, each with an argon2 hash and a role:\n    {\"api_keys\": [{\"id\": \"ingest\", \"hash\": \"$argon2id$...\", \"role\": \"write\"}],\n     \"users\":    [{\"name\": \"ada\",   \"hash\": \"$argon2id$...\", \"role\": \"admin\"}]}\n  Roles: read (search, count, stats, GET /), write (read + document writes, refresh),\n  admin (everything: flush, PUT /{index}, /metrics). /health stays open. Clients send\n  `Authorization: ApiKey base64(id:key)` (or `Bearer base64(id:key)`) or `Basic base64(name:password)`;\n  401 without valid credentials, 403 when the role is not enough.\n  `tierdex serve --hash-password < secret` prints a hash; `tierdex serve --new-api-key ID --role write`\n  prints a new key's file entry and the header to send. A non-loopback --addr needs --auth or --insecure."
 )]
 pub struct Args {
     /// Index directory (one index).
-    #[arg(required_unless_present_any = ["hash_password", "new_api_key", "data"])]
+    #[arg(env = "TIERDEX_DIR", required_unless_present_any = ["hash_password", "new_api_key", "data"])]
     dir: Option<PathBuf>,
+    /// Read options from a TOML file: each key an option's long name
+    /// (`refresh_ms = 500`, `data = "/srv/indices"`, `cors_allow_origin =
+    /// ["https://app.example"]`, `access_log = true`). Options given on
+    /// the command line win over the file, the file over environment
+    /// variables (`TIERDEX_` and the name in capitals, e.g.
+    /// `TIERDEX_REFRESH_MS`).
+    #[arg(long, env = "TIERDEX_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log one line per request (method, path, route, status, time) at
+    /// info level, target `tierdex::access`.
+    #[arg(long, env = "TIERDEX_ACCESS_LOG")]
+    access_log: bool,
+    /// Log searches that take at least this many milliseconds (index,
+    /// time, the query) at warn level, target `tierdex::slowlog`.
+    #[arg(long, env = "TIERDEX_SLOW_QUERY_MS", value_name = "MS")]
+    slow_query_ms: Option<u64>,
     /// A data directory holding many indices, one per subdirectory
     /// (created if missing): indices are created by `PUT /{index}` or
     /// their first write, listed by `GET /_cat/indices`, deleted by
     /// `DELETE /{index}`, and named through aliases (`POST /_aliases`).
-    #[arg(long, conflicts_with_all = ["dir", "index_name"])]
+    #[arg(long, env = "TIERDEX_DATA", conflicts_with_all = ["dir", "index_name"])]
     data: Option<PathBuf>,
     /// With --data: a write to an index that does not exist is a 404
     /// instead of creating it with a dynamic mapping.
-    #[arg(long, requires = "data")]
+    #[arg(long, env = "TIERDEX_NO_AUTO_CREATE_INDEX", requires = "data")]
     no_auto_create_index: bool,
     /// Create an empty index with this strategy if DIR holds none (with
     /// --data: the strategy of new indices unless their settings name one).
-    #[arg(long, value_parser = |s: &str| s.parse::<tierdex::update::Strategy>().map_err(|e| e.to_string()))]
+    #[arg(long, env = "TIERDEX_CREATE", value_parser = |s: &str| s.parse::<tierdex::update::Strategy>().map_err(|e| e.to_string()))]
     create: Option<tierdex::update::Strategy>,
     /// Serve searches only: no updates, no lock on the index.
-    #[arg(long)]
+    #[arg(long, env = "TIERDEX_READ_ONLY")]
     read_only: bool,
     /// Updates become searchable within this many milliseconds.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, env = "TIERDEX_REFRESH_MS", default_value_t = 1000)]
     refresh_ms: u64,
     /// Buffered documents before the writer flushes a segment.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, env = "TIERDEX_BUFFER_DOCS", default_value_t = 10_000)]
     buffer_docs: usize,
     /// Open even though the write-ahead log holds a damaged record, cutting
     /// it there (that batch and every later one are lost; see `tierdex
     /// compact --help`).
-    #[arg(long, conflicts_with = "read_only")]
+    #[arg(long, env = "TIERDEX_TRUNCATE_CORRUPT_LOG", conflicts_with = "read_only")]
     truncate_corrupt_log: bool,
     /// Write requests in progress at once; beyond, 503.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, env = "TIERDEX_MAX_WRITES", default_value_t = 16)]
     max_writes: usize,
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:9200")]
+    #[arg(long, env = "TIERDEX_ADDR", default_value = "127.0.0.1:9200")]
     addr: SocketAddr,
     /// Query worker threads (default: one per core).
-    #[arg(long)]
+    #[arg(long, env = "TIERDEX_THREADS")]
     threads: Option<usize>,
     /// Searches that may wait for a worker; beyond that the server answers 503
     /// (1000, as Elasticsearch's search queue: it absorbs the sub-second
     /// bursts of work that flushes and merges bring).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, env = "TIERDEX_QUEUE", default_value_t = 1000)]
     queue: usize,
     /// Largest request body (K, M, G suffixes).
-    #[arg(long, default_value = "10M", value_parser = parse_bytes)]
+    #[arg(long, env = "TIERDEX_MAX_BODY_BYTES", default_value = "10M", value_parser = parse_bytes)]
     max_body_bytes: usize,
     /// Longest a search waits for its answer unless it says otherwise (ms).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, env = "TIERDEX_TIMEOUT_MS", default_value_t = 10_000)]
     timeout_ms: u64,
     /// Index name in Elasticsearch paths (default: the directory's name).
-    #[arg(long)]
+    #[arg(long, env = "TIERDEX_INDEX_NAME")]
     index_name: Option<String>,
     /// Largest `timeout` a request may ask for (ms); above it, 400.
-    #[arg(long, default_value_t = 60_000)]
+    #[arg(long, env = "TIERDEX_MAX_TIMEOUT_MS", default_value_t = 60_000)]
     max_timeout_ms: u64,
     /// Connections open at once; beyond, a 503 and the connection is closed
     /// (lowered to the file-descriptor limit less 256 if that is smaller).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, env = "TIERDEX_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
     /// Longest a client may take to send a request's head (from the
     /// connection's opening or the request's first byte), and the longest
     /// pause within a body (ms); then the connection is closed.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, env = "TIERDEX_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
     header_timeout_ms: u64,
     /// Longest a keep-alive connection may stay idle between requests (ms).
-    #[arg(long, default_value_t = 60_000)]
+    #[arg(long, env = "TIERDEX_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
     idle_timeout_ms: u64,
     /// Authentication file (JSON): API keys and users with argon2 hashes and
     /// roles (see SECURITY below). Without it, anyone who can connect may do
     /// anything.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "TIERDEX_AUTH", value_name = "FILE")]
     auth: Option<PathBuf>,
     /// Allow a non-loopback --addr without --auth.
-    #[arg(long)]
+    #[arg(long, env = "TIERDEX_INSECURE")]
     insecure: bool,
     /// Allow cross-origin requests from this origin: exact
     /// (`https://app.example`), `*`, or a regular expression between slashes
     /// (`/https://.*\.example\.com/`), as Elasticsearch's
     /// `http.cors.allow-origin`. Repeatable. Without it, every request that
     /// carries an Origin header is refused.
-    #[arg(long, value_name = "ORIGIN", value_parser = |s: &str| s.parse::<tierdex_server::OriginRule>())]
+    #[arg(long, env = "TIERDEX_CORS_ALLOW_ORIGIN", value_name = "ORIGIN", value_parser = |s: &str| s.parse::<tierdex_server::OriginRule>())]
     cors_allow_origin: Vec<tierdex_server::OriginRule>,
     /// Methods allowed cross-origin (comma-separated).
-    #[arg(long, value_name = "LIST", default_value = "OPTIONS,HEAD,GET,POST,PUT,DELETE")]
+    #[arg(
+        long,
+        env = "TIERDEX_CORS_ALLOW_METHODS",
+        value_name = "LIST",
+        default_value = "OPTIONS,HEAD,GET,POST,PUT,DELETE"
+    )]
     cors_allow_methods: String,
     /// Request headers allowed cross-origin (comma-separated).
     #[arg(
         long,
+        env = "TIERDEX_CORS_ALLOW_HEADERS",
         value_name = "LIST",
         default_value = "X-Requested-With,Content-Type,Content-Length,Authorization,Accept,User-Agent,X-Elastic-Client-Meta"
     )]
     cors_allow_headers: String,
     /// Let browsers send credentials with cross-origin requests.
-    #[arg(long)]
+    #[arg(long, env = "TIERDEX_CORS_ALLOW_CREDENTIALS")]
     cors_allow_credentials: bool,
     /// How long browsers may cache a preflight's answer (seconds).
-    #[arg(long, default_value_t = 1_728_000)]
+    #[arg(long, env = "TIERDEX_CORS_MAX_AGE_SECS", default_value_t = 1_728_000)]
     cors_max_age_secs: u64,
     /// Read a secret from stdin (one line), print its argon2id hash for the
     /// authentication file, and exit.
@@ -170,6 +193,95 @@ fn list<T>(flag: &str, s: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec
         .filter(|i| !i.is_empty())
         .map(|i| parse(i).with_context(|| format!("{flag}: `{i}` is not valid")))
         .collect()
+}
+
+impl Args {
+    /// Log filter directives this command needs beyond the default level.
+    pub fn log_directives(&self) -> Vec<&'static str> {
+        let mut d = Vec::new();
+        if self.access_log {
+            d.push("tierdex::access=info");
+        }
+        if self.slow_query_ms.is_some() {
+            d.push("tierdex::slowlog=warn");
+        }
+        d
+    }
+}
+
+/// The command line with the options of `serve --config FILE` (or
+/// `TIERDEX_CONFIG`) inserted right after `serve`, so that options given
+/// on the command line come later and win. Unknown keys, and values that
+/// are not a string, number, boolean or list of them, are errors naming
+/// the key and the file.
+pub fn with_config(args: Vec<std::ffi::OsString>, known: &[String]) -> Result<Vec<std::ffi::OsString>> {
+    // The subcommand is the first argument that is not a global option
+    // (or the value of one).
+    let mut at = 1;
+    while at < args.len() {
+        let a = args[at].to_string_lossy();
+        if a == "--file-mode" || a == "--log-format" {
+            at += 2;
+        } else if a.starts_with('-') {
+            at += 1;
+        } else {
+            break;
+        }
+    }
+    if args.get(at).is_none_or(|a| a != "serve") {
+        return Ok(args);
+    }
+    let mut path: Option<PathBuf> = None;
+    let mut i = at + 1;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        if a == "--config" {
+            path = args.get(i + 1).map(PathBuf::from);
+        } else if let Some(p) = a.strip_prefix("--config=") {
+            path = Some(PathBuf::from(p));
+        }
+        i += 1;
+    }
+    let path = match path.or_else(|| std::env::var_os("TIERDEX_CONFIG").map(PathBuf::from)) {
+        Some(p) => p,
+        None => return Ok(args),
+    };
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading the configuration {}", path.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("the configuration {} is not TOML", path.display()))?;
+    let mut extra = Vec::new();
+    for (key, value) in &table {
+        let long = key.replace('_', "-");
+        if long == "config" || !known.contains(&long) {
+            anyhow::bail!(
+                "{}: unknown key `{key}` (keys are the long options of `tierdex serve --help`, e.g. refresh_ms)",
+                path.display()
+            );
+        }
+        let scalar = |v: &toml::Value| -> Result<String> {
+            Ok(match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                other => anyhow::bail!("{}: `{key}` = {other} is not a string or a number", path.display()),
+            })
+        };
+        match value {
+            toml::Value::Boolean(true) => extra.push(format!("--{long}")),
+            toml::Value::Boolean(false) => {}
+            toml::Value::Array(items) => {
+                for v in items {
+                    extra.push(format!("--{long}={}", scalar(v)?));
+                }
+            }
+            v => extra.push(format!("--{long}={}", scalar(v)?)),
+        }
+    }
+    let mut out: Vec<std::ffi::OsString> = args[..=at].to_vec();
+    out.extend(extra.into_iter().map(Into::into));
+    out.extend(args[at + 1..].iter().cloned());
+    Ok(out)
 }
 
 /// Runs `tierdex serve` until SIGTERM or SIGINT.
@@ -232,6 +344,8 @@ pub fn run(a: Args) -> Result<()> {
     config.header_timeout = Duration::from_millis(a.header_timeout_ms);
     config.idle_timeout = Duration::from_millis(a.idle_timeout_ms);
     config.insecure = a.insecure;
+    config.access_log = a.access_log;
+    config.slow_query = a.slow_query_ms.map(Duration::from_millis);
     if let Some(f) = &a.auth {
         config.auth = Some(std::sync::Arc::new(
             tierdex_server::Auth::load(f).map_err(anyhow::Error::msg)?,

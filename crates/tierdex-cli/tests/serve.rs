@@ -249,3 +249,90 @@ fn a_data_directory_is_served_and_found_again() {
         assert!(count.contains("\"count\":1"), "round {round}: {count}");
     }
 }
+
+/// `serve --config FILE` (TOML) sets options; the command line wins over
+/// it and it over the environment; unknown keys are refused; JSON logs
+/// carry the access log and the slow-query log.
+#[test]
+fn a_configuration_file_and_the_environment_set_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "refresh_millis = 5\n").unwrap();
+    let out = tierdex()
+        .args(["serve", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refresh_millis") && err.contains("bad.toml"), "{err}");
+    // From the environment: a refresh interval of 0 is refused.
+    let out = tierdex()
+        .args(["serve", "--data", data.to_str().unwrap()])
+        .env("TIERDEX_REFRESH_MS", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--refresh-ms"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let config = tmp.path().join("tierdex.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data = {:?}\naddr = {addr:?}\nrefresh_ms = 0\nthreads = 1\naccess_log = true\nslow_query_ms = 0\n",
+            data.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let mut server = tierdex()
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--refresh-ms",
+            "200",
+        ])
+        .env("TIERDEX_REFRESH_MS", "0")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let a = http(&addr, "PUT", "/logs/_doc/1?refresh=true", "{\"msg\": \"disk full\"}");
+    assert!(a.starts_with("HTTP/1.1 201"), "{a}");
+    let a = http(
+        &addr,
+        "POST",
+        "/logs/_search",
+        "{\"query\": {\"match\": {\"msg\": \"disk\"}}}",
+    );
+    assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+    // SAFETY: kill only sends a signal to the child this test started.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let status = server.wait().unwrap();
+    let mut err = String::new();
+    server.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(
+        status.success(),
+        "the command line's --refresh-ms wins over the file's 0: {err}"
+    );
+    let lines: Vec<serde_json::Value> = err.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let access: Vec<&serde_json::Value> = lines.iter().filter(|l| l["target"] == "tierdex::access").collect();
+    assert!(
+        access
+            .iter()
+            .any(|l| l["fields"]["path"] == "/logs/_search" && l["fields"]["status"] == 200),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["target"] == "tierdex::slowlog" && l["fields"]["index"] == "logs"),
+        "{err}"
+    );
+}

@@ -125,6 +125,12 @@ pub struct ServerConfig {
     pub header_timeout: Duration,
     /// Longest a connection may stay idle between requests.
     pub idle_timeout: Duration,
+    /// Log one line per request (target `tierdex::access`, level info:
+    /// method, path, route, status, microseconds).
+    pub access_log: bool,
+    /// Log searches slower than this (target `tierdex::slowlog`, level
+    /// warn: index, milliseconds, the query); `None`: none.
+    pub slow_query: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -160,6 +166,8 @@ impl ServerConfig {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            access_log: false,
+            slow_query: None,
         }
     }
 
@@ -468,12 +476,22 @@ impl AppState {
     /// Runs `job` over index `ix` on a worker and waits for it (up to its
     /// timeout).
     pub async fn search(self: &Arc<Self>, ix: &Arc<IndexHandle>, job: SearchJob) -> Result<Answer, ApiError> {
-        let ix = ix.clone();
+        let ix2 = ix.clone();
         let (timeout, text) = (job.timeout, job.text.clone());
-        self.on_worker(timeout, text, move |thread, deadline| {
-            run_job(&ix, thread, &job, deadline)
-        })
-        .await
+        let answer = self
+            .on_worker(timeout, text.clone(), move |thread, deadline| {
+                run_job(&ix2, thread, &job, deadline)
+            })
+            .await?;
+        self.slow_log(ix.name(), answer.took_ms, &text);
+        Ok(answer)
+    }
+
+    /// Logs a search over the slow-query threshold.
+    fn slow_log(&self, index: &str, took_ms: u64, query: &str) {
+        if self.config.slow_query.is_some_and(|t| took_ms as u128 >= t.as_millis()) {
+            tracing::warn!(target: "tierdex::slowlog", index, took_ms, query, "slow search");
+        }
     }
 
     /// Runs `job` on a worker over the kept snapshot `snapshot` (a scroll
@@ -501,8 +519,12 @@ impl AppState {
             return Err(ApiError::bad_request("no index to search"));
         };
         let (timeout, text) = (first.timeout, first.text.clone());
-        self.on_worker(timeout, text, move |_, deadline| run_many(&targets, deadline))
-            .await
+        let names: Vec<String> = targets.iter().map(|(ix, _)| ix.name().to_string()).collect();
+        let answer = self
+            .on_worker(timeout, text.clone(), move |_, deadline| run_many(&targets, deadline))
+            .await?;
+        self.slow_log(&names.join(","), answer.took_ms, &text);
+        Ok(answer)
     }
 
     /// Runs `work` on a query worker with a deadline `timeout` from now,

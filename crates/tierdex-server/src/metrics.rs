@@ -175,10 +175,26 @@ pub async fn track(State(state): State<Arc<AppState>>, req: Request, next: Next)
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
+    let access = state
+        .config()
+        .access_log
+        .then(|| (req.method().clone(), req.uri().path().to_string()));
     let started = Instant::now();
     let response = next.run(req).await;
+    let took = started.elapsed();
     state
         .metrics
-        .record(&route, response.status().as_u16(), started.elapsed().as_secs_f64());
+        .record(&route, response.status().as_u16(), took.as_secs_f64());
+    if let Some((method, path)) = access {
+        tracing::info!(
+            target: "tierdex::access",
+            method = %method,
+            path = %path,
+            route = %route,
+            status = response.status().as_u16(),
+            micros = took.as_micros() as u64,
+            "request"
+        );
+    }
     response
 }
