@@ -60,6 +60,11 @@ impl BitSet {
         self.words.iter().all(|&w| w == 0)
     }
 
+    /// The set's words (bit `d % 64` of word `d / 64` is document `d`).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     /// The set's words (bit `d % 64` of word `d / 64` is document `d`),
     /// for loops that fill it a block at a time.
     pub fn words_mut(&mut self) -> &mut [u64] {

@@ -45,7 +45,7 @@ enum Shape<'w> {
 }
 
 /// The clauses of `plans` as terms, if every one is a term.
-fn all_terms(plans: &[Plan]) -> Option<Vec<&TermWeight>> {
+pub(crate) fn all_terms(plans: &[Plan]) -> Option<Vec<&TermWeight>> {
     plans.iter().map(|p| p.as_any().downcast_ref::<TermWeight>()).collect()
 }
 
@@ -145,7 +145,7 @@ impl BooleanWeight {
 }
 
 /// The scorers of the terms present in the segment.
-fn term_scorers<'a>(terms: &[&TermWeight], b: Build<'a>) -> Result<Vec<TermScorer<'a>>> {
+pub(crate) fn term_scorers<'a>(terms: &[&TermWeight], b: Build<'a>) -> Result<Vec<TermScorer<'a>>> {
     let mut subs = Vec::with_capacity(terms.len());
     for t in terms {
         subs.extend(t.term_scorer(b)?);
@@ -166,7 +166,7 @@ fn required_term_scorers<'a>(terms: &[&TermWeight], b: Build<'a>) -> Result<Opti
 }
 
 /// The disjunction of `plans` (matching children only); `None` if none match.
-fn disjunction<'a>(plans: &[Plan], mut b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+pub(crate) fn disjunction<'a>(plans: &[Plan], mut b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
     // Optional and excluded clauses iterate on their own.
     b.lead_cost = None;
     if let Some(terms) = all_terms(plans) {
@@ -189,7 +189,7 @@ fn disjunction<'a>(plans: &[Plan], mut b: Build<'a>) -> Result<Option<BoxedScore
 }
 
 /// The conjunction of `plans`; `None` if any cannot match.
-fn conjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
+pub(crate) fn conjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<BoxedScorer<'a>>> {
     if let Some(terms) = all_terms(plans) {
         let Some(mut subs) = required_term_scorers(&terms, b)? else {
             return Ok(None);

@@ -5,12 +5,25 @@
 //!
 //! Queries: `query_string` and `simple_query_string` (tierdex's query
 //! language, with `default_field`/`fields` and `default_operator`),
-//! `match` (`operator`), `match_phrase`, `match_all`, `match_none`,
-//! `multi_match` (`best_fields` with `tie_breaker`, `most_fields`;
-//! `operator`), `dis_max` (`tie_breaker`), `ids` (`values`), `term`, `terms`, `range` (`gt`, `gte`, `lt`, `lte`), `exists`, `bool`
-//! (`must`, `should`, `filter`, `must_not`, `minimum_should_match` 1; a
-//! `bool` with only `must_not` clauses, or none, matches every other
-//! document, as in Elasticsearch) and `constant_score` (`filter`, `boost`).
+//! `match` (`operator`, `minimum_should_match`), `match_phrase`,
+//! `match_all`, `match_none`, `multi_match` (`best_fields` with
+//! `tie_breaker`, `most_fields`; `operator`, `minimum_should_match`),
+//! `dis_max` (`tie_breaker`), `ids` (`values`), `term`, `terms`, `range`
+//! (`gt`, `gte`, `lt`, `lte`), `exists`, `bool` (`must`, `should`,
+//! `filter`, `must_not`, `minimum_should_match`; a `bool` with only
+//! `must_not` clauses, or none, matches every other document, as in
+//! Elasticsearch) and `constant_score` (`filter`, `boost`).
+//!
+//! `minimum_should_match` is an integer (`3`; `-2`: all but 2 of the
+//! optional clauses) or a percentage (`"75%"`, rounded down; `"-25%"`: all
+//! but 25%, that part rounded down), as a number or a string. It counts a
+//! `bool`'s `should` clauses, or a `match`'s analysed terms (`operator`
+//! OR; in `multi_match`, each field's), as Elasticsearch does: a result
+//! above their number matches nothing, 0 or below leaves the query as
+//! without it (one `should` clause must match when there is no `must` or
+//! `filter`), and a single term ignores it. Combinations (`"3<90%"`) are
+//! an error, as is `minimum_should_match` in `query_string`.
+//!
 //! Any other key is an error naming it: nothing is ignored.
 
 use std::ops::Bound;
@@ -18,7 +31,7 @@ use std::ops::Bound;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::query::ast::{Clause, Occur, Query};
+use crate::query::ast::{Clause, MinimumShouldMatch, Occur, Query};
 use crate::query::limits::QueryLimits;
 use crate::query::sort::{SortBy, SortField, SortValue};
 use crate::schema::{Document, Field, Schema};
@@ -93,6 +106,38 @@ fn boost(kind: &str, v: Option<&Value>) -> Result<Option<f32>> {
             .filter(|b| b.is_finite() && *b >= 0.0)
             .map(|b| Some(b as f32))
             .ok_or_else(|| bad(format!("[{kind}] boost must be a number ≥ 0, not {b}"))),
+    }
+}
+
+/// A `minimum_should_match` value (`None` for `null`): an integer or a
+/// percentage, as a number or a string.
+fn minimum_should_match(kind: &str, v: &Value) -> Result<Option<MinimumShouldMatch>> {
+    let parsed = match v {
+        Value::Null => return Ok(None),
+        Value::Number(n) => n
+            .as_i64()
+            .and_then(|i| i32::try_from(i).ok())
+            .map(MinimumShouldMatch::Count),
+        Value::String(text) => {
+            let text = text.trim();
+            match text.strip_suffix('%') {
+                Some(p) => p.parse().ok().map(MinimumShouldMatch::Percent),
+                None => text.parse().ok().map(MinimumShouldMatch::Count),
+            }
+        }
+        _ => None,
+    };
+    match parsed {
+        Some(min) => Ok(Some(min)),
+        None => Err(bad(format!(
+            "[{kind}] minimum_should_match {v} is not supported: it takes an integer (3, -2) or a percentage \
+             (\"75%\", \"-25%\"){}",
+            if v.as_str().is_some_and(|t| t.contains('<')) {
+                ", not a combination"
+            } else {
+                ""
+            }
+        ))),
     }
 }
 
@@ -226,10 +271,10 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
         "match" | "match_phrase" => {
             let (name, spec) = single(kind, body)?;
             let f = field(schema, name)?;
-            let (raw, operator) = match spec {
+            let (raw, operator, min) = match spec {
                 Value::Object(o) => {
                     let allowed: &[&str] = if kind == "match" {
-                        &["query", "operator"]
+                        &["query", "operator", "minimum_should_match"]
                     } else {
                         &["query"]
                     };
@@ -241,9 +286,13 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
                             .and_then(Value::as_str)
                             .unwrap_or("or")
                             .to_ascii_lowercase(),
+                        match o.get("minimum_should_match") {
+                            Some(v) => minimum_should_match(kind, v)?,
+                            None => None,
+                        },
                     )
                 }
-                other => (text(kind, other)?, "or".into()),
+                other => (text(kind, other)?, "or".into(), None),
             };
             if kind == "match_phrase" {
                 return Ok(Query::Boolean(vec![Clause {
@@ -259,6 +308,27 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
             // A typed field's match is its exact value.
             if f.is_some_and(|f| schema.entry(f).is_some_and(|e| e.ty.column_kind().is_some())) {
                 return Ok(Query::Term { field: f, text: raw });
+            }
+            match min {
+                // The minimum counts the analysed terms: the planner's.
+                Some(min) if occur == Occur::Should => {
+                    return Ok(Query::MinShouldMatch {
+                        query: Box::new(Query::Term { field: f, text: raw }),
+                        min,
+                    })
+                }
+                // Elasticsearch counts no optional clause: only a positive
+                // count has an effect, matching nothing.
+                Some(min) if min.resolve(0) > 0 => {
+                    return Err(bad(format!(
+                        "[match] minimum_should_match {} needs operator OR (with AND no term is optional)",
+                        match min {
+                            MinimumShouldMatch::Count(c) => c.to_string(),
+                            MinimumShouldMatch::Percent(p) => format!("{p}%"),
+                        }
+                    )))
+                }
+                _ => {}
             }
             Ok(Query::Boolean(
                 raw.split_whitespace()
@@ -301,7 +371,18 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
         }
         "multi_match" => {
             let o = obj("")?;
-            only(kind, o, &["query", "fields", "type", "operator", "tie_breaker"])?;
+            only(
+                kind,
+                o,
+                &[
+                    "query",
+                    "fields",
+                    "type",
+                    "operator",
+                    "minimum_should_match",
+                    "tie_breaker",
+                ],
+            )?;
             let text = match o.get("query") {
                 Some(q) => q.clone(),
                 None => return Err(bad("[multi_match] needs a `query`")),
@@ -326,8 +407,10 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
             for f in &fields {
                 let mut spec = Map::new();
                 spec.insert("query".into(), text.clone());
-                if let Some(op) = o.get("operator") {
-                    spec.insert("operator".into(), op.clone());
+                for key in ["operator", "minimum_should_match"] {
+                    if let Some(v) = o.get(key) {
+                        spec.insert(key.into(), v.clone());
+                    }
                 }
                 let m = serde_json::json!({ "match": { *f: Value::Object(spec) } });
                 per_field.push(query(schema, limits, &m)?);
@@ -460,18 +543,14 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
         "bool" => {
             let o = obj("")?;
             let mut out = Vec::new();
+            let mut min = None;
             for (k, v) in o {
                 match k.as_str() {
                     "must" => clauses(schema, limits, k, v, Occur::Must, &mut out)?,
                     "should" => clauses(schema, limits, k, v, Occur::Should, &mut out)?,
                     "must_not" => clauses(schema, limits, k, v, Occur::MustNot, &mut out)?,
                     "filter" => clauses(schema, limits, k, v, Occur::Filter, &mut out)?,
-                    "minimum_should_match" if v == &Value::from(1) || v == &Value::from("1") => {}
-                    "minimum_should_match" => {
-                        return Err(bad(format!(
-                            "[bool] minimum_should_match {v} is not supported (only 1)"
-                        )))
-                    }
+                    "minimum_should_match" => min = minimum_should_match(kind, v)?,
                     other => {
                         return Err(bad(format!(
                             "[bool] `{other}` is not supported (must, should, filter, must_not, minimum_should_match)"
@@ -480,14 +559,22 @@ pub fn query(schema: &Schema, limits: &QueryLimits, v: &Value) -> Result<Query> 
                 }
             }
             // Elasticsearch: without a required or optional clause, a bool
-            // matches every document its `must_not` clauses leave (score 0).
+            // matches every document its `must_not` clauses leave (score 0),
+            // whatever its minimum.
             if !out.iter().any(|c| c.occur != Occur::MustNot) {
                 out.push(Clause {
                     occur: Occur::Filter,
                     query: Query::MatchAll,
                 });
+                return Ok(Query::Boolean(out));
             }
-            Ok(Query::Boolean(out))
+            Ok(match min {
+                Some(min) => Query::MinShouldMatch {
+                    query: Box::new(Query::Boolean(out)),
+                    min,
+                },
+                None => Query::Boolean(out),
+            })
         }
         other => Err(bad(format!(
             "query type [{other}] is not supported (query_string, simple_query_string, match, match_phrase, \
@@ -816,10 +903,211 @@ mod tests {
             ),
             (json!({"bool": {"must": [], "boost": 2}}), "`boost` is not supported"),
             (json!({"term": {"nope": "x"}}), "unknown field `nope`"),
-            (json!({"bool": {"minimum_should_match": 2}}), "minimum_should_match"),
+            (
+                json!({"bool": {"should": [{"match_all": {}}], "minimum_should_match": "3<90%"}}),
+                "minimum_should_match \"3<90%\" is not supported",
+            ),
         ] {
             let e = q(bad.clone()).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn minimum_should_match_in_every_form() {
+        let s = schema();
+        let l = QueryLimits::default();
+        let q = |v: Value| query(&s, &l, &v);
+        let body = Some(s.field("body").unwrap());
+        let term = |t: &str| Query::Term {
+            field: body,
+            text: t.into(),
+        };
+        let clause = |occur, t: &str| Clause { occur, query: term(t) };
+        let wrapped = |clauses: Vec<Clause>, min| Query::MinShouldMatch {
+            query: Box::new(Query::Boolean(clauses)),
+            min,
+        };
+        let bool_with = |min: Value| {
+            q(
+                json!({"bool": {"should": [{"term": {"_all": "x"}}, {"term": {"_all": "y"}}], "minimum_should_match": min}}),
+            )
+        };
+        let xy = vec![
+            Clause {
+                occur: Occur::Should,
+                query: Query::Term {
+                    field: None,
+                    text: "x".into(),
+                },
+            },
+            Clause {
+                occur: Occur::Should,
+                query: Query::Term {
+                    field: None,
+                    text: "y".into(),
+                },
+            },
+        ];
+        use MinimumShouldMatch::{Count, Percent};
+        for (min, want) in [
+            (json!(2), Count(2)),
+            (json!("2"), Count(2)),
+            (json!(" +2 "), Count(2)),
+            (json!(-1), Count(-1)),
+            (json!("-1"), Count(-1)),
+            (json!(0), Count(0)),
+            (json!(7), Count(7)),
+            (json!("75%"), Percent(75)),
+            (json!(" 50%"), Percent(50)),
+            (json!("-25%"), Percent(-25)),
+            (json!("0%"), Percent(0)),
+            (json!("150%"), Percent(150)),
+        ] {
+            assert_eq!(bool_with(min.clone()).unwrap(), wrapped(xy.clone(), want), "{min}");
+        }
+        assert_eq!(bool_with(Value::Null).unwrap(), Query::Boolean(xy.clone()));
+        // Every clause kind is kept under the minimum.
+        let mixed = q(json!({"bool": {
+            "must": {"term": {"_all": "m"}}, "filter": [{"exists": {"field": "tag"}}],
+            "must_not": {"term": {"_all": "n"}}, "should": [{"match_all": {}}, {"match_none": {}}],
+            "minimum_should_match": "-50%"}}))
+        .unwrap();
+        let Query::MinShouldMatch { query: inner, min } = mixed else {
+            panic!("{mixed:?}")
+        };
+        let Query::Boolean(c) = *inner else { panic!() };
+        assert_eq!((c.len(), min), (5, Percent(-50)));
+        // Without a `must`, `filter` or `should` clause the minimum has no
+        // effect (Elasticsearch drops it): every document but the excluded.
+        for body in [
+            json!({"bool": {"must_not": {"term": {"_all": "n"}}, "minimum_should_match": 2}}),
+            json!({"bool": {"minimum_should_match": "50%"}}),
+        ] {
+            let got = q(body.clone()).unwrap();
+            let Query::Boolean(c) = &got else {
+                panic!("{body}: {got:?}")
+            };
+            assert_eq!(
+                c.last().map(|c| (&c.query, c.occur)),
+                Some((&Query::MatchAll, Occur::Filter))
+            );
+        }
+        // `match`: the analysed terms of an OR are the optional clauses.
+        assert_eq!(
+            q(json!({"match": {"body": {"query": "a b c", "minimum_should_match": "67%"}}})).unwrap(),
+            Query::MinShouldMatch {
+                query: Box::new(term("a b c")),
+                min: Percent(67)
+            }
+        );
+        let plain = q(json!({"match": {"body": {"query": "a b c", "operator": "and"}}})).unwrap();
+        assert_eq!(
+            plain,
+            Query::Boolean(vec![
+                clause(Occur::Must, "a"),
+                clause(Occur::Must, "b"),
+                clause(Occur::Must, "c")
+            ])
+        );
+        for min in [json!("100%"), json!(0), json!(-1), Value::Null] {
+            let v = json!({"match": {"body": {"query": "a b c", "operator": "AND", "minimum_should_match": min}}});
+            assert_eq!(q(v).unwrap(), plain, "{min}");
+        }
+        let n = s.field("n").unwrap();
+        assert_eq!(
+            q(json!({"match": {"n": {"query": 5, "minimum_should_match": 2}}})).unwrap(),
+            Query::Term {
+                field: Some(n),
+                text: "5".into()
+            }
+        );
+        let mm = q(
+            json!({"multi_match": {"query": "a b c", "fields": ["body", "title"], "type": "most_fields",
+            "minimum_should_match": 2}}),
+        )
+        .unwrap();
+        let Query::Boolean(per_field) = mm else {
+            panic!("{mm:?}")
+        };
+        assert_eq!(per_field.len(), 2);
+        assert!(per_field
+            .iter()
+            .all(|c| matches!(&c.query, Query::MinShouldMatch { min: Count(2), .. })));
+        for (body, says) in [
+            (
+                json!({"bool": {"should": [], "minimum_should_match": "3<90%"}}),
+                "not a combination",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": "2<-25% 9<-3"}}),
+                "not a combination",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": "abc"}}),
+                "\"abc\" is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": 2.5}}),
+                "2.5 is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": "2.5"}}),
+                "\"2.5\" is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": "75%%"}}),
+                "\"75%%\" is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": "75 %"}}),
+                "\"75 %\" is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": "%"}}),
+                "\"%\" is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": ""}}),
+                "\"\" is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": true}}),
+                "true is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": [1]}}),
+                "[1] is not supported",
+            ),
+            (
+                json!({"bool": {"should": [], "minimum_should_match": 3_000_000_000u64}}),
+                "3000000000 is not supported",
+            ),
+            (
+                json!({"match": {"body": {"query": "a b", "minimum_should_match": "1<2"}}}),
+                "[match] minimum_should_match \"1<2\"",
+            ),
+            (
+                json!({"match": {"body": {"query": "a b", "operator": "and", "minimum_should_match": 2}}}),
+                "needs operator OR",
+            ),
+            (
+                json!({"multi_match": {"query": "a", "fields": ["body"], "minimum_should_match": {}}}),
+                "minimum_should_match {} is not supported",
+            ),
+            (
+                json!({"query_string": {"query": "a b", "minimum_should_match": 1}}),
+                "does not support [minimum_should_match]",
+            ),
+            (
+                json!({"match_phrase": {"body": {"query": "a b", "minimum_should_match": 1}}}),
+                "does not support [minimum_should_match]",
+            ),
+        ] {
+            let e = q(body.clone()).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{body}: {e:?}");
+            let e = e.to_string();
+            assert!(e.contains(says), "{body}: {e}");
         }
     }
 

@@ -95,6 +95,7 @@ impl QueryLimits {
                 }
             }
             Query::ConstantScore { query, .. } => self.check_node(query, depth + 1, seen)?,
+            Query::MinShouldMatch { query, .. } => self.check_group(std::iter::once(&**query), depth, seen)?,
             Query::DisMax { queries, .. } => self.check_group(queries.iter(), depth, seen)?,
             Query::Ids(ids) => {
                 for id in ids {
@@ -107,7 +108,7 @@ impl QueryLimits {
     }
 
     /// A group of `children` at `depth` (a boolean's clauses, a `dis_max`'s
-    /// queries): its nesting, its clauses against the total, then each child.
+    /// queries, the query a minimum of optional clauses wraps): its nesting, its clauses against the total, then each child.
     fn check_group<'q>(
         &self,
         children: impl ExactSizeIterator<Item = &'q Query>,

@@ -6,7 +6,8 @@
 //!   with global statistics (a [`weight::Plan`]).
 //! * A weight per kind of node: [`term`], [`phrase`], [`boolean`],
 //!   [`column`] (terms, ranges and existence on typed fields, match-all,
-//!   constant scores, ids), [`dismax`] (the best of several); each
+//!   constant scores, ids), [`dismax`] (the best of several),
+//!   [`min_should`] (a minimum of optional clauses); each
 //!   builds its segment scorer and runs the collection loops compiled for
 //!   it. [`scorer`] defines the cursor contract; [`bm25`] the similarity.
 //! * [`collector`] holds the loops: top-k with block-max pruning, counts;
@@ -24,6 +25,7 @@ pub mod dsl;
 pub mod global;
 pub mod highlight;
 pub mod limits;
+internal!(min_should);
 pub mod parser;
 internal!(phrase);
 internal!(planner);

@@ -252,8 +252,9 @@ fn print_query(query: &Query, schema: &Schema, out: &mut String) {
             bound(upper, out);
             out.push(if matches!(upper, Bound::Excluded(_)) { '}' } else { ']' });
         }
-        // The query language has no constant score: the query itself.
-        Query::ConstantScore { query, .. } => print_query(query, schema, out),
+        // The query language has no constant score nor minimum of
+        // optional clauses: the query itself.
+        Query::ConstantScore { query, .. } | Query::MinShouldMatch { query, .. } => print_query(query, schema, out),
         // Nor a maximum: shown as the disjunction it matches like.
         Query::DisMax { queries, .. } => {
             out.push('(');

@@ -6,7 +6,9 @@
 //! frequencies (so every segment scores with the same IDF), and simplifies:
 //! clauses that analyse to nothing are dropped, terms absent from the index
 //! match nothing, single-clause booleans collapse, nested pure
-//! disjunctions/conjunctions flatten ([`BooleanWeight::build`]).
+//! disjunctions/conjunctions flatten ([`BooleanWeight::build`]). A minimum
+//! of optional clauses counts them as written, dropped ones included
+//! ([`MinShouldMatchWeight::build`]).
 //!
 //! Every query planned is first checked against the [`QueryLimits`]
 //! (clauses, nesting, text bytes) before any text is analysed; analysis
@@ -19,7 +21,7 @@ use std::sync::Arc;
 use crate::analysis::Analyzer;
 use crate::error::Result;
 use crate::index::{Index, SegmentReader};
-use crate::query::ast::{self, Occur};
+use crate::query::ast::{self, MinimumShouldMatch, Occur};
 use crate::query::bm25;
 use std::ops::Bound;
 
@@ -32,6 +34,7 @@ use crate::schema::value::{convert, Indexed};
 use crate::schema::{FieldEntry, FieldType};
 use crate::query::collector::{self, Cutoff};
 use crate::query::limits::QueryLimits;
+use crate::query::min_should::MinShouldMatchWeight;
 use crate::query::phrase::PhraseWeight;
 use crate::query::term::TermWeight;
 use crate::query::weight::{NothingWeight, Plan, Weight};
@@ -225,24 +228,75 @@ impl<'i> Planner<'i> {
                 })?;
                 Ok(any.then(|| BooleanWeight::build(Vec::new(), should, Vec::new())))
             }
-            ast::Query::Boolean(clauses) => {
-                let (mut must, mut should, mut must_not) = (Vec::new(), Vec::new(), Vec::new());
-                let mut any = false;
-                for c in clauses {
-                    let Some(p) = self.node(&c.query)? else {
-                        continue;
-                    };
-                    any = true;
-                    match c.occur {
-                        Occur::Must => must.push(p),
-                        Occur::Filter => must.push(Box::new(ConstantWeight::new(p, 0.0))),
-                        Occur::Should => should.push(p),
-                        Occur::MustNot => must_not.push(p),
-                    }
+            ast::Query::Boolean(clauses) => self.boolean(clauses, None),
+            ast::Query::MinShouldMatch { query, min } => match &**query {
+                ast::Query::Boolean(clauses) => {
+                    let n = clauses.iter().filter(|c| c.occur == Occur::Should).count();
+                    self.boolean(clauses, Some(min.resolve(n)))
                 }
-                Ok(any.then(|| BooleanWeight::build(must, should, must_not)))
+                ast::Query::Term { field, text } if field.is_none_or(|f| self.typed(f).is_none()) => {
+                    self.min_of_tokens(*field, text, *min)
+                }
+                other => self.node(other),
+            },
+        }
+    }
+
+    /// A boolean of `clauses`, with at least `min` of its SHOULD clauses
+    /// matching when given.
+    fn boolean(&mut self, clauses: &[ast::Clause], min: Option<usize>) -> Result<Option<Plan>> {
+        let (mut must, mut should, mut must_not) = (Vec::new(), Vec::new(), Vec::new());
+        let mut any = false;
+        for c in clauses {
+            let Some(p) = self.node(&c.query)? else {
+                continue;
+            };
+            any = true;
+            match c.occur {
+                Occur::Must => must.push(p),
+                Occur::Filter => must.push(Box::new(ConstantWeight::new(p, 0.0))),
+                Occur::Should => should.push(p),
+                Occur::MustNot => must_not.push(p),
             }
         }
+        Ok(any.then(|| match min {
+            Some(min) => MinShouldMatchWeight::build(must, should, must_not, min),
+            None => BooleanWeight::build(must, should, must_not),
+        }))
+    }
+
+    /// A term whose tokens (each over the term's fields) are optional
+    /// clauses of which `min` must match; a term of fewer than two tokens
+    /// is planned as without the minimum. Each group of fields analysed
+    /// alike counts its own tokens; the groups' results are OR-ed.
+    fn min_of_tokens(&self, field: Option<Field>, text: &str, min: MinimumShouldMatch) -> Result<Option<Plan>> {
+        let mut groups = Vec::new();
+        let mut any = false;
+        let limits = self.limits;
+        self.each_group(field, |analyzer, fields| {
+            let tokens = tokens(analyzer, text, limits.max_terms).ok_or_else(|| limits.too_many_terms())?;
+            any |= !tokens.is_empty();
+            if tokens.len() < 2 {
+                for (t, _) in &tokens {
+                    for &f in fields {
+                        groups.push(self.term(f, t)?);
+                    }
+                }
+                return Ok(());
+            }
+            let mut clauses = Vec::with_capacity(tokens.len());
+            for (t, _) in &tokens {
+                let mut each_field = Vec::with_capacity(fields.len());
+                for &f in fields {
+                    each_field.push(self.term(f, t)?);
+                }
+                clauses.push(BooleanWeight::build(Vec::new(), each_field, Vec::new()));
+            }
+            let m = min.resolve(tokens.len());
+            groups.push(MinShouldMatchWeight::build(Vec::new(), clauses, Vec::new(), m));
+            Ok(())
+        })?;
+        Ok(any.then(|| BooleanWeight::build(Vec::new(), groups, Vec::new())))
     }
 
     /// The entry of `field` when it is a keyword, number, date or boolean

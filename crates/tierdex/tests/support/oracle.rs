@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use tierdex::analysis::Analyzer;
-use tierdex::query::ast::{Occur, Query};
+use tierdex::query::ast::{MinimumShouldMatch, Occur, Query};
 use tierdex::search::Mode;
 use tierdex::{Document, Field};
 
@@ -42,7 +42,14 @@ distinct start positions where every token sits at its relative position.
 in f (stop words removed are not counted), quantised with Lucene's SmallFloat.intToByte4 \
 (exact up to 39); avgdl = (f32)(sumTTF / docCount).
 6. Results rank by score descending, then document number ascending; document numbers are \
-input order. Count mode returns no hits.";
+input order. Count mode returns no hits.
+7. FILTER clauses are required and add nothing to the score.
+8. MinShouldMatch over a Boolean: m is Elasticsearch's calculateMinShouldMatch (Java int and \
+float arithmetic, floored at 0) of the number of SHOULD clauses as written (dropped ones \
+included). m = 0 leaves the Boolean as it is; otherwise a document must match at least m of \
+the SHOULD clauses kept (none when m exceeds them), besides the MUST and FILTER ones. Over a \
+Term of two or more tokens, the tokens (each over the term's fields) are the SHOULD clauses; \
+over anything else the minimum is ignored.";
 
 // ---------------------------------------------------------------------------
 // Lucene's one-byte length norm (SmallFloat.intToByte4 / byte4ToInt)
@@ -213,11 +220,14 @@ enum Node {
         offsets: Vec<u32>,
         idf: f64,
     },
-    /// A boolean query; at least one of the three lists is non-empty.
+    /// A boolean query; at least one of the lists is non-empty. With `min`
+    /// above 0, at least that many of `should` must match.
     Bool {
         must: Vec<Node>,
+        filter: Vec<Node>,
         should: Vec<Node>,
         must_not: Vec<Node>,
+        min: usize,
     },
 }
 
@@ -368,8 +378,10 @@ impl OracleIndex {
         } else {
             Node::Bool {
                 must: Vec::new(),
+                filter: Vec::new(),
                 should: nodes,
                 must_not: Vec::new(),
+                min: 0,
             }
         }
     }
@@ -391,6 +403,42 @@ impl OracleIndex {
                 }
                 Some(Self::any_of(leaves))
             }
+            Query::MinShouldMatch { query, min } => match &**query {
+                Query::Boolean(clauses) => {
+                    let n = clauses.iter().filter(|c| c.occur == Occur::Should).count();
+                    let mut node = self.compile(query)?;
+                    if let Node::Bool { min: m, .. } = &mut node {
+                        *m = min_should_match(*min, n);
+                    }
+                    Some(node)
+                }
+                Query::Term { field, text } => {
+                    let tokens = self.analyse(text);
+                    let m = min_should_match(*min, tokens.len());
+                    if tokens.len() < 2 || m == 0 {
+                        return self.compile(query);
+                    }
+                    let should = tokens
+                        .iter()
+                        .map(|tok| {
+                            let leaves = self
+                                .fields_of(*field)
+                                .into_iter()
+                                .map(|f| self.leaf(f, std::slice::from_ref(tok)))
+                                .collect();
+                            Self::any_of(leaves)
+                        })
+                        .collect();
+                    Some(Node::Bool {
+                        must: Vec::new(),
+                        filter: Vec::new(),
+                        should,
+                        must_not: Vec::new(),
+                        min: m,
+                    })
+                }
+                other => self.compile(other),
+            },
             Query::Phrase { field, text } => {
                 let tokens = self.analyse(text);
                 if tokens.is_empty() {
@@ -404,22 +452,28 @@ impl OracleIndex {
                 Some(Self::any_of(leaves))
             }
             Query::Boolean(clauses) => {
-                let (mut must, mut should, mut must_not) = (Vec::new(), Vec::new(), Vec::new());
+                let (mut must, mut filter, mut should, mut must_not) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 for clause in clauses {
                     let Some(node) = self.compile(&clause.query) else {
                         continue;
                     };
                     match clause.occur {
                         Occur::Must => must.push(node),
+                        Occur::Filter => filter.push(node),
                         Occur::Should => should.push(node),
                         Occur::MustNot => must_not.push(node),
-                        Occur::Filter => unimplemented!("the text oracle has no filter clauses (see typed_oracle.rs)"),
                     }
                 }
-                if must.is_empty() && should.is_empty() && must_not.is_empty() {
+                if must.is_empty() && filter.is_empty() && should.is_empty() && must_not.is_empty() {
                     None
                 } else {
-                    Some(Node::Bool { must, should, must_not })
+                    Some(Node::Bool {
+                        must,
+                        filter,
+                        should,
+                        must_not,
+                        min: 0,
+                    })
                 }
             }
             other => unimplemented!("the text oracle does not evaluate {other:?} (see typed_oracle.rs)"),
@@ -440,8 +494,14 @@ impl OracleIndex {
                 let freq = phrase_freq(toks, terms, offsets);
                 (freq > 0).then(|| bm25(*idf, freq, toks.len() as u32, data.avgdl))
             }
-            Node::Bool { must, should, must_not } => {
-                if must.is_empty() && should.is_empty() {
+            Node::Bool {
+                must,
+                filter,
+                should,
+                must_not,
+                min,
+            } => {
+                if must.is_empty() && filter.is_empty() && should.is_empty() {
                     return None;
                 }
                 if must_not.iter().any(|n| self.score(n, doc).is_some()) {
@@ -451,17 +511,48 @@ impl OracleIndex {
                 for n in must {
                     total += self.score(n, doc)?;
                 }
-                let mut any_should = false;
+                for n in filter {
+                    self.score(n, doc)?;
+                }
+                let mut matched = 0;
                 for n in should {
                     if let Some(s) = self.score(n, doc) {
                         total += s;
-                        any_should = true;
+                        matched += 1;
                     }
                 }
-                (!must.is_empty() || any_should).then_some(total)
+                let enough = match min {
+                    0 => !must.is_empty() || !filter.is_empty() || matched > 0,
+                    &m => matched >= m,
+                };
+                enough.then_some(total)
             }
         }
     }
+}
+
+/// Elasticsearch's `Queries.calculateMinShouldMatch` for `n` optional
+/// clauses, in Java's arithmetic (32-bit ints, a float percentage).
+pub fn min_should_match(min: MinimumShouldMatch, n: usize) -> usize {
+    let n = n as i32;
+    let result = match min {
+        MinimumShouldMatch::Count(c) => {
+            if c < 0 {
+                n.wrapping_add(c)
+            } else {
+                c
+            }
+        }
+        MinimumShouldMatch::Percent(p) => {
+            let calc = n.wrapping_mul(p) as f32 * (1.0f32 / 100.0);
+            if calc < 0.0 {
+                n.wrapping_add(calc as i32)
+            } else {
+                calc as i32
+            }
+        }
+    };
+    result.max(0) as usize
 }
 
 /// Number of distinct start positions `p` such that `terms[i]` occurs at

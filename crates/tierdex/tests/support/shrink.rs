@@ -3,7 +3,8 @@
 use tierdex::query::ast::{Clause, Query};
 
 /// Smaller variants of `query`: a clause removed, a clause alone, a clause
-/// shrunk, a phrase word removed.
+/// shrunk, a phrase word removed, a minimum's query without the minimum or
+/// shrunk under it.
 pub fn smaller(query: &Query) -> Vec<Query> {
     let mut out = Vec::new();
     match query {
@@ -20,6 +21,15 @@ pub fn smaller(query: &Query) -> Vec<Query> {
                     cl[i].query = sub;
                     out.push(Query::Boolean(cl));
                 }
+            }
+        }
+        Query::MinShouldMatch { query: inner, min } => {
+            out.push((**inner).clone());
+            for sub in smaller(inner) {
+                out.push(Query::MinShouldMatch {
+                    query: Box::new(sub),
+                    min: *min,
+                });
             }
         }
         Query::Phrase { field, text } => {
