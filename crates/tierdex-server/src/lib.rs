@@ -352,7 +352,7 @@ fn run_many(targets: &[(Arc<IndexHandle>, SearchJob)], deadline: Instant) -> tie
     let snapshots: Vec<Arc<tierdex::search::Searcher>> = targets.iter().map(|(ix, _)| ix.searcher()).collect();
     let mut global = tierdex::query::global::GlobalStats::default();
     for ((_, job), s) in targets.iter().zip(&snapshots) {
-        global.merge(&tierdex::query::global::GlobalStats::of(s, &job.query)?);
+        global.merge(&s.global_stats(&job.query)?);
     }
     let global = Arc::new(global);
     let mut hits: Vec<(f32, usize, tierdex::schema::DocId)> = Vec::new();

@@ -222,6 +222,34 @@ impl Searcher {
         }
     }
 
+    /// The statistics of `query` summed over `searchers` (one per index).
+    pub fn gather_global_stats(searchers: &[&Searcher], query: &ast::Query) -> Result<GlobalStats> {
+        let mut g = GlobalStats::default();
+        for s in searchers {
+            g.merge(&s.global_stats(query)?);
+        }
+        Ok(g)
+    }
+
+    /// This index's part of the statistics of `query` over several indices
+    /// (see [`crate::query::global`]): each field's counts, and the
+    /// document frequency of every term planning looks up, also in clauses
+    /// that match nothing here (a required term this index lacks empties
+    /// its plan, but the other indices still score the other terms).
+    pub fn global_stats(&self, query: &ast::Query) -> Result<GlobalStats> {
+        let schema = self.index.schema();
+        let mut g = GlobalStats::default();
+        for f in schema.fields() {
+            g.add_field(schema.name(f), self.index.field_stats(f));
+        }
+        let seen = std::cell::RefCell::new(Vec::new());
+        self.planner(None).recording(&seen).plan(query)?;
+        for (field, term, df) in seen.into_inner() {
+            g.set_term(schema.name(field), term, df);
+        }
+        Ok(g)
+    }
+
     /// A view of the same snapshot that scores with `global`, statistics
     /// over several indices (see [`crate::query::global`]); the result
     /// cache must not mix its answers with this searcher's own.

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use support::gen::{self, Rng};
 use tierdex::indexing::build_index;
-use tierdex::query::global::GlobalStats;
 use tierdex::search::{Mode, Searcher};
 use tierdex::Document;
 
@@ -59,7 +58,7 @@ fn split_indices_score_as_one() {
             let query = gen::query_case(gen::mix(seed, q), &corpus.lexicon).query;
             let want = scores(&whole, &query);
             let refs: Vec<&Searcher> = searchers.iter().collect();
-            let global = Arc::new(GlobalStats::gather(&refs, &query).unwrap());
+            let global = Arc::new(Searcher::gather_global_stats(&refs, &query).unwrap());
             let mut got = HashMap::new();
             for s in &searchers {
                 got.extend(scores(&s.with_global_stats(global.clone()), &query));
@@ -92,7 +91,7 @@ fn local_statistics_differ_from_global_ones() {
     let a = build(&docs[..20], &tmp.path().join("a"), &opts);
     let b = build(&docs[20..], &tmp.path().join("b"), &opts);
     let q = b.parse("rare").unwrap();
-    let global = Arc::new(GlobalStats::gather(&[&a, &b], &q).unwrap());
+    let global = Arc::new(Searcher::gather_global_stats(&[&a, &b], &q).unwrap());
     let local = b.search_parsed(&q, Mode::TopK, 1).unwrap().hits[0].score;
     let shared = b
         .with_global_stats(global.clone())

@@ -3,20 +3,18 @@
 //! hits compare across them and equal those of one index holding every
 //! document.
 //!
-//! Each index contributes its part ([`GlobalStats::of`]: the document
+//! Each index contributes its part (`Searcher::global_stats`: the document
 //! frequency of every term the query plans, and each field's document and
-//! token counts), the parts are summed ([`GlobalStats::merge`]), and each
-//! index is searched through [`Searcher::with_global_stats`]. Fields and
-//! terms are keyed by name, as indices number their fields differently.
+//! token counts), the parts are summed ([`GlobalStats::merge`], or
+//! `search::global_stats` over several searchers), and each index is
+//! searched through `Searcher::with_global_stats`. Fields and terms are
+//! keyed by name, as indices number their fields differently.
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
 use crate::index::FieldStats;
-use crate::query::ast;
-use crate::search::Searcher;
 
 /// Field and term statistics summed over several indices.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -28,37 +26,16 @@ pub struct GlobalStats {
 }
 
 impl GlobalStats {
-    /// The part of `searcher`'s index for `query`.
-    pub fn of(searcher: &Searcher, query: &ast::Query) -> Result<GlobalStats> {
-        let index = searcher.index();
-        let schema = index.schema();
-        let mut g = GlobalStats::default();
-        for f in schema.fields() {
-            let s = index.field_stats(f);
-            g.fields
-                .insert(schema.name(f).to_string(), (s.doc_count, s.sum_total_term_freq));
-        }
-        // Every term the query looks up, also in clauses that match
-        // nothing here (a required term this index lacks makes its plan
-        // empty, but the other indices still score the other terms).
-        let seen = std::cell::RefCell::new(Vec::new());
-        searcher.planner(None).recording(&seen).plan(query)?;
-        for (field, term, df) in seen.into_inner() {
-            g.terms
-                .entry(schema.name(field).to_string())
-                .or_default()
-                .insert(term, df);
-        }
-        Ok(g)
+    /// Records a field's document and token counts in one index.
+    pub(crate) fn add_field(&mut self, name: &str, stats: FieldStats) {
+        let e = self.fields.entry(name.to_string()).or_default();
+        e.0 += stats.doc_count;
+        e.1 += stats.sum_total_term_freq;
     }
 
-    /// The statistics of `query` over every index of `searchers`.
-    pub fn gather(searchers: &[&Searcher], query: &ast::Query) -> Result<GlobalStats> {
-        let mut g = GlobalStats::default();
-        for s in searchers {
-            g.merge(&GlobalStats::of(s, query)?);
-        }
-        Ok(g)
+    /// Records a term's document frequency in one index (once per index).
+    pub(crate) fn set_term(&mut self, field: &str, term: String, doc_freq: u64) {
+        self.terms.entry(field.to_string()).or_default().insert(term, doc_freq);
     }
 
     /// Adds another index's part.
