@@ -767,3 +767,94 @@ async fn scrolls_and_points_in_time_keep_their_snapshot() {
     assert_eq!(st, 404);
     s.stop().await;
 }
+
+/// Runs a client scenario script (`program` and its first arguments, then
+/// the server's URL and an admin's and a reader's API key id and secret)
+/// against a fresh data-directory server with those two keys, and checks
+/// that the script found every answer right.
+async fn client_scenario(what: &str, program: std::ffi::OsString, first: Vec<String>) {
+    let keys: Vec<(String, String, &str)> = [("admin-key", "admin"), ("reader-key", "read")]
+        .iter()
+        .map(|(id, role)| {
+            let (secret, _) = tierdex_server::new_api_key(id).unwrap();
+            (id.to_string(), secret, *role)
+        })
+        .collect();
+    let entries: Vec<Value> = keys
+        .iter()
+        .map(|(id, secret, role)| json!({"id": id, "hash": tierdex_server::hash_secret(secret).unwrap(), "role": role}))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let auth_file = dir.path().join("auth.json");
+    std::fs::write(&auth_file, json!({ "api_keys": entries }).to_string()).unwrap();
+    let auth = tierdex_server::Auth::load(&auth_file).unwrap();
+    let s = start(&dir.path().join("data"), |c| c.auth = Some(std::sync::Arc::new(auth))).await;
+    let mut args = first;
+    args.extend([
+        s.base.clone(),
+        keys[0].0.clone(),
+        keys[0].1.clone(),
+        keys[1].0.clone(),
+        keys[1].1.clone(),
+    ]);
+    let out = tokio::task::spawn_blocking(move || std::process::Command::new(program).args(&args).output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["ok"], true, "{what}: {:#}", v["failures"]);
+    s.stop().await;
+}
+
+fn script(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The client scenario with elasticsearch-py 8 and 9 and
+/// opensearch-py, unmodified (`TIERDEX_ES8_PY`, `TIERDEX_ES9_PY`,
+/// `TIERDEX_OPENSEARCH_PY`: pythons with the clients; `.ci/run` makes them): two indices with mappings, bulk loads, filters, sorts,
+/// aggregations, highlights, search_after, helpers.scan, update, delete by
+/// query, an alias, deleting an index, 401 and 403; the script checks every
+/// answer against a scan of what it loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_clients_run_the_service_scenario() {
+    for (env, name) in [
+        ("TIERDEX_ES8_PY", "elasticsearch_scenario.py"),
+        ("TIERDEX_ES9_PY", "elasticsearch_scenario.py"),
+        ("TIERDEX_OPENSEARCH_PY", "opensearch_scenario.py"),
+    ] {
+        let Some(python) = std::env::var_os(env) else {
+            assert!(std::env::var_os("CI").is_none(), "CI must set {env}");
+            eprintln!("SKIPPED: set {env} to a python with the client");
+            continue;
+        };
+        client_scenario(env, python, vec![script(name)]).await;
+    }
+}
+
+/// The same scenario with the official Node client (`TIERDEX_NODE_ES`: a
+/// directory whose `node_modules` holds @elastic/elasticsearch; `.ci/run`
+/// installs it from npm).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_elasticsearch_node_client_runs_the_service_scenario() {
+    let Some(modules) = std::env::var_os("TIERDEX_NODE_ES") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must set TIERDEX_NODE_ES");
+        eprintln!("SKIPPED: set TIERDEX_NODE_ES to a directory with node_modules/@elastic/elasticsearch");
+        return;
+    };
+    client_scenario(
+        "node",
+        "node".into(),
+        vec![
+            script("elasticsearch_scenario.js"),
+            modules.to_string_lossy().into_owned(),
+        ],
+    )
+    .await;
+}
