@@ -1176,10 +1176,61 @@ async fn flush(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Va
 
 async fn prometheus(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let cache = state.default_index().ok().and_then(|ix| ix.cache().map(|c| c.stats()));
-    (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(cache.as_ref()),
-    )
+    let mut text = state.metrics.render(cache.as_ref());
+    text += &index_gauges(&state);
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// Prometheus gauges of each index (documents, deleted documents,
+/// segments, bytes) and of the open scrolls and points in time.
+fn index_gauges(state: &AppState) -> String {
+    use std::fmt::Write;
+    let list = state.indices.list();
+    let rows: Vec<(String, [u64; 4])> = list
+        .iter()
+        .map(|ix| {
+            let s = ix.searcher();
+            let index = s.index();
+            let name = ix.name().replace('\\', "\\\\").replace('"', "\\\"");
+            let bytes = index.manifest().segments.iter().map(|s| s.bytes()).sum::<u64>();
+            (
+                name,
+                [
+                    index.live_docs(),
+                    index.num_docs() - index.live_docs(),
+                    index.segments().len() as u64,
+                    bytes,
+                ],
+            )
+        })
+        .collect();
+    let mut out = String::new();
+    for (i, (metric, help)) in [
+        (
+            "tierdex_index_docs",
+            "Live documents of each index (as of its last refresh).",
+        ),
+        (
+            "tierdex_index_deleted_docs",
+            "Deleted documents still held in each index's segments.",
+        ),
+        ("tierdex_index_segments", "Segments of each index."),
+        ("tierdex_index_bytes", "Bytes of each index's segment files."),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
+        for (name, values) in &rows {
+            let _ = writeln!(out, "{metric}{{index=\"{name}\"}} {}", values[i]);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP tierdex_search_contexts Open scrolls and points in time.\n# TYPE tierdex_search_contexts gauge\ntierdex_search_contexts {}",
+        state.contexts.open_count()
+    );
+    out
 }
 
 /// Parameters of `/search`.

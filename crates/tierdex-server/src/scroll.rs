@@ -64,6 +64,11 @@ impl Contexts {
         map
     }
 
+    /// Contexts open now (expired ones dropped first).
+    pub fn open_count(&self) -> usize {
+        self.lock().len()
+    }
+
     fn open(&self, ctx: Context) -> Result<String, ApiError> {
         let mut map = self.lock();
         if map.len() >= MAX_CONTEXTS {

@@ -200,6 +200,11 @@ async fn a_data_directory_holds_many_indices_that_survive_a_restart() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["index", "docs.count"]);
     assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["books", "4"]);
+    let (st, metrics) = s.send("GET", "/metrics", None, false).await;
+    assert_eq!(st, 200);
+    assert!(metrics.contains("tierdex_index_docs{index=\"books\"} 4"), "{metrics}");
+    assert!(metrics.contains("tierdex_index_docs{index=\"logs-2\"} 1"), "{metrics}");
+    assert!(metrics.contains("tierdex_search_contexts 0"), "{metrics}");
     let (st, v) = s.json("GET", "/_cluster/health", None).await;
     assert_eq!(st, 200);
     assert_eq!(v["status"], "green");
