@@ -12,6 +12,7 @@ mod progress;
 mod query_stream;
 mod search;
 mod serve;
+mod snapshot;
 mod tier;
 mod update;
 
@@ -63,6 +64,10 @@ enum Command {
     Delete(update::DeleteArgs),
     /// Rewrite the segments holding deleted documents without them.
     Compact(update::CompactArgs),
+    /// Take, list or delete snapshots of indices in a repository directory.
+    Snapshot(snapshot::SnapshotArgs),
+    /// Restore an index from a snapshot into a new directory.
+    Restore(snapshot::RestoreArgs),
     /// Serve an index over HTTP/JSON (search, stats, metrics, an
     /// Elasticsearch-compatible search API) until SIGTERM.
     Serve(Box<serve::Args>),
@@ -135,6 +140,8 @@ fn main() -> ExitCode {
         Command::Add(a) => update::add(a),
         Command::Delete(a) => update::delete(a),
         Command::Compact(a) => update::compact(a),
+        Command::Snapshot(a) => snapshot::run(a),
+        Command::Restore(a) => snapshot::restore(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

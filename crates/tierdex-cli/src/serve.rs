@@ -13,7 +13,7 @@ use crate::tier::parse_bytes;
 #[derive(clap::Args)]
 #[command(
     args_override_self = true,
-    after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  POST /docs             JSON array or JSON lines of {id,title,body}; ?refresh=true\n  DELETE /docs/{id}, POST /refresh, POST /flush\n  Elasticsearch-compatible: GET|POST /{index}/_search, /{index}/_count (query_string, match,\n    match_phrase, term, bool; size, track_total_hits, highlight, _source), PUT /{index},\n    POST /{index}/_doc, PUT|DELETE /{index}/_doc/{id}, POST /_bulk, /{index}/_bulk, /{index}/_refresh\n  With --data DIR (many indices): PUT|GET|DELETE /{index} (mappings, settings, aliases),\n    /{index}/_settings, GET /_cat/indices, /_cat/health, /_cat/aliases, /_cluster/health,\n    POST /_aliases, PUT|DELETE /{index}/_alias/{name}, GET /_alias/{name}; the first write to a\n    new index creates it (--no-auto-create-index: 404)\n\nSECURITY:\n  Writes need Content-Type application/json (or application/x-ndjson), else 415. Requests with an\n  Origin header are refused (403) unless --cors-allow-origin allows that origin.\n  --auth FILE (JSON) names API keys and basic-auth users, each with an argon2 hash and a role:\n    {\"api_keys\": [{\"id\": \"ingest\", \"hash\": \"$argon2id$...\", \"role\": \"write\"}],\n     \"users\":    [{\"name\": \"ada\",   \"hash\": \"$argon2id$...\", \"role\": \"admin\"}]}\n  Roles: read (search, count, stats, GET /), write (read + document writes, refresh),\n  admin (everything: flush, PUT /{index}, /metrics). /health stays open. Clients send\n  `Authorization: ApiKey base64(id:key)` (or `Bearer base64(id:key)`) or `Basic base64(name:password)`;\n  401 without valid credentials, 403 when the role is not enough.\n  `tierdex serve --hash-password < secret` prints a hash; `tierdex serve --new-api-key ID --role write`\n  prints a new key's file entry and the header to send. A non-loopback --addr needs --auth or --insecure."
+    after_help = "ENDPOINTS:\n  GET  /health, /stats, /metrics (Prometheus)\n  GET|POST /search       q, mode (top_k|top_k_and_count|count), k, highlight, timeout (ms)\n  POST /docs             JSON array or JSON lines of {id,title,body}; ?refresh=true\n  DELETE /docs/{id}, POST /refresh, POST /flush\n  Elasticsearch-compatible: GET|POST /{index}/_search, /{index}/_count (query_string, match,\n    match_phrase, term, bool; size, track_total_hits, highlight, _source), PUT /{index},\n    POST /{index}/_doc, PUT|DELETE /{index}/_doc/{id}, POST /_bulk, /{index}/_bulk, /{index}/_refresh\n  With --data DIR (many indices): PUT|GET|DELETE /{index} (mappings, settings, aliases),\n    /{index}/_settings, GET /_cat/indices, /_cat/health, /_cat/aliases, /_cluster/health,\n    POST /_aliases, PUT|DELETE /{index}/_alias/{name}, GET /_alias/{name}; the first write to a\n    new index creates it (--no-auto-create-index: 404)\n  Snapshots (repositories inside --path-repo): PUT|GET|DELETE /_snapshot/{repo},\n    PUT|GET|DELETE /_snapshot/{repo}/{snapshot}, POST /_snapshot/{repo}/{snapshot}/_restore\n\nSECURITY:\n  Writes need Content-Type application/json (or application/x-ndjson), else 415. Requests with an\n  Origin header are refused (403) unless --cors-allow-origin allows that origin.\n  --auth FILE (JSON) names API keys and basic-auth users, each with an argon2 hash and a role:\n    {\"api_keys\": [{\"id\": \"ingest\", \"hash\": \"$argon2id$...\", \"role\": \"write\"}],\n     \"users\":    [{\"name\": \"ada\",   \"hash\": \"$argon2id$...\", \"role\": \"admin\"}]}\n  Roles: read (search, count, stats, GET /), write (read + document writes, refresh),\n  admin (everything: flush, PUT /{index}, /metrics). /health stays open. Clients send\n  `Authorization: ApiKey base64(id:key)` (or `Bearer base64(id:key)`) or `Basic base64(name:password)`;\n  401 without valid credentials, 403 when the role is not enough.\n  `tierdex serve --hash-password < secret` prints a hash; `tierdex serve --new-api-key ID --role write`\n  prints a new key's file entry and the header to send. A non-loopback --addr needs --auth or --insecure."
 )]
 pub struct Args {
     /// Index directory (one index).
@@ -41,6 +41,13 @@ pub struct Args {
     /// `DELETE /{index}`, and named through aliases (`POST /_aliases`).
     #[arg(long, env = "TIERDEX_DATA", conflicts_with_all = ["dir", "index_name"])]
     data: Option<PathBuf>,
+    /// A directory snapshot repositories may be registered in (`PUT
+    /// /_snapshot/{repo}` with a location inside it; a relative location is
+    /// taken inside the first), as Elasticsearch's `path.repo`. Repeatable
+    /// (comma-separated in the environment). Without it no repository can
+    /// be registered.
+    #[arg(long, env = "TIERDEX_PATH_REPO", value_name = "DIR", value_delimiter = ',')]
+    path_repo: Vec<PathBuf>,
     /// With --data: a write to an index that does not exist is a 404
     /// instead of creating it with a dynamic mapping.
     #[arg(long, env = "TIERDEX_NO_AUTO_CREATE_INDEX", requires = "data")]
@@ -346,6 +353,10 @@ pub fn run(a: Args) -> Result<()> {
     config.insecure = a.insecure;
     config.access_log = a.access_log;
     config.slow_query = a.slow_query_ms.map(Duration::from_millis);
+    for p in &a.path_repo {
+        std::fs::create_dir_all(p).with_context(|| format!("--path-repo {}", p.display()))?;
+    }
+    config.path_repo = a.path_repo.clone();
     if let Some(f) = &a.auth {
         config.auth = Some(std::sync::Arc::new(
             tierdex_server::Auth::load(f).map_err(anyhow::Error::msg)?,

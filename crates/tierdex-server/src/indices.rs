@@ -415,8 +415,8 @@ impl Indices {
             let entry = entry.map_err(|e| tierdex::Error::io(data, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
-            if name.starts_with(DELETING) {
-                // A deletion that a crash interrupted.
+            if name.starts_with(DELETING) || (name.starts_with('.') && name.contains(".restore-")) {
+                // A deletion or a restore that a crash interrupted.
                 std::fs::remove_dir_all(&path).map_err(|e| tierdex::Error::io(&path, e))?;
                 continue;
             }
@@ -463,6 +463,42 @@ impl Indices {
                 .map_err(|e| tierdex::Error::Internal(format!("{}", e.body)))?;
         }
         Ok(indices)
+    }
+
+    /// The data directory (`None`: one served index directory).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data.as_deref()
+    }
+
+    /// Takes in the index directory `DATA/{name}` that a restore wrote,
+    /// as index `name` with `replicas`.
+    pub fn adopt(&self, name: &str, replicas: u32, config: &ServerConfig) -> Result<Arc<IndexHandle>, ApiError> {
+        let Some(data) = &self.data else {
+            return Err(ApiError::bad_request("this server serves one index directory"));
+        };
+        check_name(name, "index")?;
+        let _g = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        if self.get(name).is_some() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "resource_already_exists_exception",
+                format!("index [{name}] already exists"),
+            ));
+        }
+        let dir = data.join(name);
+        let source = open_source(config, &dir).map_err(ApiError::engine)?;
+        let h = Arc::new(
+            handle(config, name.to_string(), dir, source, IndexMeta::new(replicas)).map_err(ApiError::engine)?,
+        );
+        self.map
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), h.clone());
+        self.save()?;
+        if let Some(interval) = *self.maintaining.lock().unwrap_or_else(|p| p.into_inner()) {
+            h.maintain(interval);
+        }
+        Ok(h)
     }
 
     fn read_only(&self, config: &ServerConfig) -> bool {

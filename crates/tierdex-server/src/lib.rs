@@ -46,6 +46,7 @@ mod metrics;
 mod pool;
 mod scroll;
 pub mod security;
+pub mod snapshots;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -131,6 +132,9 @@ pub struct ServerConfig {
     /// Log searches slower than this (target `tierdex::slowlog`, level
     /// warn: index, milliseconds, the query); `None`: none.
     pub slow_query: Option<Duration>,
+    /// Directories snapshot repositories may be registered in (as
+    /// Elasticsearch's `path.repo`); none: no repository can be.
+    pub path_repo: Vec<PathBuf>,
 }
 
 impl ServerConfig {
@@ -168,6 +172,7 @@ impl ServerConfig {
             idle_timeout: Duration::from_secs(60),
             access_log: false,
             slow_query: None,
+            path_repo: Vec::new(),
         }
     }
 
@@ -207,6 +212,8 @@ pub struct AppState {
     indices: Indices,
     /// Open scrolls and points in time.
     pub(crate) contexts: scroll::Contexts,
+    /// Snapshot repositories and snapshots under way.
+    pub(crate) snapshots: snapshots::Snapshots,
     writes: tokio::sync::Semaphore,
     pool: Pool,
     metrics: Metrics,
@@ -708,9 +715,11 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
         Some(data) => Indices::open_data(&config, data)?,
         None => Indices::single(&config)?,
     };
+    let snapshots = snapshots::Snapshots::open(config.data.as_deref().unwrap_or(&config.dir))?;
     Ok(Arc::new(AppState {
         indices,
         contexts: scroll::Contexts::default(),
+        snapshots,
         writes: tokio::sync::Semaphore::new(config.max_writes.max(1)),
         pool: Pool::new(config.threads.max(1), config.queue.max(1)),
         metrics: Metrics::default(),
@@ -875,6 +884,22 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/_bulk", post(es::bulk_all).put(es::bulk_all))
         .route("/{index}/_bulk", post(es::bulk).put(es::bulk))
         .route("/{index}/_refresh", get(es::refresh).post(es::refresh))
+        .route("/_snapshot", get(snapshots::get_repositories_all))
+        .route(
+            "/_snapshot/{repo}",
+            get(snapshots::get_repositories)
+                .put(snapshots::put_repository)
+                .post(snapshots::put_repository)
+                .delete(snapshots::delete_repository),
+        )
+        .route(
+            "/_snapshot/{repo}/{snapshot}",
+            get(snapshots::get_snapshots)
+                .put(snapshots::create_snapshot)
+                .post(snapshots::create_snapshot)
+                .delete(snapshots::delete_snapshot),
+        )
+        .route("/_snapshot/{repo}/{snapshot}/_restore", post(snapshots::restore))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(security::json_writes))
         .layer(axum::middleware::from_fn(utf8_query))
@@ -1230,6 +1255,53 @@ fn index_gauges(state: &AppState) -> String {
         "# HELP tierdex_search_contexts Open scrolls and points in time.\n# TYPE tierdex_search_contexts gauge\ntierdex_search_contexts {}",
         state.contexts.open_count()
     );
+    out += &process_gauges();
+    out
+}
+
+/// Prometheus gauges of the process (Prometheus's standard names): open
+/// file descriptors and their limit, resident and virtual memory.
+fn process_gauges() -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).ok();
+    let limit = {
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the limit into the struct we own.
+        (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } == 0).then_some(l.rlim_cur)
+    };
+    // statm: sizes in pages (virtual, resident, ...).
+    let statm = std::fs::read_to_string("/proc/self/statm").ok();
+    let pages: Vec<u64> = statm
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // SAFETY: sysconf reads a constant of the system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let gauges: [(&str, &str, Option<u64>); 4] = [
+        ("process_open_fds", "Open file descriptors.", fds.map(|n| n as u64)),
+        ("process_max_fds", "Limit of open file descriptors.", limit),
+        (
+            "process_resident_memory_bytes",
+            "Resident memory in bytes.",
+            pages.get(1).map(|p| p * page),
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "Virtual memory in bytes.",
+            pages.first().map(|p| p * page),
+        ),
+    ];
+    for (metric, help, value) in gauges {
+        if let Some(v) = value {
+            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge\n{metric} {v}");
+        }
+    }
     out
 }
 

@@ -65,7 +65,7 @@
 //!
 //! ```text
 //! common, error -> analysis, codec -> storage -> schema, corpus -> bloom, termdict, layout
-//!   -> store -> index -> indexing -> query -> aggs -> search -> cache -> update
+//!   -> store -> index -> indexing -> query -> aggs -> search -> cache -> update -> snapshot
 //! ```
 //!
 //! * [`corpus`]: readers for JSON lines, plain-text directories, and the seeded
@@ -83,6 +83,8 @@
 //! * [`search`]: the reading entry point, [`Searcher`].
 //! * [`cache`]: the result cache.
 //! * [`update`]: the write-ahead log and the writer.
+//! * [`snapshot`]: snapshot repositories: copies of indices taken while
+//!   writes go on, and their restore.
 //!
 //! The insides (integer codecs, postings layouts and cursors, the term
 //! dictionary, the document store, phrase Bloom filters) are private; the
@@ -120,6 +122,7 @@ internal!(layout);
 pub mod query;
 pub mod schema;
 pub mod search;
+pub mod snapshot;
 pub mod storage;
 internal!(store);
 internal!(termdict);

@@ -25,7 +25,8 @@ const LAYERS: &[&str] = &[
     "aggs",     // the reading facade
     "search",   // result cache
     "cache",    // writing while searching
-    "update",
+    "update",   // snapshot repositories
+    "snapshot",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -21,6 +21,11 @@ use crate::error::Result;
 use crate::schema::{Analysis, DocId, Field, Schema};
 use crate::storage::{Storage, TierOptions};
 
+/// Name prefix of the directories inside an index directory where a
+/// snapshot pins the files of a commit ([`crate::snapshot`]); a writer
+/// opening the index removes those a crash left.
+pub const SNAPSHOT_STAGING: &str = "snapshot-staging-";
+
 /// A term with its global statistics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TermStats {

@@ -33,6 +33,16 @@ pub(super) fn remove_orphans(dir: &Path, manifest: &Manifest, at_open: bool) -> 
             std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
         }
     }
+    if at_open {
+        for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let e = e.map_err(|e| Error::io(dir, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(crate::index::SNAPSHOT_STAGING) && e.path().is_dir() {
+                tracing::info!("removing {name}, left by an interrupted snapshot");
+                std::fs::remove_dir_all(e.path()).map_err(|err| Error::io(e.path(), err))?;
+            }
+        }
+    }
     let buffer = dir.join(BUFFER_DIR);
     if buffer.exists() {
         std::fs::remove_dir_all(&buffer).map_err(|e| Error::io(&buffer, e))?;
