@@ -565,3 +565,123 @@ mod tests {
         });
     }
 }
+
+/// A stream of writes into one index of a data-directory server through
+/// `POST /{index}/_bulk`: batches of new documents at a steady rate, each
+/// carrying a keyword `tok` unique to it (`{prefix}{k}`), so that where
+/// every acknowledged document landed can be checked afterwards.
+#[derive(Debug, Clone)]
+pub struct BulkStream {
+    /// The index written to.
+    pub index: String,
+    /// Prefix of the documents' ids and tokens.
+    pub prefix: String,
+    /// Documents per second.
+    pub docs_per_sec: f64,
+    /// Documents per request.
+    pub batch: usize,
+    /// Text of the documents, used round robin.
+    pub texts: Arc<Vec<(String, String)>>,
+}
+
+/// What a bulk stream did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BulkReport {
+    /// Batches acknowledged (200 without item errors).
+    pub batches_ok: u64,
+    /// Batches that failed.
+    pub batches_failed: u64,
+    /// Documents acknowledged.
+    pub docs_acked: u64,
+    /// Documents per second acknowledged over the run.
+    pub docs_per_sec: f64,
+    /// Write latency percentiles (ms, from the scheduled send time).
+    pub p50_ms: f64,
+    /// 99th percentile (ms).
+    pub p99_ms: f64,
+    /// The numbers `k` of the acknowledged documents.
+    #[serde(skip)]
+    pub acked: Vec<u64>,
+}
+
+/// Runs `stream` against `base` until `stop` turns true.
+pub async fn run_bulk(
+    client: reqwest::Client,
+    base: String,
+    stream: BulkStream,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> BulkReport {
+    let period = Duration::from_secs_f64(stream.batch as f64 / stream.docs_per_sec.max(1e-3));
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("bounds");
+    let mut report = BulkReport::default();
+    let start = tokio::time::Instant::now();
+    let mut k = 0u64;
+    let mut n = 0u32;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let scheduled = start + period * n;
+        n += 1;
+        tokio::time::sleep_until(scheduled).await;
+        let mut body = String::new();
+        let first = k;
+        for _ in 0..stream.batch {
+            let (title, text) = &stream.texts[(k as usize) % stream.texts.len().max(1)];
+            let id = format!("{}{k}", stream.prefix);
+            body += &serde_json::json!({"index": {"_id": id}}).to_string();
+            body.push('\n');
+            body += &serde_json::json!({"title": title, "body": text, "tok": id}).to_string();
+            body.push('\n');
+            k += 1;
+        }
+        let ok = match client
+            .post(format!("{base}/{}/_bulk", stream.index))
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => match r.json::<serde_json::Value>().await {
+                Ok(v) => v["errors"] == false,
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        let us = scheduled.elapsed().as_micros().max(1) as u64;
+        if ok {
+            hist.saturating_record(us);
+            report.batches_ok += 1;
+            report.docs_acked += k - first;
+            report.acked.extend(first..k);
+        } else {
+            report.batches_failed += 1;
+        }
+    }
+    report.docs_per_sec = report.docs_acked as f64 / start.elapsed().as_secs_f64().max(1e-9);
+    report.p50_ms = hist.value_at_quantile(0.5) as f64 / 1000.0;
+    report.p99_ms = hist.value_at_quantile(0.99) as f64 / 1000.0;
+    report
+}
+
+/// How many of the documents `{prefix}{k}` for `k` in `acked` index
+/// `index` holds (by `terms` counts on `tok`, 500 at a time).
+pub async fn count_tokens(
+    client: &reqwest::Client,
+    base: &str,
+    index: &str,
+    prefix: &str,
+    acked: &[u64],
+) -> Result<u64> {
+    let mut found = 0;
+    for chunk in acked.chunks(500) {
+        let toks: Vec<String> = chunk.iter().map(|k| format!("{prefix}{k}")).collect();
+        let v: serde_json::Value = client
+            .post(format!("{base}/{index}/_count"))
+            .json(&serde_json::json!({"query": {"terms": {"tok": toks}}}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        found += v["count"].as_u64().with_context(|| format!("no count in {v}"))?;
+    }
+    Ok(found)
+}

@@ -46,6 +46,11 @@ enum Cmd {
     /// rate, a capacity estimate and a chart of p99 vs offered rate. Each run
     /// adds a labelled series to the results directory.
     Load(cmd::load::Args),
+    /// Two indices served by one `tierdex serve --data` (started here):
+    /// the p99 of searches on a quiet index alone and while another index
+    /// is written, over alternating rounds, then writes to both at once and
+    /// a check that every acknowledged document is in its own index only.
+    Isolation(cmd::isolation::Args),
     /// The maintenance workload (issue #6): from an empty index, equal
     /// batches added and flushed one after the other under each strategy,
     /// with a fixed query set after every flush; cumulative maintenance
@@ -69,6 +74,7 @@ fn main() {
         Cmd::LimitedReport { dir } => cmd::limited::report(&dir),
         Cmd::Cache(a) => cmd::cache::run(a),
         Cmd::Load(a) => cmd::load::run(a),
+        Cmd::Isolation(a) => cmd::isolation::run(a),
         Cmd::Maintenance(a) => cmd::maintenance::run(a),
     };
     if let Err(e) = r {

@@ -24,6 +24,7 @@ use tierdex::cache::ResultCache;
 use tierdex::schema::Schema;
 use tierdex::search::Searcher;
 use tierdex::update::{IndexWriter, Maintainer, Strategy, WriterOptions};
+use tierdex::{Tier, TierOptions};
 
 use crate::{ApiError, ServerConfig};
 
@@ -50,10 +51,14 @@ pub struct IndexMeta {
     /// the index `yellow`, as in Elasticsearch.
     #[serde(default)]
     pub replicas: u32,
+    /// The storage tier the index is read from (`index.tierdex.tier`;
+    /// `None`: the server's `--tier`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
 }
 
 impl IndexMeta {
-    fn new(replicas: u32) -> IndexMeta {
+    fn new(replicas: u32, tier: Option<Tier>) -> IndexMeta {
         let created_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -67,6 +72,7 @@ impl IndexMeta {
             uuid,
             created_ms,
             replicas,
+            tier: tier.map(|t| tier_name(t).to_string()),
         }
     }
 }
@@ -75,6 +81,8 @@ impl IndexMeta {
 pub struct IndexHandle {
     name: String,
     dir: PathBuf,
+    /// The tier it is read from.
+    tier: Tier,
     pub(crate) source: Source,
     pub(crate) cache: Option<Arc<ResultCache>>,
     meta: IndexMeta,
@@ -155,7 +163,7 @@ impl IndexHandle {
             "uuid": self.meta.uuid,
             "creation_date": self.meta.created_ms.to_string(),
             "provided_name": self.name,
-            "tierdex": { "strategy": strategy },
+            "tierdex": { "strategy": strategy, "tier": tier_name(self.tier) },
         }})
     }
 
@@ -178,6 +186,9 @@ pub struct IndexSettings {
     /// The maintenance strategy (`index.tierdex.strategy`; default: the
     /// server's).
     pub strategy: Option<Strategy>,
+    /// The storage tier (`index.tierdex.tier`: ram, mmap, buffered or
+    /// direct; default: the server's `--tier`).
+    pub tier: Option<Tier>,
 }
 
 impl IndexSettings {
@@ -221,10 +232,19 @@ impl IndexSettings {
                             .map_err(|e: tierdex::Error| ApiError::bad_request(e.to_string()))?,
                     );
                 }
+                "tierdex.tier" => {
+                    let name = value
+                        .as_str()
+                        .ok_or_else(|| ApiError::bad_request(format!("[{key}] must be a string, not {value}")))?;
+                    s.tier = Some(
+                        name.parse()
+                            .map_err(|e: tierdex::Error| ApiError::bad_request(format!("[{key}] {e}")))?,
+                    );
+                }
                 _ => {
                     return Err(ApiError::bad_request(format!(
-                        "[settings] [{key}] is not supported (number_of_shards, number_of_replicas, tierdex.strategy; \
-                         analyzers are chosen per field in the mappings)"
+                        "[settings] [{key}] is not supported (number_of_shards, number_of_replicas, tierdex.strategy, \
+                         tierdex.tier; analyzers and phrase filters are chosen per field in the mappings)"
                     )))
                 }
             }
@@ -387,7 +407,7 @@ impl Indices {
             config.index_name.clone(),
             config.dir.clone(),
             source,
-            IndexMeta::new(0),
+            IndexMeta::new(0, None),
         )?;
         Ok(Indices {
             data: None,
@@ -430,9 +450,9 @@ impl Indices {
             let meta = catalog
                 .indices
                 .entry(name.clone())
-                .or_insert_with(|| IndexMeta::new(0))
+                .or_insert_with(|| IndexMeta::new(0, None))
                 .clone();
-            let source = open_source(config, &path)?;
+            let source = open_source(config, &path, tier_of(config, &meta))?;
             let h = handle(config, name.clone(), path, source, meta)?;
             map.insert(name, Arc::new(h));
         }
@@ -472,7 +492,13 @@ impl Indices {
 
     /// Takes in the index directory `DATA/{name}` that a restore wrote,
     /// as index `name` with `replicas`.
-    pub fn adopt(&self, name: &str, replicas: u32, config: &ServerConfig) -> Result<Arc<IndexHandle>, ApiError> {
+    pub fn adopt(
+        &self,
+        name: &str,
+        replicas: u32,
+        tier: Option<Tier>,
+        config: &ServerConfig,
+    ) -> Result<Arc<IndexHandle>, ApiError> {
         let Some(data) = &self.data else {
             return Err(ApiError::bad_request("this server serves one index directory"));
         };
@@ -486,10 +512,9 @@ impl Indices {
             ));
         }
         let dir = data.join(name);
-        let source = open_source(config, &dir).map_err(ApiError::engine)?;
-        let h = Arc::new(
-            handle(config, name.to_string(), dir, source, IndexMeta::new(replicas)).map_err(ApiError::engine)?,
-        );
+        let meta = IndexMeta::new(replicas, tier);
+        let source = open_source(config, &dir, tier_of(config, &meta)).map_err(ApiError::engine)?;
+        let h = Arc::new(handle(config, name.to_string(), dir, source, meta).map_err(ApiError::engine)?);
         self.map
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -657,8 +682,12 @@ impl Indices {
             ));
         }
         let dir = data.join(name);
+        let meta = IndexMeta::new(settings.replicas, settings.tier);
         let options = WriterOptions {
-            tier: config.open.tier,
+            tier: TierOptions {
+                tier: tier_of(config, &meta),
+                ..config.open.tier
+            },
             ..config.writer
         };
         let strategy = settings.strategy.or(config.create).unwrap_or_default();
@@ -666,14 +695,7 @@ impl Indices {
             IndexWriter::create_with_schema(&dir, schema, Default::default(), Default::default(), strategy, options)
                 .map_err(ApiError::engine)?;
         let h = Arc::new(
-            handle(
-                config,
-                name.to_string(),
-                dir,
-                Source::Writer(Arc::new(w)),
-                IndexMeta::new(settings.replicas),
-            )
-            .map_err(ApiError::engine)?,
+            handle(config, name.to_string(), dir, Source::Writer(Arc::new(w)), meta).map_err(ApiError::engine)?,
         );
         self.map
             .write()
@@ -872,12 +894,22 @@ fn read_only() -> ApiError {
 
 /// Opens an existing index directory as `config` says (read-only or with
 /// a writer).
-fn open_source(config: &ServerConfig, dir: &Path) -> tierdex::Result<Source> {
+fn open_source(config: &ServerConfig, dir: &Path, tier: Tier) -> tierdex::Result<Source> {
+    let tiers = TierOptions {
+        tier,
+        ..config.open.tier
+    };
     Ok(if config.read_only {
-        Source::ReadOnly(Arc::new(Searcher::open_with(dir, config.open)?))
+        Source::ReadOnly(Arc::new(Searcher::open_with(
+            dir,
+            tierdex::OpenOptions {
+                tier: tiers,
+                ..config.open
+            },
+        )?))
     } else {
         let options = WriterOptions {
-            tier: config.open.tier,
+            tier: tiers,
             ..config.writer
         };
         Source::Writer(Arc::new(IndexWriter::open(dir, options)?))
@@ -893,6 +925,7 @@ fn handle(
 ) -> tierdex::Result<IndexHandle> {
     let cache = config.cache.map(ResultCache::new).transpose()?.map(Arc::new);
     Ok(IndexHandle {
+        tier: tier_of(config, &meta),
         name,
         dir,
         source,
@@ -901,6 +934,28 @@ fn handle(
         maintainer: Mutex::new(None),
         updates: tokio::sync::Mutex::new(()),
     })
+}
+
+/// The tier index `meta` is read from: its own, or the server's.
+fn tier_of(config: &ServerConfig, meta: &IndexMeta) -> Tier {
+    match meta.tier.as_deref().map(str::parse::<Tier>) {
+        Some(Ok(t)) => t,
+        Some(Err(e)) => {
+            tracing::warn!("index {}: {e}; read from the server's tier", meta.uuid);
+            config.open.tier.tier
+        }
+        None => config.open.tier.tier,
+    }
+}
+
+/// A tier's name as settings write it.
+pub fn tier_name(t: Tier) -> &'static str {
+    match t {
+        Tier::Ram => "ram",
+        Tier::Mmap => "mmap",
+        Tier::Buffered => "buffered",
+        Tier::Direct => "direct",
+    }
 }
 
 #[cfg(test)]
@@ -940,6 +995,8 @@ mod tests {
                 .unwrap();
         assert_eq!(s.replicas, 1);
         assert_eq!(s.strategy, Some(Strategy::Geometric));
+        let s = IndexSettings::parse(&json!({"index": {"tierdex": {"tier": "direct"}}})).unwrap();
+        assert_eq!(s.tier, Some(Tier::Direct));
         let s = IndexSettings::parse(&json!({"index.number_of_replicas": 0})).unwrap();
         assert_eq!(s.replicas, 0);
         let e = IndexSettings::parse(&json!({"number_of_shards": 3})).unwrap_err();

@@ -240,7 +240,7 @@ fn no_params(p: NoQuery) -> Result<(), ApiError> {
 /// The absolute location of a repository: inside one of `roots` (a
 /// relative one inside the first), with no `..`.
 fn resolve_location(given: &str, roots: &[PathBuf], repo: &str) -> Result<PathBuf, ApiError> {
-    let exception = |why: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "repository_exception", why);
+    let exception = |why: String| ApiError::new(StatusCode::BAD_REQUEST, "repository_exception", why);
     if roots.is_empty() {
         return Err(exception(format!(
             "[{repo}] location [{given}] doesn't match any of the locations specified by path.repo because this \
@@ -564,6 +564,20 @@ pub async fn create_snapshot(
         )));
     }
     let names: Vec<String> = handles.keys().cloned().collect();
+    let (location, snap2) = (entry.location.clone(), snap.clone());
+    let exists = blocking(move || match Repository::open(&location)?.snapshot(&snap2) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == tierdex::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    })
+    .await?;
+    if exists {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_snapshot_name_exception",
+            format!("[{repo}:{snap}] a snapshot with the same name already exists"),
+        ));
+    }
     {
         let mut jobs = state.snapshots.jobs();
         if jobs.contains_key(&(repo.clone(), snap.clone())) {
@@ -596,6 +610,7 @@ pub async fn create_snapshot(
                     writer,
                     metadata: json!({
                         "replicas": h.meta().replicas,
+                        "tier": h.meta().tier,
                         "aliases": st.indices().aliases_of(h.name()),
                     }),
                 }
@@ -698,7 +713,9 @@ pub async fn delete_snapshot(
         return Err(ApiError::bad_request(format!("[{repo}] is a read-only repository")));
     }
     let names: Vec<String> = expr.split(',').map(|n| n.trim().to_string()).collect();
-    let mut stored = Vec::new();
+    // Names whose failed attempt was forgotten here: absent from the
+    // repository is fine for them.
+    let mut failed = Vec::new();
     {
         let mut jobs = state.snapshots.jobs();
         for n in &names {
@@ -712,36 +729,37 @@ pub async fn delete_snapshot(
                 }
                 Some(_) => {
                     jobs.remove(&(repo.clone(), n.clone()));
+                    failed.push(n.clone());
                 }
-                None => stored.push(n.clone()),
+                None => {}
             }
         }
     }
-    if !stored.is_empty() {
-        let location = entry.location.clone();
-        let repo2 = repo.clone();
-        blocking(move || {
-            let r = Repository::open(&location)?;
-            for n in &stored {
-                if let Err(e) = r.delete(n) {
-                    return Err(match e.kind() {
-                        tierdex::ErrorKind::NotFound => tierdex::Error::NotFound(format!("[{repo2}:{n}] is missing")),
-                        _ => e,
-                    });
+    let location = entry.location.clone();
+    let repo2 = repo.clone();
+    blocking(move || {
+        let r = Repository::open(&location)?;
+        for n in &names {
+            match r.delete(n) {
+                Ok(()) => {}
+                Err(e) if e.kind() == tierdex::ErrorKind::NotFound && failed.contains(n) => {}
+                Err(e) if e.kind() == tierdex::ErrorKind::NotFound => {
+                    return Err(tierdex::Error::NotFound(format!("[{repo2}:{n}] is missing")))
                 }
+                Err(e) => return Err(e),
             }
-            Ok(())
-        })
-        .await
-        .map_err(|e| match e.status {
-            StatusCode::NOT_FOUND => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "snapshot_missing_exception",
-                e.body["error"]["reason"].as_str().unwrap_or_default(),
-            ),
-            _ => e,
-        })?;
-    }
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| match e.status {
+        StatusCode::NOT_FOUND => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "snapshot_missing_exception",
+            e.body["error"]["reason"].as_str().unwrap_or_default(),
+        ),
+        _ => e,
+    })?;
     Ok(Json(json!({ "acknowledged": true })))
 }
 
@@ -841,7 +859,7 @@ pub async fn restore(
         check_name(&target, "index")?;
         if state.indices().get(&target).is_some() || state.indices().aliases().contains_key(&target) {
             return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
+                StatusCode::BAD_REQUEST,
                 "snapshot_restore_exception",
                 format!(
                     "[{repo}:{snap}] cannot restore index [{target}] because an index or alias with the same name \
@@ -872,7 +890,8 @@ pub async fn restore(
             })
             .await?;
             let replicas = meta["replicas"].as_u64().unwrap_or(0) as u32;
-            if let Err(e) = st.indices().adopt(&target, replicas, &st.config) {
+            let tier = meta["tier"].as_str().and_then(|t| t.parse().ok());
+            if let Err(e) = st.indices().adopt(&target, replicas, tier, &st.config) {
                 let _ = std::fs::remove_dir_all(data.join(&target));
                 return Err(e);
             }

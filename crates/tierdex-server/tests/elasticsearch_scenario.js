@@ -123,6 +123,22 @@ async function main () {
   check('reader write', await status(() => reader.index({ index: 'books', id: 'x', document: { title: 'no' } })), 403)
   check('reader delete index', await status(() => reader.indices.delete({ index: 'books' })), 403)
 
+  await admin.snapshot.createRepository({ name: 'backup', repository: { type: 'fs', settings: { location: 'nightly' } } })
+  r = await admin.snapshot.create({ repository: 'backup', snapshot: 'snap-1', indices: 'books', wait_for_completion: true })
+  check('snapshot state', r.snapshot.state, 'SUCCESS')
+  r = await admin.snapshot.restore({
+    repository: 'backup', snapshot: 'snap-1', indices: 'books', rename_pattern: '(.+)',
+    rename_replacement: 'restored-$1', include_aliases: false, wait_for_completion: true
+  })
+  check('restored indices', r.snapshot.indices, ['restored-books'])
+  for (const q of [{ match: { title: 'ghost star' } }, { range: { year: { gte: 2000 } } }]) {
+    const a = await reader.search({ index: 'books', query: q, size: 50 })
+    const b = await reader.search({ index: 'restored-books', query: q, size: 50 })
+    check('restored search ' + JSON.stringify(q), b.hits.hits.map(h => [h._id, h._score]), a.hits.hits.map(h => [h._id, h._score]))
+  }
+  check('reader snapshot', await status(() => reader.snapshot.create({ repository: 'backup', snapshot: 'snap-2' })), 403)
+  check('snapshot deleted', (await admin.snapshot.delete({ repository: 'backup', snapshot: 'snap-1' })).acknowledged, true)
+
   await admin.indices.delete({ index: 'films' })
   check('deleted index exists', await admin.indices.exists({ index: 'films' }), false)
   check('search deleted index', await status(() => reader.search({ index: 'films' })), 404)

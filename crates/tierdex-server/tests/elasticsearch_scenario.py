@@ -2,7 +2,8 @@
 (8.x or 9.x), unmodified, against a tierdex server holding a data directory
 with API keys: two indices with mappings, bulk loads, filtered, sorted,
 aggregated and highlighted searches, search_after paging, helpers.scan,
-update, delete by query, an alias, deleting an index, and 401/403.
+update, delete by query, an alias, a snapshot restored under a new name,
+deleting an index, and 401/403.
 
 Every answer is checked here against a scan of the documents the script
 loaded; the script prints {"ok": true} or the list of what differed.
@@ -131,6 +132,30 @@ try:
     check("reader delete index", "accepted", 403)
 except AuthorizationException as e:
     check("reader delete index", e.meta.status, 403)
+
+# A snapshot of books, restored under a new name, answers as books does;
+# a reader may not take one.
+admin.snapshot.create_repository(name="backup", repository={"type": "fs", "settings": {"location": "nightly"}})
+r = admin.snapshot.create(repository="backup", snapshot="snap-1", indices="books", wait_for_completion=True)
+check("snapshot state", r["snapshot"]["state"], "SUCCESS")
+check("snapshot indices", r["snapshot"]["indices"], ["books"])
+listed = admin.snapshot.get(repository="backup", snapshot="_all")
+check("snapshots listed", [x["snapshot"] for x in listed["snapshots"]], ["snap-1"])
+r = admin.snapshot.restore(repository="backup", snapshot="snap-1", indices="books", rename_pattern="(.+)",
+                           rename_replacement="restored-$1", include_aliases=False, wait_for_completion=True)
+check("restored indices", r["snapshot"]["indices"], ["restored-books"])
+for q in [{"match": {"title": "ghost star"}}, {"range": {"year": {"gte": 2000}}}]:
+    a = reader.search(index="books", query=q, size=50)
+    b = reader.search(index="restored-books", query=q, size=50)
+    check(f"restored search {q}", [(h["_id"], h["_score"]) for h in b["hits"]["hits"]],
+          [(h["_id"], h["_score"]) for h in a["hits"]["hits"]])
+    check(f"restored total {q}", b["hits"]["total"], a["hits"]["total"])
+try:
+    reader.snapshot.create(repository="backup", snapshot="snap-2", wait_for_completion=True)
+    check("reader snapshot", "accepted", 403)
+except AuthorizationException as e:
+    check("reader snapshot", e.meta.status, 403)
+check("snapshot deleted", admin.snapshot.delete(repository="backup", snapshot="snap-1")["acknowledged"], True)
 
 # Deleting an index.
 admin.indices.delete(index="films")

@@ -205,6 +205,20 @@ async fn a_data_directory_holds_many_indices_that_survive_a_restart() {
     assert!(metrics.contains("tierdex_index_docs{index=\"books\"} 4"), "{metrics}");
     assert!(metrics.contains("tierdex_index_docs{index=\"logs-2\"} 1"), "{metrics}");
     assert!(metrics.contains("tierdex_search_contexts 0"), "{metrics}");
+    // The process: open files (the indices' files among them) and memory.
+    let gauge = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+    };
+    assert!(gauge("process_open_fds ") > 3, "{metrics}");
+    assert!(gauge("process_max_fds ") >= gauge("process_open_fds "), "{metrics}");
+    assert!(gauge("process_resident_memory_bytes ") > 1 << 20, "{metrics}");
+    assert!(
+        gauge("process_virtual_memory_bytes ") >= gauge("process_resident_memory_bytes "),
+        "{metrics}"
+    );
     let (st, v) = s.json("GET", "/_cluster/health", None).await;
     assert_eq!(st, 200);
     assert_eq!(v["status"], "green");
@@ -213,7 +227,9 @@ async fn a_data_directory_holds_many_indices_that_survive_a_restart() {
         .json(
             "PUT",
             "/mirror",
-            Some(json!({"settings": {"number_of_replicas": 1}, "aliases": {"mirrors": {}}})),
+            Some(
+                json!({"settings": {"number_of_replicas": 1, "index.tierdex.tier": "ram"}, "aliases": {"mirrors": {}}}),
+            ),
         )
         .await;
     assert_eq!(st, 200, "{v}");
@@ -314,6 +330,21 @@ async fn a_data_directory_holds_many_indices_that_survive_a_restart() {
     );
     let (_, v) = s.json("GET", "/mirror/_settings", None).await;
     assert_eq!(v["mirror"]["settings"]["index"]["number_of_replicas"], "1");
+    assert_eq!(v["mirror"]["settings"]["index"]["tierdex"]["tier"], "ram", "{v}");
+    let (_, v) = s.json("GET", "/books/_settings", None).await;
+    assert_eq!(
+        v["books"]["settings"]["index"]["tierdex"]["tier"], "mmap",
+        "the server's tier: {v}"
+    );
+    let (st, v) = s
+        .json(
+            "PUT",
+            "/x",
+            Some(json!({"settings": {"index": {"tierdex": {"tier": "tape"}}}})),
+        )
+        .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(reason(&v).contains("tape"), "{v}");
     s.stop().await;
 
     // Without auto-creation, a write to an unknown index is a 404.
@@ -793,7 +824,12 @@ async fn client_scenario(what: &str, program: std::ffi::OsString, first: Vec<Str
     let auth_file = dir.path().join("auth.json");
     std::fs::write(&auth_file, json!({ "api_keys": entries }).to_string()).unwrap();
     let auth = tierdex_server::Auth::load(&auth_file).unwrap();
-    let s = start(&dir.path().join("data"), |c| c.auth = Some(std::sync::Arc::new(auth))).await;
+    let repos = dir.path().join("repos");
+    let s = start(&dir.path().join("data"), |c| {
+        c.auth = Some(std::sync::Arc::new(auth));
+        c.path_repo = vec![repos];
+    })
+    .await;
     let mut args = first;
     args.extend([
         s.base.clone(),
@@ -862,4 +898,92 @@ async fn the_elasticsearch_node_client_runs_the_service_scenario() {
         ],
     )
     .await;
+}
+
+/// Two indices written at once through `_bulk` while both are searched:
+/// every acknowledged document is found in its own index, once, and never
+/// in the other (the latency side of issue #23's load test is
+/// `tierdex-bench isolation`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_indices_written_at_once_keep_their_documents_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), |c| {
+        c.refresh_interval = std::time::Duration::from_millis(50)
+    })
+    .await;
+    let mapping = json!({"mappings": {"properties": {"title": {"type": "text"}, "tok": {"type": "keyword"}}}});
+    for index in ["alpha", "beta"] {
+        assert_eq!(s.json("PUT", &format!("/{index}"), Some(mapping.clone())).await.0, 200);
+    }
+    let base = s.base.clone();
+    let writer = |index: &'static str| {
+        let base = base.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut acked = Vec::new();
+            for b in 0..40 {
+                let mut body = String::new();
+                for j in 0..25 {
+                    let id = format!("{index}-{b}-{j}");
+                    body += &format!("{}\n", json!({"index": {"_id": id}}));
+                    body += &format!("{}\n", json!({"title": format!("shared words {b} {j}"), "tok": id}));
+                }
+                // Every other batch names its index in the body instead of the path.
+                let (path, body) = if b % 2 == 0 {
+                    (format!("/{index}/_bulk"), body)
+                } else {
+                    let routed = body.replace(
+                        "{\"index\":{\"_id\"",
+                        &format!("{{\"index\":{{\"_index\":\"{index}\",\"_id\""),
+                    );
+                    ("/_bulk".to_string(), routed)
+                };
+                let r = client
+                    .post(format!("{base}{path}"))
+                    .header("content-type", "application/x-ndjson")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = r.status().as_u16();
+                let v: Value = r.json().await.unwrap();
+                assert_eq!((status, &v["errors"]), (200, &json!(false)), "{v}");
+                for j in 0..25 {
+                    acked.push(format!("{index}-{b}-{j}"));
+                }
+            }
+            acked
+        })
+    };
+    let searches = {
+        let base = base.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            for i in 0..100 {
+                let index = if i % 2 == 0 { "alpha" } else { "beta" };
+                let r = client
+                    .get(format!("{base}/{index}/_search?q=title:shared&size=5"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status().as_u16(), 200);
+            }
+        })
+    };
+    let (a, b) = (writer("alpha"), writer("beta"));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    searches.await.unwrap();
+    assert_eq!(s.json("POST", "/alpha,beta/_refresh", None).await.0, 200);
+    for (own, other, acked) in [("alpha", "beta", &a), ("beta", "alpha", &b)] {
+        for chunk in acked.chunks(200) {
+            let q = json!({"query": {"terms": {"tok": chunk}}});
+            let (_, v) = s.json("POST", &format!("/{own}/_count"), Some(q.clone())).await;
+            assert_eq!(v["count"], chunk.len(), "{own}: {v}");
+            let (_, v) = s.json("POST", &format!("/{other}/_count"), Some(q)).await;
+            assert_eq!(v["count"], 0, "{other} holds documents of {own}: {v}");
+        }
+        let (_, v) = s.json("GET", &format!("/{own}/_count"), None).await;
+        assert_eq!(v["count"], acked.len(), "{own}: {v}");
+    }
+    s.stop().await;
 }

@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod compare;
+pub mod isolation;
 pub mod limited;
 pub mod load;
 pub mod maintenance;
