@@ -65,6 +65,10 @@ pub struct Args {
     /// Indexing threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Threads of the final merge, each merging a range of the terms while
+    /// the documents' side is copied (0: as many as --threads).
+    #[arg(long, default_value_t = 0)]
+    merge_threads: usize,
     /// Most documents per segment built in memory.
     #[arg(long, default_value_t = 1_000_000)]
     segment_docs: usize,
@@ -199,6 +203,7 @@ pub fn run(a: Args) -> Result<()> {
         segment_docs: a.segment_docs,
         segment_bytes: a.segment_mb.max(1) << 20,
         threads: a.threads,
+        merge_threads: a.merge_threads,
         merge: !a.no_merge,
         overwrite: a.force,
         layout: a.layout,

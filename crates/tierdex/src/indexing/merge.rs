@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fst::{IntoStreamer, Streamer};
 
@@ -20,9 +21,11 @@ use crate::layout::{Format, PostingsFiles, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
+use crate::termdict::TermRef;
 
 /// Merges `metas` (segments of the index in `dir`, in document order, of
-/// `format`) into a new segment `name` of the same format; calls
+/// `format`) into a new segment `name` of the same format, on up to
+/// `threads` threads (see [`merge_live`]); calls
 /// `progress(terms_done)` now and then. The input segments' files are left
 /// in place.
 pub fn merge_segments(
@@ -30,6 +33,7 @@ pub fn merge_segments(
     metas: &[SegmentMeta],
     name: &str,
     format: Format,
+    threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
     let storage = Storage::new(TierOptions::on(Tier::Mmap))?;
@@ -38,7 +42,14 @@ pub fn merge_segments(
         .map(|m| SegmentReader::open(dir, m, format, &storage))
         .collect::<Result<Vec<_>>>()?;
     let sources: Vec<_> = readers.iter().map(|r| (r, None)).collect();
-    merge_live(dir, &sources, name, format, StoreOptions::default(), progress)
+    merge_live(
+        dir,
+        &sources,
+        name,
+        format,
+        &MergeOptions::new(StoreOptions::default(), threads),
+        progress,
+    )
 }
 
 /// Merges open segments (in document order), leaving out the documents
@@ -49,14 +60,26 @@ pub fn merge_segments(
 /// source that has one). Phrase filters are carried over; a source term
 /// without them (which one index never holds) gets all-ones filters, that
 /// reject nothing.
+///
+/// With `threads` above 1 and enough postings, the term space is split
+/// into `threads` ranges of similar size ([`partition`]), merged on a
+/// thread each while the calling thread writes norms, columns, store and
+/// ids; the ranges' files are then appended in order
+/// ([`PostingsWriter::append`]). The segment answers exactly as a merge on
+/// one thread would write it (only the padding between ranges differs).
 pub fn merge_live(
     dir: &Path,
     sources: &[(&SegmentReader, Option<&Deletes>)],
     name: &str,
     format: Format,
-    store: StoreOptions,
+    options: &MergeOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SegmentMeta> {
+    let MergeOptions {
+        store,
+        threads,
+        parallel_min_bytes,
+    } = *options;
     let readers: Vec<&SegmentReader> = sources.iter().map(|s| s.0).collect();
     let files: Vec<&PostingsFiles> = readers
         .iter()
@@ -123,90 +146,294 @@ pub fn merge_live(
         }
     }
 
-    let shape = format.bloom_shape()?;
-    let mut postings = PostingsWriter::create(dir, name, format)?;
-    let mut tp = TermPostings::default();
-    let (mut pos, mut off) = (Vec::new(), Vec::new());
-    let mut terms = TermsInOrder::new(&files, format.layout, n_fields);
-    let mut done = 0u64;
-    let mut key = Vec::new();
-    let mut hits = Vec::new();
-    while terms.next(&mut key, &mut hits) {
-        let key = key.as_slice();
-        hits.sort_by_key(|h| h.index);
-        tp.clear();
-        let filter_bytes = shape.filter(|_| format.filtered_term(key)).map(|s| s.bytes as usize);
-        for h in hits.iter().copied() {
-            let r = &readers[h.index];
-            let info = files[h.index].resolve(files[h.index].terms().term_ref(h.value))?;
-            let mut c = r.cursor(&info)?;
-            let map = &maps[h.index];
-            while c.doc() != TERMINATED {
-                let to = map[c.doc() as usize];
-                if to == TERMINATED {
-                    c.advance();
-                    continue;
-                }
-                tp.docs.push(to);
-                tp.freqs.push(c.freq());
-                c.positions(&mut pos);
-                c.offsets(&mut off);
-                tp.positions.extend_from_slice(&pos);
-                tp.starts.extend(off.iter().map(|o| o.0));
-                tp.ends.extend(off.iter().map(|o| o.1));
-                if let Some(fb) = filter_bytes {
-                    for (dir, out) in [(Direction::After, &mut tp.after), (Direction::Before, &mut tp.before)] {
-                        if !c.copy_filter(dir, out) {
-                            out.resize(out.len() + fb, 0xff);
-                        }
-                    }
-                }
-                c.advance();
-            }
-            if let Some(e) = c.take_error() {
-                return Err(e);
-            }
-        }
-        if tp.docs.is_empty() {
-            continue;
-        }
-        let field = *key
-            .first()
-            .ok_or_else(|| Error::corrupt(path(ext::TERMS), "empty term key"))? as usize;
-        let field_norms = norms.get(field).and_then(Option::as_ref).ok_or_else(|| {
-            Error::corrupt(
-                dir.join(metas[0].file_name(ext::TERMS)),
-                "term key with an unknown field",
-            )
-        })?;
-        postings.add(key, &tp, field_norms)?;
-        done += 1;
-        if done.is_multiple_of(65_536) {
-            progress(done);
-        }
-    }
-    progress(done);
-    let num_terms = postings.len();
+    let ranges = match threads > 1 && postings_bytes(&files) >= parallel_min_bytes {
+        true => partition(&files, format.layout, threads)?,
+        false => vec![TermRange::default()],
+    };
+    let done = AtomicU64::new(0);
+    let job = PostingsJob {
+        readers: &readers,
+        files: &files,
+        maps: &maps,
+        norms: &norms,
+        format,
+        n_fields,
+        metas: &metas,
+        dir,
+        done: &done,
+        progress,
+    };
+    let (postings_files, docs_side) = if ranges.len() == 1 {
+        let mut postings = PostingsWriter::create(dir, name, format)?;
+        job.run(&ranges[0], &mut postings)?;
+        let num_terms = postings.len();
+        let files = postings.finish()?;
+        let docs_side = write_documents(&readers, &maps, &norms, &normed, max_doc, store, &path)?;
+        ((files, num_terms), docs_side)
+    } else {
+        merge_in_parallel(
+            &job, &ranges, name, &readers, &maps, &norms, &normed, max_doc, store, &path,
+        )?
+    };
+    progress(done.load(Ordering::Relaxed));
+    let (postings_infos, num_terms) = postings_files;
     let mut files = BTreeMap::new();
-    for (e, info) in postings.finish()? {
+    for (e, info) in postings_infos {
         files.insert(e.to_string(), info);
     }
+    files.extend(docs_side);
+    let norm_fields =
+        (normed.len() != n_fields || normed.iter().enumerate().any(|(i, &f)| f as usize != i)).then_some(normed);
+    Ok(SegmentMeta {
+        name: name.to_string(),
+        max_doc: max_doc as u32,
+        fields: stats,
+        norm_fields,
+        num_terms,
+        files,
+        deletes: None,
+        chain: None,
+    })
+}
+
+/// How a merge writes its segment.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeOptions {
+    /// The document store's options.
+    pub store: StoreOptions,
+    /// Threads the postings may be merged on.
+    pub threads: usize,
+    /// Below this many bytes of postings in all sources, the merge runs on
+    /// one thread (spreading it would cost more than it saves).
+    pub parallel_min_bytes: u64,
+}
+
+impl MergeOptions {
+    /// A merge on up to `threads` threads (parallel from 32 MiB of
+    /// postings on), writing its store with `store`.
+    pub fn new(store: StoreOptions, threads: usize) -> MergeOptions {
+        MergeOptions {
+            store,
+            threads,
+            parallel_min_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Bytes of postings data of `files` (the files whose reading and writing
+/// a merge's time follows).
+fn postings_bytes(files: &[&PostingsFiles]) -> u64 {
+    files
+        .iter()
+        .map(|f| (f.doc_file().len() + f.pos_file().len() + f.pay_file().len()) as u64)
+        .sum()
+}
+
+/// What every postings worker of one merge shares.
+struct PostingsJob<'a> {
+    readers: &'a [&'a SegmentReader],
+    files: &'a [&'a PostingsFiles],
+    maps: &'a [Vec<DocId>],
+    norms: &'a [Option<Vec<u8>>],
+    format: Format,
+    n_fields: usize,
+    metas: &'a [&'a SegmentMeta],
+    dir: &'a Path,
+    /// Terms written so far, by all workers.
+    done: &'a AtomicU64,
+    progress: &'a (dyn Fn(u64) + Sync),
+}
+
+impl PostingsJob<'_> {
+    /// Writes the merged postings of the terms in `range` to `postings`.
+    fn run(&self, range: &TermRange, postings: &mut PostingsWriter) -> Result<()> {
+        let format = self.format;
+        let shape = format.bloom_shape()?;
+        let mut tp = TermPostings::default();
+        let (mut pos, mut off) = (Vec::new(), Vec::new());
+        let mut terms = TermsInOrder::new(self.files, format.layout, self.n_fields, range);
+        let mut key = Vec::new();
+        let mut hits = Vec::new();
+        while terms.next(&mut key, &mut hits) {
+            let key = key.as_slice();
+            hits.sort_by_key(|h| h.index);
+            tp.clear();
+            let filter_bytes = shape.filter(|_| format.filtered_term(key)).map(|s| s.bytes as usize);
+            for h in hits.iter().copied() {
+                let r = &self.readers[h.index];
+                let info = self.files[h.index].resolve(self.files[h.index].terms().term_ref(h.value))?;
+                let mut c = r.cursor(&info)?;
+                let map = &self.maps[h.index];
+                while c.doc() != TERMINATED {
+                    let to = map[c.doc() as usize];
+                    if to == TERMINATED {
+                        c.advance();
+                        continue;
+                    }
+                    tp.docs.push(to);
+                    tp.freqs.push(c.freq());
+                    c.positions(&mut pos);
+                    c.offsets(&mut off);
+                    tp.positions.extend_from_slice(&pos);
+                    tp.starts.extend(off.iter().map(|o| o.0));
+                    tp.ends.extend(off.iter().map(|o| o.1));
+                    if let Some(fb) = filter_bytes {
+                        for (dir, out) in [(Direction::After, &mut tp.after), (Direction::Before, &mut tp.before)] {
+                            if !c.copy_filter(dir, out) {
+                                out.resize(out.len() + fb, 0xff);
+                            }
+                        }
+                    }
+                    c.advance();
+                }
+                if let Some(e) = c.take_error() {
+                    return Err(e);
+                }
+            }
+            if tp.docs.is_empty() {
+                continue;
+            }
+            let field = *key
+                .first()
+                .ok_or_else(|| Error::corrupt(self.dir.join(self.metas[0].file_name(ext::TERMS)), "empty term key"))?
+                as usize;
+            let field_norms = self.norms.get(field).and_then(Option::as_ref).ok_or_else(|| {
+                Error::corrupt(
+                    self.dir.join(self.metas[0].file_name(ext::TERMS)),
+                    "term key with an unknown field",
+                )
+            })?;
+            postings.add(key, &tp, field_norms)?;
+            let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_multiple_of(65_536) {
+                (self.progress)(n);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The postings and dictionary files of a merge, with its number of terms.
+type PostingsOut = (Vec<(&'static str, FileInfo)>, u64);
+
+/// Merges the term ranges `ranges` on a thread each into parts of segment
+/// `name`, writes the documents' side (norms, columns, store, ids) on the
+/// calling thread meanwhile, then appends the parts in order into the
+/// segment's postings and removes them.
+#[allow(clippy::too_many_arguments)]
+fn merge_in_parallel(
+    job: &PostingsJob<'_>,
+    ranges: &[TermRange],
+    name: &str,
+    readers: &[&SegmentReader],
+    maps: &[Vec<DocId>],
+    norms: &[Option<Vec<u8>>],
+    normed: &[u8],
+    max_doc: u64,
+    store: StoreOptions,
+    path: &dyn Fn(&str) -> std::path::PathBuf,
+) -> Result<(PostingsOut, BTreeMap<String, FileInfo>)> {
+    let dir = job.dir;
+    let part_names: Vec<String> = (0..ranges.len()).map(|k| format!("{name}.m{k}")).collect();
+    let remove_parts = || {
+        for p in &part_names {
+            for e in crate::layout::postings::ext::of(job.format.layout)
+                .iter()
+                .chain([&crate::layout::postings::ext::BLOOM])
+            {
+                let _ = std::fs::remove_file(dir.join(format!("{p}.{e}")));
+            }
+        }
+    };
+    let started = std::time::Instant::now();
+    // The first range is written straight into the segment's files, the
+    // others into parts appended to it.
+    let (first, parts, docs_side) = std::thread::scope(|s| {
+        let first = s.spawn(move || -> Result<PostingsWriter> {
+            let t = std::time::Instant::now();
+            let mut w = PostingsWriter::create(dir, name, job.format)?;
+            job.run(&ranges[0], &mut w)?;
+            tracing::debug!("merge {name}: first range, {} terms, in {:.2?}", w.len(), t.elapsed());
+            Ok(w)
+        });
+        let workers: Vec<_> = ranges[1..]
+            .iter()
+            .zip(&part_names[1..])
+            .map(|(range, part)| {
+                s.spawn(move || -> Result<Vec<(&'static str, FileInfo)>> {
+                    let t = std::time::Instant::now();
+                    let mut w = PostingsWriter::create(dir, part, job.format)?.temporary();
+                    job.run(range, &mut w)?;
+                    tracing::debug!("merge {part}: {} terms in {:.2?}", w.len(), t.elapsed());
+                    w.finish()
+                })
+            })
+            .collect();
+        let t = std::time::Instant::now();
+        let docs_side = write_documents(readers, maps, norms, normed, max_doc, store, path);
+        tracing::debug!("merge {name}: documents' side in {:.2?}", t.elapsed());
+        fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+            h.join()
+                .unwrap_or_else(|_| Err(Error::Internal("a merge worker panicked".into())))
+        }
+        let parts: Vec<_> = workers.into_iter().map(join).collect();
+        (join(first), parts, docs_side)
+    });
+    tracing::debug!(
+        "merge {name}: {} ranges merged in {:.2?}",
+        ranges.len(),
+        started.elapsed()
+    );
+    let result = (|| {
+        let docs_side = docs_side?;
+        let mut postings = first?;
+        let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
+        let storage = Storage::new(TierOptions::on(Tier::Buffered))?;
+        for (part, infos) in part_names[1..].iter().zip(&parts) {
+            let files = PostingsFiles::open(job.format, |e| {
+                let file = storage.open(dir.join(format!("{part}.{e}")))?;
+                let info = infos.iter().find(|(x, _)| *x == e).map(|(_, i)| *i);
+                if info.is_none_or(|i| i.checksum != file.checksum()) {
+                    return Err(Error::corrupt(file.path(), "a merge part changed before it was joined"));
+                }
+                Ok(file)
+            })?;
+            postings.append(&files)?;
+        }
+        let num_terms = postings.len();
+        let joined = postings.finish()?;
+        tracing::debug!("merge {name}: ranges joined after {:.2?}", started.elapsed());
+        Ok(((joined, num_terms), docs_side))
+    })();
+    remove_parts();
+    result
+}
+
+/// Writes the documents' side of a merged segment: norms, columns, the
+/// document store and the ids; returns their files by extension.
+fn write_documents(
+    readers: &[&SegmentReader],
+    maps: &[Vec<DocId>],
+    norms: &[Option<Vec<u8>>],
+    normed: &[u8],
+    max_doc: u64,
+    store: StoreOptions,
+    path: &dyn Fn(&str) -> std::path::PathBuf,
+) -> Result<BTreeMap<String, FileInfo>> {
+    let mut files = BTreeMap::new();
     let mut norms_file = FileWriter::create(path(ext::NORMS))?;
-    for &f in &normed {
+    for &f in normed {
         norms_file.write_all(norms[f as usize].as_ref().expect("normed"))?;
     }
     files.insert(ext::NORMS.to_string(), norms_file.finish()?);
-    let norm_fields =
-        (normed.len() != n_fields || normed.iter().enumerate().any(|(i, &f)| f as usize != i)).then_some(normed);
-    if let Some(info) = merge_columns(&readers, &maps, max_doc as u32, &path(ext::COLUMNS))? {
+    if let Some(info) = merge_columns(readers, maps, max_doc as u32, &path(ext::COLUMNS))? {
         files.insert(ext::COLUMNS.to_string(), info);
     }
-
     let stores: Vec<_> = readers.iter().flat_map(|r| r.stores()).collect();
     let mut store = StoreWriter::create_for_merge(&path(ext::STORE), &path(ext::STORE_INDEX), store, &stores)?;
     let mut ids = IdsWriter::new();
     let mut id = String::new();
-    for (r, map) in readers.iter().zip(&maps) {
+    for (r, map) in readers.iter().zip(maps) {
         for d in 0..r.max_doc() {
             if map[d as usize] == TERMINATED {
                 continue;
@@ -221,16 +448,78 @@ pub fn merge_live(
     files.insert(ext::STORE.to_string(), store.data);
     files.insert(ext::STORE_INDEX.to_string(), store.index);
     files.insert(ext::IDS.to_string(), ids.finish(&path(ext::IDS))?);
-    Ok(SegmentMeta {
-        name: name.to_string(),
-        max_doc: max_doc as u32,
-        fields: stats,
-        norm_fields,
-        num_terms,
-        files,
-        deletes: None,
-        chain: None,
-    })
+    Ok(files)
+}
+
+/// Splits the term space of a merge into about `parts` ranges of similar
+/// postings volume, judged from the largest source: the position of a
+/// term's data in its postings files grows with the term order, so the
+/// terms found at `1/parts`, `2/parts`, ... of its data bound the ranges.
+pub fn partition(files: &[&PostingsFiles], layout: Layout, parts: usize) -> Result<Vec<TermRange>> {
+    use fst::Streamer;
+    let Some(largest) = files.iter().max_by_key(|f| f.doc_file().len()) else {
+        return Ok(vec![TermRange::default()]);
+    };
+    let total = largest.doc_file().len() as u64;
+    let targets: Vec<u64> = (1..parts as u64).map(|j| j * total / parts as u64).collect();
+    // For each target, the key whose data starts last at or before it.
+    let mut best: Vec<Option<(u64, Vec<u8>)>> = vec![None; targets.len()];
+    let mut stream = largest.terms().fst().stream();
+    let mut n = 0u64;
+    while let Some((key, value)) = stream.next() {
+        let at = match largest.terms().term_ref(value) {
+            TermRef::Region(offset) => offset,
+            TermRef::Ordinal(ord) => {
+                // Reading every info of a split dictionary would cost a
+                // read per term: sample.
+                n += 1;
+                if n % 64 != 1 {
+                    continue;
+                }
+                largest.terms().info(ord)?.doc_offset
+            }
+        };
+        for (t, b) in targets.iter().zip(best.iter_mut()) {
+            if at <= *t && b.as_ref().is_none_or(|(o, _)| at > *o) {
+                *b = Some((at, key.to_vec()));
+            }
+        }
+    }
+    let mut bounds: Vec<Vec<u8>> = best
+        .into_iter()
+        .flatten()
+        .map(|(_, key)| match layout {
+            // Grouped ranges are of term texts (a text's fields stay together).
+            Layout::Grouped => key.get(1..).unwrap_or_default().to_vec(),
+            Layout::Split => key,
+        })
+        .filter(|b| !b.is_empty())
+        .collect();
+    bounds.sort();
+    bounds.dedup();
+    let mut ranges = Vec::with_capacity(bounds.len() + 1);
+    let mut lo = None;
+    for b in bounds {
+        ranges.push(TermRange {
+            lo: lo.take(),
+            hi: Some(b.clone()),
+        });
+        lo = Some(b);
+    }
+    ranges.push(TermRange { lo, hi: None });
+    Ok(ranges)
+}
+
+/// The part of the term space one merge worker writes, in the layout's
+/// term order: from `lo` (included) to `hi` (excluded), `None` for the
+/// ends. Grouped: term texts (keys without their field byte), since a
+/// text's fields are written together; split: whole keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TermRange {
+    /// The first term of the range (`None`: from the start).
+    pub lo: Option<Vec<u8>>,
+    /// The first term after it (`None`: to the end).
+    pub hi: Option<Vec<u8>>,
 }
 
 /// Writes documents `docs` of `reader` (the newest parts of a chained
@@ -404,22 +693,54 @@ struct TermsInOrder<'a> {
 type Term = (Vec<u8>, Vec<fst::map::IndexedValue>);
 
 impl<'a> TermsInOrder<'a> {
-    fn new(readers: &'a [&'a PostingsFiles], layout: Layout, n_fields: usize) -> Self {
+    /// The terms of `readers` in `range`.
+    fn new(readers: &'a [&'a PostingsFiles], layout: Layout, n_fields: usize, range: &TermRange) -> Self {
         let n_fields = n_fields.min(Field::MAX) as u8;
         let mut streams = Vec::with_capacity(n_fields as usize + 1);
         // One stream per field id, and one for keys beyond the known fields
-        // (none in a sound index; merged all the same).
-        let bounds: Vec<(u8, Option<u8>)> = (0..n_fields)
+        // (none in a sound index; merged all the same, by the last range).
+        let fields: Vec<(u8, Option<u8>)> = (0..n_fields)
             .map(|f| (f, Some(f + 1)))
             .chain(std::iter::once((n_fields, None)))
             .collect();
-        for (lo, hi) in bounds {
+        for (f, next) in fields {
+            // The field's keys as bounds: `[f] + text` when ranges are of
+            // texts, else the whole keys, within the field's own.
+            let (lo, hi): (Vec<u8>, Option<Vec<u8>>) = match layout {
+                Layout::Grouped if next.is_none() => match range.hi {
+                    Some(_) => continue,
+                    None => (vec![f], None),
+                },
+                Layout::Grouped => {
+                    let with = |t: &Vec<u8>| [&[f][..], t].concat();
+                    (
+                        range.lo.as_ref().map_or(vec![f], with),
+                        Some(range.hi.as_ref().map_or(vec![next.expect("a field")], with)),
+                    )
+                }
+                Layout::Split => {
+                    let lo = range
+                        .lo
+                        .clone()
+                        .filter(|l| l.as_slice() > [f].as_slice())
+                        .unwrap_or(vec![f]);
+                    let field_end = next.map(|n| vec![n]);
+                    let hi = match (field_end, range.hi.clone()) {
+                        (Some(e), Some(h)) => Some(e.min(h)),
+                        (e, h) => e.or(h),
+                    };
+                    (lo, hi)
+                }
+            };
+            if hi.as_ref().is_some_and(|h| *h <= lo) {
+                continue;
+            }
             let mut op = fst::map::OpBuilder::new();
             for r in readers {
-                let range = r.terms().fst().range().ge([lo]);
-                op = match hi {
-                    Some(hi) => op.add(range.lt([hi]).into_stream()),
-                    None => op.add(range.into_stream()),
+                let stream = r.terms().fst().range().ge(&lo);
+                op = match &hi {
+                    Some(hi) => op.add(stream.lt(hi).into_stream()),
+                    None => op.add(stream.into_stream()),
                 };
             }
             let mut union = op.union();

@@ -50,6 +50,9 @@ pub struct IndexOptions {
     pub segment_bytes: usize,
     /// Indexing threads (0 = all cores).
     pub threads: usize,
+    /// Threads of the final merge (0: as many as `threads`); the term
+    /// space is split between them ([`merge::merge_live`]).
+    pub merge_threads: usize,
     /// Force-merge into a single segment at the end.
     pub merge: bool,
     /// Replace an index already in the output directory.
@@ -87,6 +90,7 @@ impl Default for IndexOptions {
             segment_docs: 1_000_000,
             segment_bytes: 32 << 20,
             threads: 0,
+            merge_threads: 0,
             merge: false,
             overwrite: false,
             layout: Layout::default(),
@@ -437,9 +441,20 @@ where
             let name = segment_name(next_segment);
             next_segment += 1;
             let sources: Vec<_> = readers.iter().zip(&dead).map(|(r, d)| (r, d.as_ref())).collect();
-            let merged = merge::merge_live(dir, &sources, &name, opts.format(), StoreOptions::default(), &|terms| {
-                progress(Progress::Merging { terms })
-            })?;
+            let merged = merge::merge_live(
+                dir,
+                &sources,
+                &name,
+                opts.format(),
+                &merge::MergeOptions::new(
+                    StoreOptions::default(),
+                    match opts.merge_threads {
+                        0 => threads,
+                        n => n,
+                    },
+                ),
+                &|terms| progress(Progress::Merging { terms }),
+            )?;
             drop(sources);
             drop(readers);
             for m in &metas {

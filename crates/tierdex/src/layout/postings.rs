@@ -85,6 +85,16 @@ impl PostingsWriter {
         })
     }
 
+    /// The same writer, its data files not synced when finished: the
+    /// part of a merge that is appended to another writer and removed.
+    pub fn temporary(mut self) -> Self {
+        self.doc = self.doc.temporary();
+        self.pos = self.pos.map(FileWriter::temporary);
+        self.pay = self.pay.map(FileWriter::temporary);
+        self.blm = self.blm.map(FileWriter::temporary);
+        self
+    }
+
     /// Adds the next term, in the layout's write order
     /// ([`Layout::term_order`]); `norms` are the field's norms, for the
     /// impacts.
@@ -136,6 +146,50 @@ impl PostingsWriter {
         }
     }
 
+    /// Appends every term of `part`, the finished postings of a range of
+    /// terms that come after every term added so far in the layout's term
+    /// order (split: in key order), written in this writer's format: its
+    /// files are copied in, each starting on a page boundary so that no
+    /// region straddles a page it did not straddle there, and its
+    /// dictionary entries are relocated. A merge writes term ranges on
+    /// several threads and joins them with this.
+    pub fn append(&mut self, part: &PostingsFiles) -> Result<()> {
+        use fst::Streamer;
+        let doc_base = append_file(part.doc_file(), &mut self.doc)?;
+        match self.layout {
+            Layout::Grouped => {
+                let mut stream = part.terms().fst().stream();
+                while let Some((key, value)) = stream.next() {
+                    self.dict.insert_relocated(key, value, doc_base)?;
+                }
+            }
+            Layout::Split => {
+                let (pos, pay) = match (&mut self.pos, &mut self.pay) {
+                    (Some(pos), Some(pay)) => (pos, pay),
+                    _ => return Err(Error::Internal("split postings without their files".into())),
+                };
+                let pos_base = append_file(part.pos_file(), pos)?;
+                let pay_base = append_file(part.pay_file(), pay)?;
+                let bloom_base = match &mut self.blm {
+                    Some(blm) => append_file(part.bloom_file(), blm)?,
+                    None => 0,
+                };
+                let mut stream = part.terms().fst().stream();
+                while let Some((key, value)) = stream.next() {
+                    let mut info = part.resolve(part.terms().term_ref(value))?;
+                    info.doc_offset += doc_base;
+                    info.pos_offset += pos_base;
+                    info.off_offset += pay_base;
+                    if self.blm.is_some() {
+                        info.bloom_offset += bloom_base;
+                    }
+                    self.dict.insert(key, 0, &info)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Terms added so far.
     pub fn len(&self) -> u64 {
         self.dict.len()
@@ -171,6 +225,16 @@ impl PostingsWriter {
         }
         Ok(files)
     }
+}
+
+/// Appends the content of `from` to `to` from its next page boundary;
+/// returns where it starts.
+fn append_file(from: &IndexFile, to: &mut FileWriter) -> Result<u64> {
+    let page = crate::storage::PAGE_SIZE as u64;
+    to.write_zeros(((page - to.position() % page) % page) as usize)?;
+    let base = to.position();
+    to.append(from)?;
+    Ok(base)
 }
 
 /// A segment's postings opened for reading.

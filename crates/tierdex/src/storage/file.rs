@@ -1,7 +1,7 @@
 //! One checksummed file: its writer and its reader.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -42,6 +42,8 @@ pub struct FileWriter {
     page: Xxh3,
     page_fill: usize,
     page_sums: Vec<u32>,
+    /// `fsync` when finished (not for a temporary file).
+    sync: bool,
 }
 
 impl FileWriter {
@@ -64,7 +66,52 @@ impl FileWriter {
             page: Xxh3::new(),
             page_fill: 0,
             page_sums: Vec::new(),
+            sync: true,
         })
+    }
+
+    /// The same writer, not synced when finished: for a temporary file,
+    /// whose content is copied elsewhere and which is removed soon after.
+    pub fn temporary(mut self) -> Self {
+        self.sync = false;
+        self
+    }
+
+    /// Appends the content of the finished file `from`, at a page boundary
+    /// (the caller pads first): its whole pages are copied by the kernel
+    /// (`copy_file_range`) and keep the checksums its table holds, its last
+    /// partial page is read (and checked) and written as usual.
+    pub fn append(&mut self, from: &IndexFile) -> Result<()> {
+        if self.page_fill != 0 {
+            return Err(Error::Internal(format!(
+                "appending {} to {} off a page boundary",
+                from.path().display(),
+                self.path.display()
+            )));
+        }
+        let pages = from.len() / PAGE_SIZE;
+        let whole = (pages * PAGE_SIZE) as u64;
+        if pages > 0 {
+            let io = |e| Error::io(&self.path, e);
+            faults::check(&self.path, FaultOp::Write).map_err(io)?;
+            self.out.flush().map_err(io)?;
+            let mut src = File::open(from.path()).map_err(|e| Error::io(from.path(), e))?;
+            let copied = std::io::copy(&mut (&mut src).take(whole), self.out.get_mut()).map_err(io)?;
+            if copied != whole {
+                return Err(Error::corrupt(
+                    from.path(),
+                    format!("{copied} bytes could be read of its {whole}"),
+                ));
+            }
+            self.page_sums.extend_from_slice(&from.page_sums[..pages]);
+            self.written += whole;
+        }
+        if from.len() > pages * PAGE_SIZE {
+            let mut buf = Vec::new();
+            let tail = from.read(pages * PAGE_SIZE..from.len(), &mut buf)?;
+            self.write_all(tail)?;
+        }
+        Ok(())
     }
 
     /// The file being written.
@@ -141,9 +188,11 @@ impl FileWriter {
         self.out.write_all(&table).map_err(io)?;
         self.out.write_all(&footer).map_err(io)?;
         let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
-        faults::check(&path, FaultOp::Sync)
-            .and_then(|_| file.sync_all())
-            .map_err(io)?;
+        if self.sync {
+            faults::check(&path, FaultOp::Sync)
+                .and_then(|_| file.sync_all())
+                .map_err(io)?;
+        }
         Ok(FileInfo {
             content_len: self.written,
             checksum: table_hash,
@@ -642,5 +691,44 @@ mod tests {
         assert_eq!(pad_saving_a_page(4000, 97), 96);
         assert_eq!(pad_saving_a_page(4000, 5000), 0);
         assert_eq!(pad_saving_a_page(4096, 4096), 0);
+    }
+
+    #[test]
+    fn appended_files_read_and_check_as_if_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        for (head, part_len) in [
+            (0usize, 9000usize),
+            (4096, 8192),
+            (5000, 100),
+            (8192, 0),
+            (100, 4096 * 3 + 1),
+        ] {
+            let content: Vec<u8> = (0..head + 4096 + part_len).map(|i| (i * 13 + i / 7) as u8).collect();
+            let part: Vec<u8> = (0..part_len).map(|i| (i * 31 + 5) as u8).collect();
+            let part_path = dir.path().join("part");
+            write(&part_path, &part);
+            let from = IndexFile::open(&part_path, Tier::Buffered).unwrap();
+            // head bytes, padding to the page, the part, then more.
+            let mut w = FileWriter::create(dir.path().join("joined")).unwrap();
+            w.write_all(&content[..head]).unwrap();
+            w.write_zeros((PAGE_SIZE - head % PAGE_SIZE) % PAGE_SIZE).unwrap();
+            w.append(&from).unwrap();
+            w.write_all(b"after").unwrap();
+            let info = w.finish().unwrap();
+            let mut expected = content[..head].to_vec();
+            expected.resize(head.div_ceil(PAGE_SIZE) * PAGE_SIZE, 0);
+            expected.extend_from_slice(&part);
+            expected.extend_from_slice(b"after");
+            let direct = write(&dir.path().join("direct"), &expected);
+            assert_eq!(info, direct, "head {head}, part {part_len}");
+            let f = IndexFile::open(dir.path().join("joined"), Tier::Mmap).unwrap();
+            f.verify_all().unwrap();
+            assert_eq!(f.all().unwrap(), &expected[..]);
+        }
+        // Off a page boundary, an append is refused.
+        let from = IndexFile::open(dir.path().join("part"), Tier::Buffered).unwrap();
+        let mut w = FileWriter::create(dir.path().join("bad")).unwrap();
+        w.write_all(b"x").unwrap();
+        assert!(w.append(&from).is_err());
     }
 }

@@ -234,6 +234,38 @@ impl TermDictWriter {
         Ok(())
     }
 
+    /// Adds a grouped term whose dictionary value `value` was written by
+    /// a dictionary of the same kind for a region now `shift` bytes
+    /// further into the postings file (the regions of a term range merged
+    /// apart, then appended; see [`crate::layout::PostingsWriter::append`]).
+    pub fn insert_relocated(&mut self, key: &[u8], value: u64, shift: u64) -> Result<()> {
+        if self.infos.is_some() {
+            return Err(Error::Internal("split dictionaries relocate through their infos".into()));
+        }
+        let (offset, low) = match self.doc_freq_in_value {
+            true => (value >> DF_BITS, value & DF_UNKNOWN),
+            false => (value, 0),
+        };
+        let offset = offset + shift;
+        let value = match self.doc_freq_in_value {
+            true => {
+                if offset >> (64 - DF_BITS) != 0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "a term region at byte {offset}: segments are limited to 2^{} bytes",
+                        64 - DF_BITS
+                    )));
+                }
+                (offset << DF_BITS) | low
+            }
+            false => offset,
+        };
+        let len = u32::try_from(key.len()).map_err(|_| Error::InvalidArgument("term key too long".into()))?;
+        self.pending.push((self.pending_keys.len(), len, value));
+        self.pending_keys.extend_from_slice(key);
+        self.count += 1;
+        Ok(())
+    }
+
     /// Number of terms added.
     pub fn len(&self) -> u64 {
         self.count

@@ -513,7 +513,7 @@ impl IndexWriter {
             sources,
             &segment_name(number),
             manifest.postings_format(),
-            StoreOptions::default(),
+            &MergeOptions::new(StoreOptions::default(), self.options.merge_threads()),
             &|_| {},
         )?;
         report.bytes_written += meta.bytes();

@@ -56,7 +56,7 @@ use crate::error::{Error, Result};
 use crate::index::manifest::{Manifest, SegmentMeta, CHAIN_EXT, MANIFEST};
 use crate::index::segment::{ext, open_chain};
 use crate::index::{deletes::DeletesMeta, Deletes, Index, SegmentReader, SegmentView};
-use crate::indexing::merge::{merge_live, merge_part_documents};
+use crate::indexing::merge::{merge_live, merge_part_documents, MergeOptions};
 use crate::indexing::{segment_name, SegmentWriter};
 use crate::layout::Format;
 use crate::schema::{Analysis, DocId, Document, Schema};
@@ -106,6 +106,10 @@ pub struct WriterOptions {
     /// (the damaged batch and every later one are lost, and said so in the
     /// log). Without it such a log is an error naming the record.
     pub truncate_corrupt_log: bool,
+    /// Threads a merge of durable segments may use (0: one per core). A
+    /// merge run by the background maintainer runs at its lower CPU
+    /// priority, threads included, so searches keep their share.
+    pub merge_threads: usize,
 }
 
 impl Default for WriterOptions {
@@ -119,11 +123,20 @@ impl Default for WriterOptions {
             max_log_bytes: None,
             compact_deleted_ratio: 0.5,
             truncate_corrupt_log: false,
+            merge_threads: 0,
         }
     }
 }
 
 impl WriterOptions {
+    /// The threads of a merge ([`WriterOptions::merge_threads`], 0 resolved).
+    pub fn merge_threads(&self) -> usize {
+        match self.merge_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
     /// Bytes of applied log records that make a flush due.
     pub fn log_budget(&self) -> usize {
         self.max_log_bytes.unwrap_or(self.buffer_bytes.saturating_mul(2))

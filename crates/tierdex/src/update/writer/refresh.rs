@@ -157,10 +157,13 @@ impl IndexWriter {
             &sources,
             &name,
             st.manifest.postings_format(),
-            StoreOptions {
-                dictionary: false,
-                ..StoreOptions::default()
-            },
+            &MergeOptions::new(
+                StoreOptions {
+                    dictionary: false,
+                    ..StoreOptions::default()
+                },
+                1,
+            ),
             &|_| {},
         )?;
         let reader = SegmentReader::open(dir, &meta, st.manifest.postings_format(), &st.memory);

@@ -1,0 +1,208 @@
+//! A merge on several threads answers exactly like one on a single thread
+//! (issue #24): random corpora built into several segments (replaced ids
+//! leave tombstones), every layout, codec and phrase-filter setting, merged
+//! serially and on 2 to 6 threads. Every term's postings (documents,
+//! frequencies, positions, offsets, filters) and statistics, the documents'
+//! files, and the answers to random queries in every mode must be equal,
+//! and equal to those of the unmerged index.
+
+mod support;
+
+use std::path::Path;
+
+use support::gen::{self, Rng};
+use tierdex::indexing::merge::{merge_live, MergeOptions};
+use tierdex::indexing::{build_index, IndexOptions};
+use tierdex::schema::TERMINATED;
+use tierdex::search::{Mode, Searcher};
+use tierdex::store::StoreOptions;
+use tierdex::{Document, Index, OpenOptions};
+
+const SEED: u64 = 0x7061_7261_2026_1127;
+
+/// One answer as ids, score bits and count.
+type Answer = (Vec<(String, u32)>, Option<u64>);
+
+fn answer(s: &Searcher, q: &tierdex::query::ast::Query, mode: Mode, k: usize) -> Answer {
+    let r = s.search_parsed(q, mode, k).unwrap();
+    let hits = r
+        .hits
+        .iter()
+        .map(|h| (s.doc_id(h.doc).unwrap(), h.score.to_bits()))
+        .collect();
+    (hits, r.count)
+}
+
+/// Merges the segments of the index in `src` into one segment in `out` on
+/// `threads` threads (parallel whatever the size), with a manifest, so
+/// that it opens as an index.
+fn merge_into(src: &Index, out: &Path, threads: usize) {
+    std::fs::create_dir_all(out).unwrap();
+    let sources: Vec<_> = src
+        .segments()
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (&**r, src.deletes(i)))
+        .collect();
+    let format = src.manifest().postings_format();
+    let options = MergeOptions {
+        parallel_min_bytes: 0,
+        ..MergeOptions::new(StoreOptions::default(), threads)
+    };
+    let meta = merge_live(out, &sources, "seg000000", format, &options, &|_| {}).unwrap();
+    let mut m = src.manifest().clone();
+    m.segments = vec![meta];
+    m.next_segment = 1;
+    m.store(out).unwrap();
+}
+
+/// Every term of `a` and `b` with its postings, compared.
+fn same_postings(a: &Index, b: &Index, ctx: &str) -> usize {
+    let (ra, rb) = (&a.segments()[0], &b.segments()[0]);
+    let (fa, fb) = (ra.postings().unwrap(), rb.postings().unwrap());
+    assert_eq!(ra.meta().num_terms, rb.meta().num_terms, "{ctx}: terms");
+    assert_eq!(ra.meta().fields, rb.meta().fields, "{ctx}: field statistics");
+    use fst::Streamer;
+    let (mut sa, mut sb) = (fa.terms().fst().stream(), fb.terms().fst().stream());
+    let mut terms = 0;
+    let (mut pa, mut pb, mut oa, mut ob) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    loop {
+        let (x, y) = (
+            sa.next().map(|(k, v)| (k.to_vec(), v)),
+            sb.next().map(|(k, v)| (k.to_vec(), v)),
+        );
+        let ((ka, va), (kb, vb)) = match (x, y) {
+            (None, None) => break,
+            (Some(x), Some(y)) => (x, y),
+            (x, y) => panic!("{ctx}: dictionaries differ: {x:?} / {y:?}"),
+        };
+        assert_eq!(ka, kb, "{ctx}");
+        let ia = fa.resolve(fa.terms().term_ref(va)).unwrap();
+        let ib = fb.resolve(fb.terms().term_ref(vb)).unwrap();
+        assert_eq!(ia.region.doc_freq, ib.region.doc_freq, "{ctx}: {ka:?}");
+        assert_eq!(ia.region.total_term_freq, ib.region.total_term_freq, "{ctx}: {ka:?}");
+        assert_eq!(fa.doc_freq(&ka).unwrap(), fb.doc_freq(&kb).unwrap(), "{ctx}: {ka:?}");
+        let (mut ca, mut cb) = (ra.cursor(&ia).unwrap(), rb.cursor(&ib).unwrap());
+        loop {
+            assert_eq!(ca.doc(), cb.doc(), "{ctx}: {ka:?}");
+            if ca.doc() == TERMINATED {
+                break;
+            }
+            assert_eq!(ca.freq(), cb.freq(), "{ctx}: {ka:?}");
+            ca.positions(&mut pa);
+            cb.positions(&mut pb);
+            assert_eq!(pa, pb, "{ctx}: {ka:?}");
+            ca.offsets(&mut oa);
+            cb.offsets(&mut ob);
+            assert_eq!(oa, ob, "{ctx}: {ka:?}");
+            for dir in [tierdex::bloom::Direction::After, tierdex::bloom::Direction::Before] {
+                let (mut xa, mut xb) = (Vec::new(), Vec::new());
+                assert_eq!(
+                    ca.copy_filter(dir, &mut xa),
+                    cb.copy_filter(dir, &mut xb),
+                    "{ctx}: {ka:?}"
+                );
+                assert_eq!(xa, xb, "{ctx}: {ka:?} filters");
+            }
+            ca.advance();
+            cb.advance();
+        }
+        terms += 1;
+    }
+    terms
+}
+
+#[test]
+fn parallel_merges_answer_like_serial_ones() {
+    let mut parallel_ranges = 0;
+    let mut checked = 0;
+    for case in 0..24u64 {
+        let seed = gen::mix(SEED, case);
+        let corpus = gen::corpus(seed, case);
+        if corpus.docs.len() < 4 {
+            continue;
+        }
+        let mut rng = Rng::new(gen::mix(seed, 1));
+        let mut opts: IndexOptions = gen::index_options(seed);
+        opts.merge = false;
+        opts.segment_docs = (corpus.docs.len() / rng.range(2, 6)).max(1);
+        opts.threads = 1;
+        // Some ids come twice: the earlier copy is a tombstone the merge
+        // leaves out.
+        let mut docs: Vec<Document> = corpus.docs.clone();
+        for _ in 0..rng.range(0, 5) {
+            let i = rng.range(0, docs.len() - 1);
+            let again = Document {
+                id: docs[rng.range(0, docs.len() - 1)].id.clone(),
+                ..docs[i].clone()
+            };
+            docs.push(again);
+        }
+        let root = tempfile::tempdir().unwrap();
+        let src_dir = root.path().join("src");
+        build_index(docs.iter().cloned().map(Ok), &src_dir, &opts).unwrap();
+        let src = Index::open(&src_dir, OpenOptions::default()).unwrap();
+        let ctx = format!(
+            "case {case} ({}, {} segments, {:?} {:?}, bloom {})",
+            corpus.description,
+            src.segments().len(),
+            opts.layout,
+            opts.codec,
+            opts.bloom.is_some()
+        );
+        merge_into(&src, &root.path().join("serial"), 1);
+        let threads = rng.range(2, 6);
+        merge_into(&src, &root.path().join("parallel"), threads);
+        let serial = Index::open(
+            &root.path().join("serial"),
+            OpenOptions {
+                verify: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let parallel = Index::open(
+            &root.path().join("parallel"),
+            OpenOptions {
+                verify: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let terms = same_postings(&serial, &parallel, &ctx);
+        // The documents' side is written the same way whatever the threads.
+        for e in ["nrm", "sto", "sti", "ids", "col"] {
+            let read = |d: &str| std::fs::read(root.path().join(d).join(format!("seg000000.{e}"))).ok();
+            assert_eq!(read("serial"), read("parallel"), "{ctx}: .{e}");
+        }
+        // The term space was indeed split.
+        let files: Vec<_> = src.segments().iter().map(|r| r.postings().unwrap()).collect();
+        let ranges = tierdex::indexing::merge::partition(&files, opts.layout, threads).unwrap();
+        assert!(terms == 0 || !ranges.is_empty(), "{ctx}");
+        if ranges.len() > 1 {
+            parallel_ranges += 1;
+        }
+        let s_src = Searcher::open(&src_dir).unwrap();
+        let s_serial = Searcher::open(&root.path().join("serial")).unwrap();
+        let s_parallel = Searcher::open(&root.path().join("parallel")).unwrap();
+        for _ in 0..25 {
+            let q = gen::query(&mut rng, &corpus.lexicon);
+            for (mode, k) in [
+                (Mode::TopK, *rng.pick(&gen::KS)),
+                (Mode::TopKAndCount, 10),
+                (Mode::Count, 0),
+            ] {
+                let want = answer(&s_serial, &q, mode, k);
+                assert_eq!(answer(&s_parallel, &q, mode, k), want, "{ctx}: {q:?} {mode:?} k={k}");
+                assert_eq!(
+                    answer(&s_src, &q, mode, k),
+                    want,
+                    "{ctx}: unmerged {q:?} {mode:?} k={k}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 1000, "only {checked} answers checked");
+    assert!(parallel_ranges > 8, "too few cases with many terms ({parallel_ranges})");
+}
