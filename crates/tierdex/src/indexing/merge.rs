@@ -146,7 +146,8 @@ pub fn merge_live(
         }
     }
 
-    let ranges = match threads > 1 && postings_bytes(&files) >= parallel_min_bytes {
+    let bytes = postings_bytes(&files);
+    let ranges = match threads > 1 && bytes >= parallel_min_bytes && room_for_parts(dir, bytes) {
         true => partition(&files, format.layout, threads)?,
         false => vec![TermRange::default()],
     };
@@ -227,6 +228,24 @@ fn postings_bytes(files: &[&PostingsFiles]) -> u64 {
         .iter()
         .map(|f| (f.doc_file().len() + f.pos_file().len() + f.pay_file().len()) as u64)
         .sum()
+}
+
+/// Whether the file system of `dir` has room for a parallel merge's
+/// temporary parts besides its output: twice the sources' postings. On a
+/// nearly full disk a merge runs on one thread, needing no more room than
+/// it always did.
+fn room_for_parts(dir: &Path, postings: u64) -> bool {
+    match rustix::fs::statvfs(dir) {
+        Ok(st) => {
+            let free = st.f_bavail.saturating_mul(st.f_frsize);
+            let room = free >= postings.saturating_mul(2);
+            if !room {
+                tracing::debug!("merging on one thread: {free} bytes free for {postings} bytes of postings");
+            }
+            room
+        }
+        Err(_) => true,
+    }
 }
 
 /// What every postings worker of one merge shares.
