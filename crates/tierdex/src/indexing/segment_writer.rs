@@ -20,11 +20,22 @@ use crate::schema::{Analysis, DocId, Document, Field};
 use crate::storage::FileWriter;
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
-/// One term's postings while a segment is being built, VByte-coded.
+/// One term's postings while a segment is being built, VByte-coded. The
+/// document being inverted is pending: its positions and offsets are
+/// written as its tokens come, in order, and its (doc delta, frequency)
+/// entry once the term shows up in a later document or the segment ends.
 #[derive(Default)]
 struct TermBuf {
+    /// Documents, the pending one included.
     df: u32,
+    /// The last document whose entry is written.
     last_doc: DocId,
+    /// The pending document and its occurrences so far (0: none pending).
+    doc: DocId,
+    freq: u32,
+    /// The pending document's last position and token end.
+    prev_pos: u32,
+    prev_end: u32,
     /// Per doc: doc delta, frequency.
     docs: Vec<u8>,
     /// Per occurrence: position delta within the doc.
@@ -38,6 +49,21 @@ struct TermBuf {
 }
 
 impl TermBuf {
+    /// Writes the pending document's entry.
+    fn close_doc(&mut self) {
+        if self.freq > 0 {
+            let delta = if self.df == 1 {
+                self.doc
+            } else {
+                self.doc - self.last_doc
+            };
+            codec::write_u32(&mut self.docs, delta);
+            codec::write_u32(&mut self.docs, self.freq);
+            self.last_doc = self.doc;
+            self.freq = 0;
+        }
+    }
+
     fn bytes(&self) -> usize {
         self.docs.capacity()
             + self.positions.capacity()
@@ -46,20 +72,6 @@ impl TermBuf {
             + self.before.capacity()
             + 64
     }
-}
-
-/// No neighbour (at the field's edge, or a gap left by a removed stop word).
-const NO_TERM: u32 = u32::MAX;
-
-#[derive(Clone, Copy)]
-struct Occurrence {
-    term: u32,
-    position: u32,
-    start: u32,
-    end: u32,
-    /// The terms at the next and the previous position.
-    next: u32,
-    prev: u32,
 }
 
 /// Builds one segment in memory.
@@ -75,7 +87,6 @@ pub struct SegmentWriter {
     store: StoreWriter,
     ids: IdsWriter,
     max_doc: u32,
-    scratch: Vec<Occurrence>,
     key: Vec<u8>,
     postings_bytes: usize,
     format: Format,
@@ -159,7 +170,6 @@ impl SegmentWriter {
             store,
             ids: IdsWriter::new(),
             max_doc: 0,
-            scratch: Vec::new(),
             key: Vec::new(),
             postings_bytes: 0,
         })
@@ -212,21 +222,30 @@ impl SegmentWriter {
         Ok(())
     }
 
+    /// Inverts `field` of document `doc_id` in one pass over its tokens:
+    /// each occurrence goes straight into its term's buffer (tokens come in
+    /// position order, so nothing is sorted), and the phrase filters of
+    /// two adjacent tokens are filled when the second arrives.
     fn invert_field(&mut self, doc_id: DocId, field: Field, doc: &Document) -> Result<()> {
         if !self.analysis.schema().entries()[field.index()].is_text() {
             return Ok(());
         }
-        self.scratch.clear();
         let SegmentWriter {
             analysis,
             format,
             terms,
             bufs,
-            scratch,
             key,
             probe_seeds,
+            postings_bytes,
+            bloom,
             ..
         } = self;
+        let shape = *bloom;
+        let mut len = 0u64;
+        // The previous token: its term and position.
+        let mut last: Option<(u32, u32)> = None;
+        let mut overlap = false;
         analysis.analyze_values(field, doc, |tok| {
             key.clear();
             key.push(field.id());
@@ -237,77 +256,67 @@ impl SegmentWriter {
                 let filtered = format.filtered_term(key);
                 probe_seeds.push(filtered.then(|| bloom::seed(key)));
             }
-            let (mut prev, position) = (NO_TERM, tok.position);
-            if let Some(last) = scratch.last_mut() {
-                if last.position + 1 == position {
-                    last.next = term;
-                    prev = last.term;
+            len += 1;
+            let seed = probe_seeds[term as usize];
+            let buf = &mut bufs[term as usize];
+            let before = buf.bytes();
+            if buf.freq == 0 || buf.doc != doc_id {
+                buf.close_doc();
+                buf.doc = doc_id;
+                buf.df += 1;
+                buf.prev_pos = 0;
+                buf.prev_end = 0;
+                if let (Some(shape), Some(_)) = (shape, seed) {
+                    let n = shape.bytes as usize;
+                    buf.after.resize(buf.after.len() + n, 0);
+                    buf.before.resize(buf.before.len() + n, 0);
                 }
             }
-            scratch.push(Occurrence {
-                term,
-                position,
-                start: tok.start,
-                end: tok.end,
-                next: NO_TERM,
-                prev,
-            });
+            if tok.start < buf.prev_end || tok.end < tok.start {
+                overlap = true;
+            }
+            codec::write_u32(&mut buf.positions, tok.position - buf.prev_pos);
+            codec::write_u32(&mut buf.offsets, tok.start.wrapping_sub(buf.prev_end));
+            codec::write_u32(&mut buf.offsets, tok.end.wrapping_sub(tok.start));
+            buf.freq += 1;
+            buf.prev_pos = tok.position;
+            buf.prev_end = tok.end;
+            *postings_bytes += buf.bytes() - before;
+            if let (Some(shape), Some((prev, at))) = (shape, last) {
+                if at + 1 == tok.position {
+                    let n = shape.bytes as usize;
+                    // `term` follows `prev`; `prev` precedes `term`.
+                    if let (Some(_), Some(seed)) = (probe_seeds[prev as usize], seed) {
+                        let after = &mut bufs[prev as usize].after;
+                        let at = after.len() - n;
+                        bloom::insert(&mut after[at..], &Probe::from_seed(shape, seed));
+                    }
+                    if let (Some(_), Some(prev_seed)) = (seed, probe_seeds[prev as usize]) {
+                        let before = &mut bufs[term as usize].before;
+                        let at = before.len() - n;
+                        bloom::insert(&mut before[at..], &Probe::from_seed(shape, prev_seed));
+                    }
+                }
+            }
+            last = Some((term, tok.position));
         });
-        let len = self.scratch.len() as u64;
+        if overlap {
+            return Err(Error::Internal("analyzer produced overlapping tokens".into()));
+        }
         self.norms[field.index()].push(norms::encode(len.min(u32::MAX as u64) as u32));
         if len > 0 {
             let s = &mut self.stats[field.index()];
             s.doc_count += 1;
             s.sum_total_term_freq += len;
         }
-        self.scratch.sort_unstable_by_key(|o| (o.term, o.position));
-        let mut i = 0;
-        while i < self.scratch.len() {
-            let term = self.scratch[i].term;
-            let mut j = i;
-            while j < self.scratch.len() && self.scratch[j].term == term {
-                j += 1;
-            }
-            let buf = &mut self.bufs[term as usize];
-            let before = buf.bytes();
-            let delta = if buf.df == 0 { doc_id } else { doc_id - buf.last_doc };
-            codec::write_u32(&mut buf.docs, delta);
-            codec::write_u32(&mut buf.docs, (j - i) as u32);
-            buf.df += 1;
-            buf.last_doc = doc_id;
-            let (mut prev_pos, mut prev_end) = (0u32, 0u32);
-            for o in &self.scratch[i..j] {
-                if o.start < prev_end || o.end < o.start {
-                    return Err(Error::Internal("analyzer produced overlapping tokens".into()));
-                }
-                codec::write_u32(&mut buf.positions, o.position - prev_pos);
-                codec::write_u32(&mut buf.offsets, o.start - prev_end);
-                codec::write_u32(&mut buf.offsets, o.end - o.start);
-                prev_pos = o.position;
-                prev_end = o.end;
-            }
-            if let (Some(shape), Some(_)) = (self.bloom, self.probe_seeds[term as usize]) {
-                let seeds = &self.probe_seeds;
-                let insert = |filters: &mut Vec<u8>, neighbour: fn(&Occurrence) -> u32| {
-                    let at = filters.len();
-                    filters.resize(at + shape.bytes as usize, 0);
-                    for o in &self.scratch[i..j] {
-                        if let Some(&Some(seed)) = seeds.get(neighbour(o) as usize) {
-                            bloom::insert(&mut filters[at..], &Probe::from_seed(shape, seed));
-                        }
-                    }
-                };
-                insert(&mut buf.after, |o| o.next);
-                insert(&mut buf.before, |o| o.prev);
-            }
-            self.postings_bytes += buf.bytes() - before;
-            i = j;
-        }
         Ok(())
     }
 
     /// Writes the segment's files and returns its manifest entry.
-    pub fn finish(self) -> Result<SegmentMeta> {
+    pub fn finish(mut self) -> Result<SegmentMeta> {
+        for buf in &mut self.bufs {
+            buf.close_doc();
+        }
         let path = |e: &str| self.dir.join(format!("{}.{e}", self.name));
         let mut keys: Vec<(&[u8], u32)> = self.terms.entries().collect();
         keys.sort_unstable_by(|a, b| self.format.layout.term_order(a.0, b.0));
