@@ -318,8 +318,7 @@ impl SegmentWriter {
             buf.close_doc();
         }
         let path = |e: &str| self.dir.join(format!("{}.{e}", self.name));
-        let mut keys: Vec<(&[u8], u32)> = self.terms.entries().collect();
-        keys.sort_unstable_by(|a, b| self.format.layout.term_order(a.0, b.0));
+        let keys = sorted_terms(&self.terms, self.format.layout);
 
         let mut postings = PostingsWriter::create(&self.dir, &self.name, self.format)?;
         let mut tp = TermPostings::default();
@@ -366,6 +365,26 @@ impl SegmentWriter {
     }
 }
 
+/// The keys of `terms` in `layout`'s term order, with their ids. Sorted by
+/// an integer prefix of the order first (the first 8 bytes of what is
+/// compared first, big-endian), so most comparisons are one integer
+/// comparison, not a byte-slice comparison.
+fn sorted_terms(terms: &TermTable, layout: crate::layout::Layout) -> Vec<(&[u8], u32)> {
+    let prefix = |key: &[u8]| -> u64 {
+        let ordered = match layout {
+            crate::layout::Layout::Grouped => key.get(1..).unwrap_or(&[]),
+            crate::layout::Layout::Split => key,
+        };
+        let mut b = [0u8; 8];
+        let n = ordered.len().min(8);
+        b[..n].copy_from_slice(&ordered[..n]);
+        u64::from_be_bytes(b)
+    };
+    let mut keys: Vec<(u64, &[u8], u32)> = terms.entries().map(|(k, id)| (prefix(k), k, id)).collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| layout.term_order(a.1, b.1)));
+    keys.into_iter().map(|(_, k, id)| (k, id)).collect()
+}
+
 /// Decodes an in-memory term buffer into plain arrays.
 fn decode_buf(buf: &TermBuf, tp: &mut TermPostings) -> Option<()> {
     tp.clear();
@@ -390,4 +409,30 @@ fn decode_buf(buf: &TermBuf, tp: &mut TermPostings) -> Option<()> {
         }
     }
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Layout;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_prefix_sort_is_the_term_order(keys in proptest::collection::vec(
+            (0u8..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), any::<u8>()], 0..12)),
+            0..400,
+        )) {
+            let mut t = TermTable::new();
+            for (field, text) in &keys {
+                t.intern(&[&[*field][..], text].concat());
+            }
+            for layout in [Layout::Grouped, Layout::Split] {
+                let got: Vec<Vec<u8>> = sorted_terms(&t, layout).into_iter().map(|(k, _)| k.to_vec()).collect();
+                let mut want: Vec<Vec<u8>> = t.entries().map(|(k, _)| k.to_vec()).collect();
+                want.sort_by(|a, b| layout.term_order(a, b));
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
 }
