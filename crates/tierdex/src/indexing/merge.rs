@@ -21,7 +21,7 @@ use crate::layout::{Format, PostingsFiles, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
-use crate::termdict::TermRef;
+use crate::termdict::{TermInfo, TermRef};
 
 /// Merges `metas` (segments of the index in `dir`, in document order, of
 /// `format`) into a new segment `name` of the same format, on up to
@@ -273,6 +273,7 @@ impl PostingsJob<'_> {
         let mut terms = TermsInOrder::new(self.files, format.layout, self.n_fields, range);
         let mut key = Vec::new();
         let mut hits = Vec::new();
+        let mut streamed = vec![Streamed::default(); self.files.len()];
         while terms.next(&mut key, &mut hits) {
             let key = key.as_slice();
             hits.sort_by_key(|h| h.index);
@@ -281,6 +282,7 @@ impl PostingsJob<'_> {
             for h in hits.iter().copied() {
                 let r = &self.readers[h.index];
                 let info = self.files[h.index].resolve(self.files[h.index].terms().term_ref(h.value))?;
+                streamed[h.index].reached(self.files[h.index], &info);
                 let mut c = r.cursor(&info)?;
                 let map = &self.maps[h.index];
                 while c.doc() != TERMINATED {
@@ -329,6 +331,41 @@ impl PostingsJob<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Where a merge worker is in one source's postings files: their data is
+/// laid out in term order, so what lies before the current term's data
+/// (from where the worker started) is read for good, and is released from
+/// the process's memory every [`RELEASE_STEP`] bytes (on `mmap`, mapped
+/// pages count as the process's own until dropped).
+#[derive(Debug, Clone, Default)]
+struct Streamed {
+    /// Per file (zones, positions, offsets): the first byte not released.
+    from: [Option<usize>; 3],
+}
+
+/// Bytes a merge worker streams past in a file before releasing them.
+const RELEASE_STEP: usize = 1 << 20;
+
+impl Streamed {
+    /// The worker is at the term whose data `info` locates in `files`.
+    fn reached(&mut self, files: &PostingsFiles, info: &TermInfo) {
+        let all = [
+            (files.doc_file(), info.doc_offset),
+            (files.pos_file(), info.pos_offset),
+            (files.pay_file(), info.off_offset),
+        ];
+        // Grouped: one file, located by the zone's offset.
+        let n = if files.layout() == Layout::Grouped { 1 } else { 3 };
+        for (from, (file, at)) in self.from.iter_mut().zip(all).take(n) {
+            let at = at as usize;
+            let start = *from.get_or_insert(at);
+            if at >= start + RELEASE_STEP {
+                file.release(start..at);
+                *from = Some(at);
+            }
+        }
     }
 }
 
@@ -461,6 +498,9 @@ fn write_documents(
             store.copy_from(source, local)?;
             r.external_id(d, &mut id)?;
             ids.push(&id);
+        }
+        for s in r.stores() {
+            s.release();
         }
     }
     let store = store.finish()?;

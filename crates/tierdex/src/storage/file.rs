@@ -565,6 +565,17 @@ impl IndexFile {
         Ok(())
     }
 
+    /// Tells the tier that the whole pages inside `range` will not be read
+    /// again soon (a merge that has streamed past them): on `mmap` they
+    /// leave the process's resident memory, staying in the page cache.
+    pub fn release(&self, range: Range<usize>) {
+        let start = range.start.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let end = range.end.min(self.content_len) / PAGE_SIZE * PAGE_SIZE;
+        if start < end {
+            self.source.release(start as u64..end as u64);
+        }
+    }
+
     /// Asks the tier to bring `ranges` in ahead of use: `MADV_WILLNEED` on
     /// `mmap`, `POSIX_FADV_WILLNEED` on `buffered`, one batched submission
     /// into the pool on `direct`; nothing on `ram`.
@@ -691,6 +702,51 @@ mod tests {
         assert_eq!(pad_saving_a_page(4000, 97), 96);
         assert_eq!(pad_saving_a_page(4000, 5000), 0);
         assert_eq!(pad_saving_a_page(4096, 4096), 0);
+    }
+
+    /// Resident kilobytes of the mapping of `path` in this process.
+    fn mapped_rss_kb(path: &Path) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let name = path.to_str().unwrap();
+        let mut lines = smaps.lines();
+        let mut total = 0;
+        while let Some(l) = lines.next() {
+            if l.ends_with(name) {
+                for l in lines.by_ref() {
+                    if let Some(v) = l.strip_prefix("Rss:") {
+                        total += v.trim().trim_end_matches(" kB").trim().parse::<u64>().unwrap();
+                        break;
+                    }
+                }
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn release_drops_resident_pages_and_keeps_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let content: Vec<u8> = (0..8usize << 20).map(|i| (i * 7 + i / 4096) as u8).collect();
+        write(&path, &content);
+        let f = IndexFile::open(&path, Tier::Mmap).unwrap();
+        assert_eq!(f.all().unwrap(), &content[..]);
+        let before = mapped_rss_kb(&path);
+        assert!(before >= 8 << 10, "{before} kB resident after reading 8 MiB");
+        // Released in two steps, off page boundaries (only whole pages go).
+        f.release(100..(3 << 20) + 5);
+        f.release((3 << 20) + 5..f.len());
+        let after = mapped_rss_kb(&path);
+        // The first page (partly outside the range), the checksum table and
+        // the footer stay.
+        assert!(after <= 32, "{after} kB resident after release");
+        assert_eq!(f.bytes(0..4096).unwrap(), &content[..4096], "the bytes come back");
+        assert_eq!(f.all().unwrap(), &content[..]);
+        // Other tiers hold nothing to release.
+        let b = IndexFile::open(&path, Tier::Buffered).unwrap();
+        b.release(0..b.len());
+        let mut buf = Vec::new();
+        assert_eq!(b.read(5000..6000, &mut buf).unwrap(), &content[5000..6000]);
     }
 
     #[test]

@@ -161,6 +161,13 @@ impl StoreReader {
         self.index.verify_all()
     }
 
+    /// Tells the storage tier that the store will not be read again soon
+    /// (a merge has copied it): see [`IndexFile::release`].
+    pub fn release(&self) {
+        self.data.release(0..self.data.len());
+        self.index.release(0..self.index.len());
+    }
+
     /// Documents in the store (numbers `0..num_docs`).
     pub fn num_docs(&self) -> u32 {
         self.num_docs

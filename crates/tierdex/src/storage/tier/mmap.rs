@@ -49,4 +49,22 @@ impl FileSource for Mapped {
         }
         Ok((0, 0))
     }
+
+    fn release(&self, range: Range<u64>) {
+        let r = range.start.min(self.0.len() as u64) as usize..range.end.min(self.0.len() as u64) as usize;
+        if r.is_empty() {
+            return;
+        }
+        // SAFETY: the map is a shared, read-only mapping of a file that is
+        // not modified while open (see `map`); MADV_DONTNEED only drops the
+        // process's page table entries for the range, and a later access
+        // faults the same bytes back in from the page cache, so every slice
+        // handed out stays valid and unchanged. Exercised by
+        // `release_drops_resident_pages_and_keeps_the_bytes` and every merge
+        // of a large index.
+        let _ = unsafe {
+            self.0
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, r.start, r.len())
+        };
+    }
 }

@@ -34,6 +34,10 @@ pub(crate) trait FileSource: Send + Sync {
     fn load(&self, range: Range<u64>, buf: &mut Vec<u8>) -> Result<(u64, u64)>;
     /// Asks the tier to bring `ranges` in ahead of use; returns what it read.
     fn prefetch(&self, ranges: &[Range<u64>]) -> Result<(u64, u64)>;
+    /// Tells the tier that `range` (whole pages) will not be read again
+    /// soon: the `mmap` tier drops it from the process's resident memory
+    /// (the page cache keeps it); others hold nothing to drop.
+    fn release(&self, _range: Range<u64>) {}
 }
 
 /// Opens the first `len` bytes of the file at `path` (its whole length when
