@@ -72,9 +72,15 @@ pub struct Args {
     /// Most documents per segment built in memory.
     #[arg(long, default_value_t = 1_000_000)]
     segment_docs: usize,
-    /// Most text (MiB) per segment built in memory; bounds memory use.
-    #[arg(long, default_value_t = 32)]
-    segment_mb: usize,
+    /// Resident memory to stay under while indexing (MiB): segments are
+    /// cut small enough for every thread's documents and in-memory
+    /// postings to fit. The default suits a 2-core, 4 GiB machine.
+    #[arg(long, default_value_t = 1024)]
+    memory_mb: usize,
+    /// Most text (MiB) per segment built in memory (default: what
+    /// --memory-mb allows, at most 128).
+    #[arg(long)]
+    segment_mb: Option<usize>,
     /// Keep the segments as built instead of merging them into one.
     #[arg(long)]
     no_merge: bool,
@@ -201,7 +207,8 @@ pub fn run(a: Args) -> Result<()> {
             ..Default::default()
         }),
         segment_docs: a.segment_docs,
-        segment_bytes: a.segment_mb.max(1) << 20,
+        segment_bytes: a.segment_mb.unwrap_or(128).max(1) << 20,
+        memory_budget: Some(a.memory_mb << 20),
         threads: a.threads,
         merge_threads: a.merge_threads,
         merge: !a.no_merge,
@@ -261,6 +268,12 @@ fn report(s: &BuildStats, skipped: u64, out: &std::path::Path, json: bool) -> Re
         s.merge_secs,
         s.docs as f64 / secs.max(1e-9),
         s.text_bytes as f64 / 1e6 / secs.max(1e-9)
+    );
+    println!(
+        "  {} thread(s), segments of at most {} of text, {} merge thread(s)",
+        s.threads,
+        human_bytes(s.segment_bytes as u64),
+        s.merge_threads
     );
     println!(
         "  index: {} in {} segment(s) ({:.0}% of the {} of text)",

@@ -146,6 +146,7 @@ pub fn merge_live(
         }
     }
 
+    tracing::debug!("merge {name}: {} sources open, rss {} MiB", sources.len(), rss_mib());
     let bytes = postings_bytes(&files);
     let ranges = match threads > 1 && bytes >= parallel_min_bytes && room_for_parts(dir, bytes) {
         true => partition(&files, format.layout, threads)?,
@@ -228,6 +229,14 @@ fn postings_bytes(files: &[&PostingsFiles]) -> u64 {
         .iter()
         .map(|f| (f.doc_file().len() + f.pos_file().len() + f.pay_file().len()) as u64)
         .sum()
+}
+
+/// The process's resident memory in MiB (for the merge's debug log).
+fn rss_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| (pages * 4096) >> 20)
 }
 
 /// Whether the file system of `dir` has room for a parallel merge's
@@ -328,6 +337,7 @@ impl PostingsJob<'_> {
             let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
             if n.is_multiple_of(65_536) {
                 (self.progress)(n);
+                tracing::debug!("merge: {n} terms, rss {} MiB", rss_mib());
             }
         }
         Ok(())

@@ -46,8 +46,14 @@ pub struct IndexOptions {
     pub analyzer: AnalyzerConfig,
     /// Maximum documents per segment written by the builder.
     pub segment_docs: usize,
-    /// Maximum text bytes per segment (bounds the builder's memory).
+    /// Maximum text bytes per segment (bounds the builder's memory); with
+    /// a [`IndexOptions::memory_budget`], at most what the budget allows.
     pub segment_bytes: usize,
+    /// Resident memory the build should stay under, in bytes: segments
+    /// are cut small enough for every thread's documents and in-memory
+    /// postings to fit ([`segment_bytes_for`]). `None`: `segment_bytes`
+    /// alone decides.
+    pub memory_budget: Option<usize>,
     /// Indexing threads (0 = all cores).
     pub threads: usize,
     /// Threads of the final merge (0: as many as `threads`); the term
@@ -89,6 +95,7 @@ impl Default for IndexOptions {
             analyzer: AnalyzerConfig::default(),
             segment_docs: 1_000_000,
             segment_bytes: 32 << 20,
+            memory_budget: None,
             threads: 0,
             merge_threads: 0,
             merge: false,
@@ -120,6 +127,15 @@ pub struct BuildStats {
     pub index_secs: f64,
     /// Seconds spent merging.
     pub merge_secs: f64,
+    /// Indexing threads used.
+    #[serde(default)]
+    pub threads: usize,
+    /// Most text per in-memory segment (from the memory budget, if any).
+    #[serde(default)]
+    pub segment_bytes: usize,
+    /// Threads of the final merge.
+    #[serde(default)]
+    pub merge_threads: usize,
 }
 
 /// Progress reports during a build.
@@ -176,6 +192,30 @@ where
     if opts.segment_docs == 0 || opts.segment_bytes == 0 {
         return Err(Error::InvalidArgument("segment size limits must be positive".into()));
     }
+    let threads = match (opts.threads, opts.memory_budget) {
+        (0, Some(budget)) => threads_for(budget, resolve_threads(0), opts.bloom.is_some()),
+        (t, _) => resolve_threads(t),
+    };
+    let (segment_bytes, merge_threads) = match opts.memory_budget {
+        Some(budget) => (
+            segment_bytes_for(budget, threads, opts.bloom.is_some())?.min(opts.segment_bytes),
+            merge_threads_for(
+                budget,
+                if opts.merge_threads == 0 {
+                    threads
+                } else {
+                    opts.merge_threads
+                },
+            ),
+        ),
+        None => (opts.segment_bytes, opts.merge_threads),
+    };
+    let opts = &IndexOptions {
+        segment_bytes,
+        threads,
+        merge_threads,
+        ..opts.clone()
+    };
     if opts.strategy.in_place() && opts.layout != crate::layout::Layout::Grouped {
         return Err(Error::InvalidArgument(format!(
             "the {} strategy keeps each term's postings as grouped regions: use the grouped layout",
@@ -307,10 +347,7 @@ fn build_into<I>(docs: I, dir: &Path, opts: &IndexOptions, progress: &(dyn Fn(Pr
 where
     I: IntoIterator<Item = std::result::Result<Document, CorpusError>>,
 {
-    let threads = match opts.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let threads = resolve_threads(opts.threads);
     let mut schema = opts.schema.clone();
     let mut analysis = Arc::new(Analysis::new(schema.clone(), opts.analyzer));
     let started = Instant::now();
@@ -418,6 +455,9 @@ where
     let mut next_segment = segments;
 
     let merge_started = Instant::now();
+    // The inversion's buffers are freed: give their memory back to the
+    // system before the merge takes its own.
+    release_free_memory();
     let replaced = ids.replaced;
     let tombstones = ids.tombstones;
     let mut deletes: Vec<Option<DeletesMeta>> = vec![None; metas.len()];
@@ -495,6 +535,12 @@ where
         index_bytes: manifest.segments.iter().map(|s| s.bytes()).sum(),
         index_secs,
         merge_secs,
+        threads,
+        segment_bytes: opts.segment_bytes,
+        merge_threads: match opts.merge_threads {
+            0 => threads,
+            n => n,
+        },
     })
 }
 
@@ -579,7 +625,91 @@ fn build_segment(
     for d in docs {
         w.add(d)?;
     }
+    tracing::debug!(
+        "segment {seg}: {} documents, {} bytes of text, {} bytes in memory",
+        docs.len(),
+        docs.iter().map(Document::text_bytes).sum::<usize>(),
+        w.memory_bytes()
+    );
     w.finish()
+}
+
+/// Returns the allocator's free memory to the system (glibc keeps freed
+/// blocks in its arenas, where they would still count as the process's).
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only returns free
+    // memory of the allocator's arenas to the system. Called after every
+    // build's inversion (e.g. by `tests/index_build.rs`).
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Threads for `threads` (0: one per core).
+fn resolve_threads(threads: usize) -> usize {
+    match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Resident memory of a build besides its segments (the program, the
+/// store's dictionary training, each thread's allocator arenas), fitted to
+/// measurements (Wikipedia, `--no-merge`, 1 and 2 threads, segments of 16
+/// to 100 MiB of text).
+const BUILD_BASE_BYTES: usize = 90 << 20;
+/// The same, per indexing thread.
+const BUILD_THREAD_BYTES: usize = 60 << 20;
+/// What a merge holds besides its workers (the merged dictionary's keys,
+/// the sources' dictionaries and norms, buffers), measured on Wikipedia.
+const MERGE_BASE_BYTES: usize = 400 << 20;
+/// What each merge worker adds (the postings of the largest terms it
+/// merges, encoded and decoded), measured on Wikipedia.
+const MERGE_WORKER_BYTES: usize = 150 << 20;
+
+/// The text per in-memory segment that keeps a build on `threads` threads
+/// under `budget` bytes of resident memory (aiming at 92% of it). Fitted
+/// to measurements on Wikipedia (peak RSS against segment size, 1 and 2
+/// threads): each of the `threads + 2` chunks of documents in flight
+/// costs about 1.4 times its text, and each thread's in-memory postings
+/// about 1.9 times (4.2 with phrase filters). An error when the budget
+/// cannot hold even 1 MiB segments.
+pub fn segment_bytes_for(budget: usize, threads: usize, phrase_filters: bool) -> Result<usize> {
+    let threads = threads.max(1);
+    let fixed = BUILD_BASE_BYTES + BUILD_THREAD_BYTES * threads;
+    // Per byte of segment text, in tenths.
+    let postings = if phrase_filters { 42 } else { 19 };
+    let per_byte = 14 * (threads + 2) + postings * threads;
+    let target = budget / 100 * 92;
+    let bytes = target.saturating_sub(fixed) * 10 / per_byte;
+    if bytes < 1 << 20 {
+        let least = fixed + (per_byte << 20) / 10;
+        return Err(Error::InvalidArgument(format!(
+            "a memory budget of {} MiB is too small for {threads} indexing thread(s){}: at least {} MiB \
+             (or fewer threads)",
+            budget >> 20,
+            if phrase_filters { " with phrase filters" } else { "" },
+            (least / 92 * 100).div_ceil(1 << 20)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The merge threads that fit `budget` (at least 1, at most `threads`),
+/// by [`MERGE_BASE_BYTES`] and [`MERGE_WORKER_BYTES`].
+pub fn merge_threads_for(budget: usize, threads: usize) -> usize {
+    (budget.saturating_sub(MERGE_BASE_BYTES) / MERGE_WORKER_BYTES).clamp(1, threads.max(1))
+}
+
+/// The most threads (at most `cores`) whose build fits `budget` with
+/// segments of at least 8 MiB of text: an automatic thread count does not
+/// make a budget fail.
+pub fn threads_for(budget: usize, cores: usize, phrase_filters: bool) -> usize {
+    (1..=cores.max(1))
+        .rev()
+        .find(|&t| segment_bytes_for(budget, t, phrase_filters).is_ok_and(|b| b >= 8 << 20))
+        .unwrap_or(1)
 }
 
 fn remove_segment_files(dir: &Path, name: &str) {

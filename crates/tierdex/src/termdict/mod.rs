@@ -282,24 +282,19 @@ impl TermDictWriter {
         let keys = std::mem::take(&mut self.pending_keys);
         let key = |&(at, len, _): &(usize, u32, u64)| &keys[at..at + len as usize];
         // An integer prefix first (the key's first 8 bytes, big-endian):
-        // most comparisons need no byte-slice comparison.
+        // most comparisons need no byte-slice comparison, and the entries
+        // are sorted where they are (a dictionary of millions of terms
+        // needs no second copy).
         let prefix = |k: &[u8]| {
             let mut b = [0u8; 8];
             let n = k.len().min(8);
             b[..n].copy_from_slice(&k[..n]);
             u64::from_be_bytes(b)
         };
-        let mut order: Vec<(u64, u32)> = self
-            .pending
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (prefix(key(e)), i as u32))
-            .collect();
-        order.sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then_with(|| key(&self.pending[a.1 as usize]).cmp(key(&self.pending[b.1 as usize])))
+        self.pending.sort_unstable_by(|a, b| {
+            let (ka, kb) = (key(a), key(b));
+            prefix(ka).cmp(&prefix(kb)).then_with(|| ka.cmp(kb))
         });
-        self.pending = order.iter().map(|&(_, i)| self.pending[i as usize]).collect();
         for e in &self.pending {
             self.fst
                 .insert(key(e), e.2)
