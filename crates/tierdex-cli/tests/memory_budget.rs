@@ -21,6 +21,8 @@ fn tierdex(args: &[&str]) -> String {
 /// The largest peak resident memory of the children waited for so far, in
 /// MiB.
 fn children_peak_mib() -> u64 {
+    // SAFETY: rusage is plain integers and timevals, for which all zero
+    // bytes are a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into the struct we own.
     assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
