@@ -51,6 +51,11 @@ enum Cmd {
     /// is written, over alternating rounds, then writes to both at once and
     /// a check that every acknowledged document is in its own index only.
     Isolation(cmd::isolation::Args),
+    /// Indexing speed against threads: each engine indexes the same corpus
+    /// with 1, 2, 4, ... threads (up to the machine's cores) and the same
+    /// memory budget; docs/s, MB/s, peak RSS, the merge's share, the
+    /// speed-up over one thread and tierdex over each peer.
+    IndexScale(cmd::index_scale::Args),
     /// The maintenance workload (issue #6): from an empty index, equal
     /// batches added and flushed one after the other under each strategy,
     /// with a fixed query set after every flush; cumulative maintenance
@@ -75,6 +80,7 @@ fn main() {
         Cmd::Cache(a) => cmd::cache::run(a),
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Isolation(a) => cmd::isolation::run(a),
+        Cmd::IndexScale(a) => cmd::index_scale::run(a),
         Cmd::Maintenance(a) => cmd::maintenance::run(a),
     };
     if let Err(e) = r {

@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod compare;
+pub mod index_scale;
 pub mod isolation;
 pub mod limited;
 pub mod load;
