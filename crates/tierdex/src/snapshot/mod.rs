@@ -711,6 +711,8 @@ impl Pinned {
                             File::create(&to).map_err(|e| Error::io(&to, e))?;
                             xxh3_64(&[])
                         }
+                        // A compaction replaced the chain since: start over.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PinError::Moved),
                         Err(e) => return Err(Error::io(&from, e).into()),
                     };
                     SnapshotFile {
