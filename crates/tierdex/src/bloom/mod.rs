@@ -138,6 +138,11 @@ impl Probe {
     fn bits(&self) -> &[u16] {
         &self.bits[..self.len as usize]
     }
+
+    /// The bit positions the probe sets and tests.
+    pub fn positions(&self) -> &[u16] {
+        self.bits()
+    }
 }
 
 /// The hash a term's probe derives from: of its dictionary key.
@@ -290,7 +295,14 @@ fn filter_len(t: &TermCost, dir: Direction) -> u64 {
 
 /// Adds a term to `filter`.
 pub fn insert(filter: &mut [u8], p: &Probe) {
-    for &b in p.bits() {
+    insert_bits(filter, p.bits());
+}
+
+/// Sets bit positions `bits` (a probe's, see [`Probe::positions`]) in
+/// `filter`: indexing keeps each term's positions and inserts them as is.
+#[inline]
+pub fn insert_bits(filter: &mut [u8], bits: &[u16]) {
+    for &b in bits {
         filter[(b / 8) as usize] |= 1 << (b % 8);
     }
 }

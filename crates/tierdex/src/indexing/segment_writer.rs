@@ -91,10 +91,12 @@ pub struct SegmentWriter {
     postings_bytes: usize,
     format: Format,
     bloom: Option<FilterShape>,
-    /// Per term id: the seed of its filter probe, or `None` when the term
-    /// has no filters and is not inserted into others' (see
-    /// [`bloom::filtered_term`]).
-    probe_seeds: Vec<Option<u64>>,
+    /// Per term id: whether it has filters and is inserted into others'
+    /// (see [`bloom::filtered_term`]).
+    filtered: Vec<bool>,
+    /// Per term id, `hashes` bit positions of its filter probe (zeros for a
+    /// term without filters): derived once per term, inserted as they are.
+    probe_bits: Vec<u16>,
     /// The columns of the schema's keyword, number, date and boolean fields.
     columns: ColumnsWriter,
     /// By field id: its column in `columns`.
@@ -159,7 +161,8 @@ impl SegmentWriter {
             normed,
             bloom: format.bloom_shape()?,
             format,
-            probe_seeds: Vec::new(),
+            filtered: Vec::new(),
+            probe_bits: Vec::new(),
             norms: vec![Vec::new(); analysis.schema().len()],
             stats: vec![FieldStats::default(); analysis.schema().len()],
             analysis,
@@ -236,12 +239,14 @@ impl SegmentWriter {
             terms,
             bufs,
             key,
-            probe_seeds,
+            filtered,
+            probe_bits,
             postings_bytes,
             bloom,
             ..
         } = self;
         let shape = *bloom;
+        let k = shape.map_or(0, |s| s.hashes as usize);
         let mut len = 0u64;
         // The previous token: its term and position.
         let mut last: Option<(u32, u32)> = None;
@@ -253,11 +258,17 @@ impl SegmentWriter {
             let term = terms.intern(key);
             if term as usize == bufs.len() {
                 bufs.push(TermBuf::default());
-                let filtered = format.filtered_term(key);
-                probe_seeds.push(filtered.then(|| bloom::seed(key)));
+                let with_filters = format.filtered_term(key);
+                filtered.push(with_filters);
+                match (shape, with_filters) {
+                    (Some(shape), true) => {
+                        probe_bits.extend_from_slice(Probe::new(shape, key).positions());
+                    }
+                    _ => probe_bits.resize(probe_bits.len() + k, 0),
+                }
             }
             len += 1;
-            let seed = probe_seeds[term as usize];
+            let is_filtered = filtered[term as usize];
             let buf = &mut bufs[term as usize];
             let before = buf.bytes();
             if buf.freq == 0 || buf.doc != doc_id {
@@ -266,7 +277,7 @@ impl SegmentWriter {
                 buf.df += 1;
                 buf.prev_pos = 0;
                 buf.prev_end = 0;
-                if let (Some(shape), Some(_)) = (shape, seed) {
+                if let (Some(shape), true) = (shape, is_filtered) {
                     let n = shape.bytes as usize;
                     buf.after.resize(buf.after.len() + n, 0);
                     buf.before.resize(buf.before.len() + n, 0);
@@ -285,16 +296,16 @@ impl SegmentWriter {
             if let (Some(shape), Some((prev, at))) = (shape, last) {
                 if at + 1 == tok.position {
                     let n = shape.bytes as usize;
-                    // `term` follows `prev`; `prev` precedes `term`.
-                    if let (Some(_), Some(seed)) = (probe_seeds[prev as usize], seed) {
+                    // `term` follows `prev`; `prev` precedes `term`: both
+                    // filtered, each goes into the other's filter.
+                    if is_filtered && filtered[prev as usize] {
+                        let (t, p) = (term as usize * k, prev as usize * k);
                         let after = &mut bufs[prev as usize].after;
                         let at = after.len() - n;
-                        bloom::insert(&mut after[at..], &Probe::from_seed(shape, seed));
-                    }
-                    if let (Some(_), Some(prev_seed)) = (seed, probe_seeds[prev as usize]) {
+                        bloom::insert_bits(&mut after[at..], &probe_bits[t..t + k]);
                         let before = &mut bufs[term as usize].before;
                         let at = before.len() - n;
-                        bloom::insert(&mut before[at..], &Probe::from_seed(shape, prev_seed));
+                        bloom::insert_bits(&mut before[at..], &probe_bits[p..p + k]);
                     }
                 }
             }
