@@ -94,14 +94,20 @@ pub fn run(a: Args) -> Result<()> {
     match m.bloom.map(|b| (b, b.shape())) {
         Some(_) if filtered.is_empty() => println!("  no field has phrase Bloom filters"),
         Some((b, Ok(shape))) => println!(
-            "  phrase Bloom filters on the terms of {} (stop words excluded): {} bytes and {} hashes per filter \
-             (expected {} neighbours, false-positive rate {})",
+            "  phrase Bloom filters on the terms of {} (stop words excluded) in at most {} of a segment's documents \
+             (or {}): {} bytes and {} hashes per filter (expected {} neighbours, false-positive rate {})",
             schema
                 .fields()
                 .filter(|&f| schema.phrase_filters(f))
                 .map(|f| schema.name(f))
                 .collect::<Vec<_>>()
                 .join(", "),
+            if b.max_doc_share >= 1.0 {
+                "all".to_string()
+            } else {
+                format!("{:.2}%", b.max_doc_share * 100.0)
+            },
+            b.min_doc_ceiling,
             shape.bytes,
             shape.hashes,
             b.expected,

@@ -84,6 +84,12 @@ pub enum ErrorKind {
 }
 
 impl Error {
+    /// Whether this is a file system out of space (or of quota).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
+    }
+
     /// Whose fault this error is.
     pub fn kind(&self) -> ErrorKind {
         match self {

@@ -34,11 +34,23 @@ fn long_doc(i: usize) -> Document {
     d.with_text("body", body)
 }
 
+/// A writer of `strategy` with 9-byte phrase filters on every term (the
+/// defaults when these tests' sizes were chosen: which terms are packed
+/// into runs, and how often terms outgrow their space, depend on them).
 fn writer(dir: &Path, strategy: Strategy) -> IndexWriter {
+    let format = tierdex::Format {
+        bloom: Some(tierdex::BloomParams {
+            expected: 5,
+            fpr: 0.0009,
+            max_doc_share: 1.0,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
     IndexWriter::create(
         dir,
         Default::default(),
-        Default::default(),
+        format,
         strategy,
         WriterOptions {
             buffer_docs: 100_000,

@@ -15,9 +15,11 @@
 //! allocates.
 //!
 //! Indexing builds the filters of the body field's terms (stop words get none
-//! and are never inserted, see [`filtered_term`]); merges carry them; the
-//! phrase scorer tests them where [`choose`] finds them cheaper than the
-//! positions they save.
+//! and are never inserted, see [`filtered_term`]) that are in at most a
+//! share of the segment's documents ([`BloomParams::doc_ceiling`]); merges
+//! carry them; the phrase scorer tests them where [`choose`] finds them
+//! cheaper than the positions they save. A term without filters is never
+//! tested, so which terms have them changes costs, never answers.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,17 +29,53 @@ use crate::error::{Error, Result};
 /// Filter sizing, per index (recorded in the manifest).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BloomParams {
-    /// Expected distinct neighbours per (term, document) (default 5).
+    /// Expected distinct neighbours per (term, document) (default 2: the
+    /// terms with filters are the rarer ones, mostly once or twice in a
+    /// document).
     pub expected: u32,
-    /// Target false-positive rate at `expected` insertions (default 0.0009).
+    /// Target false-positive rate at `expected` insertions (default 0.003).
     pub fpr: f64,
+    /// The share of a segment's documents a term may be in and keep its
+    /// filters (default 1/64, 1: every term; see [`BloomParams::doc_ceiling`]).
+    /// Common terms hold most postings, so most filter bytes, while a phrase
+    /// pairing two of them has many candidates that positions decide about
+    /// as cheaply; a rare term's filters are small and spare reading the
+    /// positions of the common term beside it. Indexes written before this
+    /// setting existed gave every term filters: 1.
+    #[serde(default = "every_term", skip_serializing_if = "is_every_term")]
+    pub max_doc_share: f64,
+    /// Terms in at most this many documents keep their filters whatever
+    /// their share (default 128), so that small segments (refreshes,
+    /// flushes) give filters to the terms they will keep once merged.
+    #[serde(default = "min_doc_ceiling", skip_serializing_if = "is_min_doc_ceiling")]
+    pub min_doc_ceiling: u64,
+}
+
+fn every_term() -> f64 {
+    1.0
+}
+
+fn min_doc_ceiling() -> u64 {
+    128
+}
+
+// The defaults are left out of a manifest, so that one written before the
+// settings existed reads back as written (its checksum covers the text).
+fn is_every_term(share: &f64) -> bool {
+    *share == every_term()
+}
+
+fn is_min_doc_ceiling(n: &u64) -> bool {
+    *n == min_doc_ceiling()
 }
 
 impl Default for BloomParams {
     fn default() -> Self {
         BloomParams {
-            expected: 5,
-            fpr: 0.0009,
+            expected: 2,
+            fpr: 0.003,
+            max_doc_share: 1.0 / 64.0,
+            min_doc_ceiling: min_doc_ceiling(),
         }
     }
 }
@@ -61,7 +99,7 @@ impl FilterShape {
 impl BloomParams {
     /// The filter shape for these parameters: m = -n ln p / (ln 2)^2 bits,
     /// rounded to whole bytes, and k = m/n ln 2 hashes (at least 1). The
-    /// defaults give 9 bytes and 10 hashes.
+    /// defaults give 3 bytes and 8 hashes.
     pub fn shape(&self) -> Result<FilterShape> {
         if !(1..=1024).contains(&self.expected) {
             return Err(Error::InvalidArgument(format!(
@@ -73,6 +111,12 @@ impl BloomParams {
             return Err(Error::InvalidArgument(format!(
                 "bloom false-positive rate must be above 0 and below 0.5 (got {})",
                 self.fpr
+            )));
+        }
+        if !(self.max_doc_share > 0.0 && self.max_doc_share <= 1.0) {
+            return Err(Error::InvalidArgument(format!(
+                "bloom max document share must be above 0 and at most 1 (got {})",
+                self.max_doc_share
             )));
         }
         let ln2 = std::f64::consts::LN_2;
@@ -88,6 +132,18 @@ impl BloomParams {
             bytes: bytes as u16,
             hashes: hashes as u8,
         })
+    }
+
+    /// The most documents a term of a segment of `num_docs` documents may be
+    /// in and have filters: `max_doc_share` of them, and at least
+    /// `min_doc_ceiling`. Indexing drops the filters of the terms above it;
+    /// a merge keeps a term's filters when every source holding the term has
+    /// them and the merged term is within the merged segment's ceiling.
+    pub fn doc_ceiling(&self, num_docs: u64) -> u64 {
+        if self.max_doc_share >= 1.0 {
+            return u64::MAX;
+        }
+        ((self.max_doc_share * num_docs as f64).ceil() as u64).max(self.min_doc_ceiling)
     }
 
     /// The false-positive rate a filter of `shape` has after `n` insertions:

@@ -11,26 +11,37 @@ fn shape() -> FilterShape {
 }
 
 #[test]
-fn default_parameters_give_nine_bytes_and_ten_hashes() {
+fn default_parameters_give_three_bytes_and_eight_hashes() {
     let s = shape();
-    assert_eq!((s.bytes, s.hashes), (9, 10));
-    let fpr = BloomParams::expected_fpr(s, 5);
-    assert!((0.0005..0.0015).contains(&fpr), "{fpr}");
+    assert_eq!((s.bytes, s.hashes), (3, 8));
+    let fpr = BloomParams::expected_fpr(s, 2);
+    assert!((0.002..0.004).contains(&fpr), "{fpr}");
 }
 
 #[test]
 fn bad_parameters_are_refused() {
+    let p = |expected, fpr| BloomParams {
+        expected,
+        fpr,
+        ..BloomParams::default()
+    };
     for p in [
-        BloomParams { expected: 0, fpr: 0.01 },
-        BloomParams { expected: 5, fpr: 0.0 },
-        BloomParams { expected: 5, fpr: 0.7 },
+        p(0, 0.01),
+        p(5, 0.0),
+        p(5, 0.7),
+        p(5, f64::NAN),
+        p(1024, 1e-300),
         BloomParams {
-            expected: 5,
-            fpr: f64::NAN,
+            max_doc_share: 0.0,
+            ..BloomParams::default()
         },
         BloomParams {
-            expected: 1024,
-            fpr: 1e-300,
+            max_doc_share: 1.5,
+            ..BloomParams::default()
+        },
+        BloomParams {
+            max_doc_share: f64::NAN,
+            ..BloomParams::default()
         },
     ] {
         assert!(p.shape().is_err(), "{p:?}");
@@ -38,14 +49,36 @@ fn bad_parameters_are_refused() {
 }
 
 #[test]
+fn the_document_ceiling_is_a_share_with_a_floor() {
+    let b = BloomParams::default();
+    assert_eq!(b.doc_ceiling(0), 128);
+    assert_eq!(b.doc_ceiling(6400), 128);
+    assert_eq!(b.doc_ceiling(180_131), 2815);
+    let every = BloomParams {
+        max_doc_share: 1.0,
+        ..b
+    };
+    assert_eq!(every.doc_ceiling(10), u64::MAX);
+    // Manifests written before the setting existed give every term filters.
+    let old: BloomParams = serde_json::from_str(r#"{"expected": 5, "fpr": 0.0009}"#).unwrap();
+    assert_eq!(old.max_doc_share, 1.0);
+    assert_eq!(old.doc_ceiling(1 << 30), u64::MAX);
+    assert_eq!(serde_json::to_string(&old).unwrap(), r#"{"expected":5,"fpr":0.0009}"#);
+    for p in [b, every, BloomParams { min_doc_ceiling: 7, ..b }] {
+        let back: BloomParams = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+    }
+}
+
+#[test]
 fn measured_false_positive_rate_matches_the_target() {
     let s = shape();
     let mut f = vec![0u8; s.bytes as usize];
-    // Many filters of 5 members each, probed with non-members.
+    // Many filters of 2 members each, probed with non-members.
     let (mut positives, mut probes) = (0u64, 0u64);
     for filter in 0..4000u32 {
         f.fill(0);
-        for j in 0..5u32 {
+        for j in 0..2u32 {
             insert(&mut f, &Probe::new(s, format!("m{filter}-{j}").as_bytes()));
         }
         for j in 0..50u32 {
@@ -54,8 +87,9 @@ fn measured_false_positive_rate_matches_the_target() {
         }
     }
     let rate = positives as f64 / probes as f64;
-    // Theory for 72 bits, 10 probes, 5 members: 0.00098.
-    assert!(rate < 0.0016, "false-positive rate {rate} over {probes} probes");
+    // Theory for 24 bits, 8 probes, 2 members: 0.0032; a filter this small
+    // runs above it (a probe's 8 positions among 24 often repeat): 0.0045.
+    assert!((0.002..0.006).contains(&rate), "false-positive rate {rate} over {probes} probes");
 }
 
 proptest! {
@@ -65,7 +99,7 @@ proptest! {
         expected in 1u32..12,
         fpr in 0.0001f64..0.2,
     ) {
-        let s = BloomParams { expected, fpr }.shape().unwrap();
+        let s = BloomParams { expected, fpr, ..BloomParams::default() }.shape().unwrap();
         let fb = s.bytes as usize;
         let mut filters = vec![0u8; members.len() * fb];
         for (slot, m) in members.iter().enumerate() {

@@ -161,6 +161,8 @@ pub fn merge_live(
         format,
         n_fields,
         metas: &metas,
+        filter_ceiling: format.bloom.map_or(u64::MAX, |b| b.doc_ceiling(max_doc)),
+        drops_docs: maps.iter().any(|m| m.contains(&TERMINATED)),
         dir,
         done: &done,
         progress,
@@ -266,6 +268,12 @@ struct PostingsJob<'a> {
     format: Format,
     n_fields: usize,
     metas: &'a [&'a SegmentMeta],
+    /// Documents a merged term may be in and keep its filters
+    /// ([`crate::bloom::BloomParams::doc_ceiling`] of the merged segment).
+    filter_ceiling: u64,
+    /// Whether some source document is left out (deleted): then a term's
+    /// merged documents are only known once merged.
+    drops_docs: bool,
     dir: &'a Path,
     /// Terms written so far, by all workers.
     done: &'a AtomicU64,
@@ -282,17 +290,32 @@ impl PostingsJob<'_> {
         let mut terms = TermsInOrder::new(self.files, format.layout, self.n_fields, range);
         let mut key = Vec::new();
         let mut hits = Vec::new();
+        let mut infos = Vec::new();
         let mut streamed = vec![Streamed::default(); self.files.len()];
         while terms.next(&mut key, &mut hits) {
             let key = key.as_slice();
             hits.sort_by_key(|h| h.index);
             tp.clear();
-            let filter_bytes = shape.filter(|_| format.filtered_term(key)).map(|s| s.bytes as usize);
-            for h in hits.iter().copied() {
+            // A term has filters when the merged term is within the ceiling
+            // (the sources' documents, deleted ones included, bound its
+            // documents). A source without filters for it (the term was
+            // above its ceiling there) gives its documents filters that
+            // hold every term: never a wrong rejection, and the index is
+            // the size a single build of the documents would have.
+            infos.clear();
+            for h in hits.iter() {
+                infos.push(self.files[h.index].resolve(self.files[h.index].terms().term_ref(h.value))?);
+            }
+            let sources_df: u64 = infos.iter().map(|i| i.region.doc_freq as u64).sum();
+            let mut filter_bytes = shape.filter(|_| format.filtered_term(key)).map(|s| s.bytes as usize);
+            let may_drop = sources_df > self.filter_ceiling;
+            if may_drop && !self.drops_docs {
+                filter_bytes = None;
+            }
+            for (h, info) in hits.iter().copied().zip(&infos) {
                 let r = &self.readers[h.index];
-                let info = self.files[h.index].resolve(self.files[h.index].terms().term_ref(h.value))?;
-                streamed[h.index].reached(self.files[h.index], &info);
-                let mut c = r.cursor(&info)?;
+                streamed[h.index].reached(self.files[h.index], info);
+                let mut c = r.cursor(info)?;
                 let map = &self.maps[h.index];
                 while c.doc() != TERMINATED {
                     let to = map[c.doc() as usize];
@@ -322,6 +345,10 @@ impl PostingsJob<'_> {
             }
             if tp.docs.is_empty() {
                 continue;
+            }
+            if filter_bytes.is_none() || (may_drop && tp.docs.len() as u64 > self.filter_ceiling) {
+                tp.after.clear();
+                tp.before.clear();
             }
             let field = *key
                 .first()

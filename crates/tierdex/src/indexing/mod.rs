@@ -192,13 +192,14 @@ where
     if opts.segment_docs == 0 || opts.segment_bytes == 0 {
         return Err(Error::InvalidArgument("segment size limits must be positive".into()));
     }
+    let filter_bytes = opts.bloom.map(|b| b.shape()).transpose()?.map_or(0, |s| s.bytes as u32);
     let threads = match (opts.threads, opts.memory_budget) {
-        (0, Some(budget)) => threads_for(budget, resolve_threads(0), opts.bloom.is_some()),
+        (0, Some(budget)) => threads_for(budget, resolve_threads(0), filter_bytes),
         (t, _) => resolve_threads(t),
     };
     let (segment_bytes, merge_threads) = match opts.memory_budget {
         Some(budget) => (
-            segment_bytes_for(budget, threads, opts.bloom.is_some())?.min(opts.segment_bytes),
+            segment_bytes_for(budget, threads, filter_bytes)?.min(opts.segment_bytes),
             merge_threads_for(
                 budget,
                 if opts.merge_threads == 0 {
@@ -622,6 +623,10 @@ fn build_segment(
     opts: &IndexOptions,
 ) -> Result<SegmentMeta> {
     let mut w = SegmentWriter::new(dir, &segment_name(seg), Arc::clone(analysis), dictionary, opts.format())?;
+    if opts.merge {
+        w.to_be_merged(MERGE_FILTER_SLACK);
+    }
+    w.expect_docs(docs.len() as u64);
     for d in docs {
         w.add(d)?;
     }
@@ -654,6 +659,11 @@ fn resolve_threads(threads: usize) -> usize {
     }
 }
 
+/// The factor on the phrase filters' document ceiling of a build's
+/// segments, which its final merge folds into one
+/// ([`SegmentWriter::to_be_merged`]).
+const MERGE_FILTER_SLACK: u64 = 2;
+
 /// Resident memory of a build besides its segments (the program, the
 /// store's dictionary training, each thread's allocator arenas), fitted to
 /// measurements (Wikipedia, `--no-merge`, 1 and 2 threads, segments of 16
@@ -673,13 +683,15 @@ const MERGE_WORKER_BYTES: usize = 150 << 20;
 /// to measurements on Wikipedia (peak RSS against segment size, 1 and 2
 /// threads): each of the `threads + 2` chunks of documents in flight
 /// costs about 1.4 times its text, and each thread's in-memory postings
-/// about 1.9 times (4.2 with phrase filters). An error when the budget
-/// cannot hold even 1 MiB segments.
-pub fn segment_bytes_for(budget: usize, threads: usize, phrase_filters: bool) -> Result<usize> {
+/// about 1.9 times, plus 2.3 times for phrase filters of 9 bytes on every
+/// term, in proportion for `filter_bytes`-byte ones (0: no filters). An
+/// error when the budget cannot hold even 1 MiB segments.
+pub fn segment_bytes_for(budget: usize, threads: usize, filter_bytes: u32) -> Result<usize> {
     let threads = threads.max(1);
+    let phrase_filters = filter_bytes > 0;
     let fixed = BUILD_BASE_BYTES + BUILD_THREAD_BYTES * threads;
     // Per byte of segment text, in tenths.
-    let postings = if phrase_filters { 42 } else { 19 };
+    let postings = 19 + (23 * filter_bytes as usize).div_ceil(9);
     let per_byte = 14 * (threads + 2) + postings * threads;
     let target = budget / 100 * 92;
     let bytes = target.saturating_sub(fixed) * 10 / per_byte;
@@ -705,10 +717,10 @@ pub fn merge_threads_for(budget: usize, threads: usize) -> usize {
 /// The most threads (at most `cores`) whose build fits `budget` with
 /// segments of at least 8 MiB of text: an automatic thread count does not
 /// make a budget fail.
-pub fn threads_for(budget: usize, cores: usize, phrase_filters: bool) -> usize {
+pub fn threads_for(budget: usize, cores: usize, filter_bytes: u32) -> usize {
     (1..=cores.max(1))
         .rev()
-        .find(|&t| segment_bytes_for(budget, t, phrase_filters).is_ok_and(|b| b >= 8 << 20))
+        .find(|&t| segment_bytes_for(budget, t, filter_bytes).is_ok_and(|b| b >= 8 << 20))
         .unwrap_or(1)
 }
 

@@ -46,6 +46,10 @@ struct TermBuf {
     /// its `before` filter.
     after: Vec<u8>,
     before: Vec<u8>,
+    /// Whether the term's filters are being built: from its first document
+    /// when it is a filtered term, until it is in more documents than the
+    /// segment's expected ceiling ([`SegmentWriter::expect_docs`]).
+    has_filters: bool,
 }
 
 impl TermBuf {
@@ -91,9 +95,14 @@ pub struct SegmentWriter {
     postings_bytes: usize,
     format: Format,
     bloom: Option<FilterShape>,
-    /// Per term id: whether it has filters and is inserted into others'
-    /// (see [`bloom::filtered_term`]).
+    /// Per term id: whether it is inserted into others' filters, and may
+    /// have its own (see [`bloom::filtered_term`]).
     filtered: Vec<bool>,
+    /// Documents a term may be in and keep building its filters, from the
+    /// segment's expected size (no limit until told).
+    filter_ceiling: u32,
+    /// The factor on the ceiling ([`SegmentWriter::to_be_merged`]).
+    filter_slack: u64,
     /// Per term id, `hashes` bit positions of its filter probe (zeros for a
     /// term without filters): derived once per term, inserted as they are.
     probe_bits: Vec<u16>,
@@ -162,6 +171,8 @@ impl SegmentWriter {
             bloom: format.bloom_shape()?,
             format,
             filtered: Vec::new(),
+            filter_ceiling: u32::MAX,
+            filter_slack: 1,
             probe_bits: Vec::new(),
             norms: vec![Vec::new(); analysis.schema().len()],
             stats: vec![FieldStats::default(); analysis.schema().len()],
@@ -181,6 +192,33 @@ impl SegmentWriter {
     /// Documents added so far.
     pub fn num_docs(&self) -> u32 {
         self.max_doc
+    }
+
+    /// Tells the writer the segment will hold about `docs` documents, so that
+    /// a term stops building phrase filters once it is in clearly more than
+    /// [`crate::bloom::BloomParams::doc_ceiling`] of them (their memory is
+    /// freed then, not when the segment is written). An estimate too low
+    /// costs some terms their filters (never an answer); too high, some
+    /// memory until [`SegmentWriter::finish`] drops them. Exact when the
+    /// documents are known beforehand (a build's chunk).
+    pub fn expect_docs(&mut self, docs: u64) {
+        if let Some(b) = self.format.bloom {
+            let ceiling = b
+                .doc_ceiling(docs.max(self.max_doc as u64))
+                .saturating_mul(self.filter_slack);
+            self.filter_ceiling = ceiling.min(u32::MAX as u64) as u32;
+        }
+    }
+
+    /// Marks the segment as one that a merge will soon fold into a larger
+    /// one (a build's in-memory segments): its terms keep their filters up
+    /// to `slack` times the ceiling. A merge keeps a term's filters only
+    /// where each source has them, so a term near the merged ceiling but
+    /// above it in one source (its documents cluster there) would lose
+    /// them for that source's documents; the slack spares most of those.
+    /// Call before [`SegmentWriter::expect_docs`].
+    pub fn to_be_merged(&mut self, slack: u64) {
+        self.filter_slack = slack.max(1);
     }
 
     /// Approximate memory held by the in-memory postings and columns.
@@ -240,11 +278,13 @@ impl SegmentWriter {
             bufs,
             key,
             filtered,
+            filter_ceiling,
             probe_bits,
             postings_bytes,
             bloom,
             ..
         } = self;
+        let filter_ceiling = *filter_ceiling;
         let shape = *bloom;
         let k = shape.map_or(0, |s| s.hashes as usize);
         let mut len = 0u64;
@@ -257,8 +297,11 @@ impl SegmentWriter {
             key.extend_from_slice(tok.term.as_bytes());
             let term = terms.intern(key);
             if term as usize == bufs.len() {
-                bufs.push(TermBuf::default());
                 let with_filters = format.filtered_term(key);
+                bufs.push(TermBuf {
+                    has_filters: with_filters && shape.is_some(),
+                    ..TermBuf::default()
+                });
                 filtered.push(with_filters);
                 match (shape, with_filters) {
                     (Some(shape), true) => {
@@ -277,7 +320,12 @@ impl SegmentWriter {
                 buf.df += 1;
                 buf.prev_pos = 0;
                 buf.prev_end = 0;
-                if let (Some(shape), true) = (shape, is_filtered) {
+                if buf.has_filters && buf.df > filter_ceiling {
+                    buf.has_filters = false;
+                    buf.after = Vec::new();
+                    buf.before = Vec::new();
+                }
+                if let (Some(shape), true) = (shape, buf.has_filters) {
                     let n = shape.bytes as usize;
                     buf.after.resize(buf.after.len() + n, 0);
                     buf.before.resize(buf.before.len() + n, 0);
@@ -292,20 +340,25 @@ impl SegmentWriter {
             buf.freq += 1;
             buf.prev_pos = tok.position;
             buf.prev_end = tok.end;
-            *postings_bytes += buf.bytes() - before;
+            *postings_bytes = *postings_bytes + buf.bytes() - before;
             if let (Some(shape), Some((prev, at))) = (shape, last) {
                 if at + 1 == tok.position {
                     let n = shape.bytes as usize;
                     // `term` follows `prev`; `prev` precedes `term`: both
-                    // filtered, each goes into the other's filter.
+                    // filtered, each goes into the other's filter if it
+                    // has them.
                     if is_filtered && filtered[prev as usize] {
                         let (t, p) = (term as usize * k, prev as usize * k);
-                        let after = &mut bufs[prev as usize].after;
-                        let at = after.len() - n;
-                        bloom::insert_bits(&mut after[at..], &probe_bits[t..t + k]);
-                        let before = &mut bufs[term as usize].before;
-                        let at = before.len() - n;
-                        bloom::insert_bits(&mut before[at..], &probe_bits[p..p + k]);
+                        let prev_buf = &mut bufs[prev as usize];
+                        if prev_buf.has_filters {
+                            let at = prev_buf.after.len() - n;
+                            bloom::insert_bits(&mut prev_buf.after[at..], &probe_bits[t..t + k]);
+                        }
+                        let buf = &mut bufs[term as usize];
+                        if buf.has_filters {
+                            let at = buf.before.len() - n;
+                            bloom::insert_bits(&mut buf.before[at..], &probe_bits[p..p + k]);
+                        }
                     }
                 }
             }
@@ -333,9 +386,16 @@ impl SegmentWriter {
 
         let mut postings = PostingsWriter::create(&self.dir, &self.name, self.format)?;
         let mut tp = TermPostings::default();
+        let ceiling = self.format.bloom.map_or(u64::MAX, |b| {
+            b.doc_ceiling(self.max_doc as u64).saturating_mul(self.filter_slack)
+        });
         for (key, id) in &keys {
             let buf = &self.bufs[*id as usize];
             decode_buf(buf, &mut tp).ok_or_else(|| Error::Internal("internal: damaged in-memory postings".into()))?;
+            if buf.df as u64 > ceiling {
+                tp.after.clear();
+                tp.before.clear();
+            }
             postings.add(key, &tp, &self.norms[key[0] as usize])?;
         }
         let num_terms = postings.len();

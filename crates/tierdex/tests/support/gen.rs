@@ -457,7 +457,7 @@ pub fn index_options(seed: u64) -> IndexOptions {
 /// Phrase filters of a random corpus (their own stream, so the other
 /// options stay what they were before filters existed): off for one corpus
 /// in four; otherwise the defaults, or tiny filters with many false
-/// positives, or large ones.
+/// positives, or large ones, or filters on the rarer terms only.
 pub fn bloom_options(seed: u64) -> Option<tierdex::bloom::BloomParams> {
     let mut rng = Rng::new(mix(seed, 0xb100));
     if rng.chance(0.25) {
@@ -465,10 +465,24 @@ pub fn bloom_options(seed: u64) -> Option<tierdex::bloom::BloomParams> {
     }
     Some(*rng.pick(&[
         tierdex::bloom::BloomParams::default(),
-        tierdex::bloom::BloomParams { expected: 1, fpr: 0.3 },
+        tierdex::bloom::BloomParams {
+            expected: 1,
+            fpr: 0.3,
+            max_doc_share: 1.0,
+            ..Default::default()
+        },
         tierdex::bloom::BloomParams {
             expected: 12,
             fpr: 0.0001,
+            max_doc_share: 1.0,
+            ..Default::default()
+        },
+        // Filters for the rarer terms only, so segments and merges hold
+        // terms with and without them.
+        tierdex::bloom::BloomParams {
+            max_doc_share: 0.2,
+            min_doc_ceiling: 2,
+            ..Default::default()
         },
     ]))
 }

@@ -39,6 +39,18 @@ pub(super) struct BuiltFlush {
     pub(super) report: FlushReport,
     pub(super) reader: SegmentReader,
     pub(super) absorbed: Option<(SegmentMeta, Absorbed)>,
+    /// The planned merge found no room on the disk: the flush commits its
+    /// own segment alone (the merge is chosen again by the next flush).
+    pub(super) merge_skipped: bool,
+}
+
+impl FlushPlan {
+    /// The plan without its merge: the buffer's segment joins the others.
+    pub(super) fn without_merge(&mut self) {
+        self.at += self.sources.len();
+        self.merged = None;
+        self.sources.clear();
+    }
 }
 
 /// Writes `docs` as segment `name` in `dir`.
@@ -101,13 +113,16 @@ impl IndexWriter {
         } else {
             match self.plan_flush(&mut st) {
                 Err(e) => self.record_flush(&mut st, Err(e), false),
-                Ok(plan) => {
+                Ok(mut plan) => {
                     drop(st);
                     let built = self.build_flush(&plan);
                     st = self.lock();
                     st.flushing = false;
                     match built {
                         Ok(built) => {
+                            if built.merge_skipped {
+                                plan.without_merge();
+                            }
                             let r = self.commit_flush(&mut st, plan, built, started);
                             self.record_flush(&mut st, r, true)
                         }
@@ -216,6 +231,7 @@ impl IndexWriter {
                 report,
                 reader,
                 absorbed: Some((meta, absorbed)),
+                merge_skipped: false,
             });
         }
         let Some(number) = plan.merged else {
@@ -223,17 +239,39 @@ impl IndexWriter {
                 report,
                 reader,
                 absorbed: None,
+                merge_skipped: false,
             });
         };
         let mut sources: Vec<_> = plan.sources.iter().map(|(r, d)| (&**r, d.as_deref())).collect();
         sources.push((&reader, None));
-        report.segments_merged = sources.len();
-        let reader = self.merge_durable(&sources, number, m, &plan.storage, &mut report)?;
-        Ok(BuiltFlush {
-            report,
-            reader,
-            absorbed: None,
-        })
+        let merged = self.merge_durable(&sources, number, m, &plan.storage, &mut report);
+        drop(sources);
+        match merged {
+            Ok(merged) => {
+                report.segments_merged = plan.sources.len() + 1;
+                Ok(BuiltFlush {
+                    report,
+                    reader: merged,
+                    absorbed: None,
+                    merge_skipped: false,
+                })
+            }
+            // The flushed documents are on disk already: a merge is an
+            // optimisation, so a full disk postpones it, not the flush.
+            Err(e) if e.is_disk_full() => {
+                tracing::warn!(
+                    "flush: no room to merge {} segments, merged later: {e}",
+                    plan.sources.len() + 1
+                );
+                Ok(BuiltFlush {
+                    report,
+                    reader,
+                    absorbed: None,
+                    merge_skipped: true,
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The locked last step of [`IndexWriter::flush`]: the new segment
@@ -250,6 +288,7 @@ impl IndexWriter {
             mut report,
             reader,
             absorbed,
+            ..
         } = built;
         if let Some((part, absorbed)) = absorbed {
             drop(reader);

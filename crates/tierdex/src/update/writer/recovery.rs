@@ -188,8 +188,7 @@ impl IndexWriter {
                 Ok(())
             }
             Err(e) => {
-                let disk_full = matches!(&e, Error::Io { source, .. }
-                    if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)));
+                let disk_full = e.is_disk_full();
                 Err(match e {
                     Error::Io { .. } if !disk_full => Error::Unavailable(format!(
                         "the writer is recovering from a failure ({why}) and cannot yet: {e}"

@@ -186,6 +186,7 @@ impl IndexWriter {
         st.next_refresh += 1;
         let name = format!("r{number:06}");
         let mut w = SegmentWriter::untrained(&dir, &name, Arc::clone(&st.analysis), st.manifest.postings_format())?;
+        w.expect_docs(slots.len() as u64);
         for &s in &slots {
             if let Some(d) = &st.buffer[s as usize] {
                 w.add(d)?;
