@@ -185,7 +185,10 @@ fn query_stream_answers_before_stdin_closes() {
         let v: serde_json::Value = serde_json::from_str(totals).unwrap();
         assert_eq!(v["queries"], 3, "{totals}");
         assert!(v["bytes_needed"].as_u64().unwrap() > 0, "{totals}");
-        assert!(v["read_amplification"].as_f64().unwrap() >= 1.0, "{totals}");
+        // Bytes decoded twice from one read (a page the pool holds) count
+        // twice as needed, once as requested: the ratio can fall below 1.
+        assert!(v["bytes_requested"].as_u64().unwrap() > 0, "{totals}");
+        assert!(v["read_amplification"].as_f64().unwrap() > 0.0, "{totals}");
         assert!(v["pool"]["misses"].as_u64().unwrap() > 0, "{totals}");
     }
 }
