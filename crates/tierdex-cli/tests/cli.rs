@@ -128,6 +128,39 @@ fn errors_are_clear() {
 
     let out = tierdex(&["search", tmp.path().to_str().unwrap(), "x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a tierdex index"));
+
+    // Phrase filter shares outside (0, 1] are refused before anything is
+    // written, naming the option.
+    let good = tmp.path().join("good.jsonl");
+    std::fs::write(&good, "{\"id\":\"1\",\"body\":\"x y\"}\n").unwrap();
+    for share in ["0", "1.5", "NaN"] {
+        let out_dir = tmp.path().join(format!("share-{share}"));
+        let out = tierdex(&[
+            "index",
+            good.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--bloom-max-doc-share",
+            share,
+        ]);
+        assert!(!out.status.success(), "{share}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--bloom-max-doc-share") && err.contains("max document share"),
+            "{err}"
+        );
+        assert!(!out_dir.join("manifest.json").exists(), "{share}");
+    }
+    let out = tierdex(&[
+        "index",
+        good.to_str().unwrap(),
+        "--out",
+        &idx,
+        "--bloom-min-doc-ceiling=-3",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--bloom-min-doc-ceiling"), "{err}");
 }
 
 /// `query-stream` answers each query while stdin stays open, on one thread

@@ -8,14 +8,11 @@
 
 mod support;
 
-use std::path::Path;
-
 use support::gen::{self, Rng};
-use tierdex::indexing::merge::{merge_live, MergeOptions};
+use support::merge::merge_into;
 use tierdex::indexing::{build_index, IndexOptions};
 use tierdex::schema::TERMINATED;
 use tierdex::search::{Mode, Searcher};
-use tierdex::store::StoreOptions;
 use tierdex::{Document, Index, OpenOptions};
 
 const SEED: u64 = 0x7061_7261_2026_1127;
@@ -31,29 +28,6 @@ fn answer(s: &Searcher, q: &tierdex::query::ast::Query, mode: Mode, k: usize) ->
         .map(|h| (s.doc_id(h.doc).unwrap(), h.score.to_bits()))
         .collect();
     (hits, r.count)
-}
-
-/// Merges the segments of the index in `src` into one segment in `out` on
-/// `threads` threads (parallel whatever the size), with a manifest, so
-/// that it opens as an index.
-fn merge_into(src: &Index, out: &Path, threads: usize) {
-    std::fs::create_dir_all(out).unwrap();
-    let sources: Vec<_> = src
-        .segments()
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (&**r, src.deletes(i)))
-        .collect();
-    let format = src.manifest().postings_format();
-    let options = MergeOptions {
-        parallel_min_bytes: 0,
-        ..MergeOptions::new(StoreOptions::default(), threads)
-    };
-    let meta = merge_live(out, &sources, "seg000000", format, &options, &|_| {}).unwrap();
-    let mut m = src.manifest().clone();
-    m.segments = vec![meta];
-    m.next_segment = 1;
-    m.store(out).unwrap();
 }
 
 /// Every term of `a` and `b` with its postings, compared.

@@ -9,15 +9,13 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use support::gen::{self, Rng};
+use support::merge::merge_into;
 use tierdex::bloom::{BloomParams, Direction};
-use tierdex::indexing::merge::{merge_live, MergeOptions};
 use tierdex::indexing::{build_index, IndexOptions};
 use tierdex::schema::TERMINATED;
 use tierdex::search::{Mode, Searcher};
-use tierdex::store::StoreOptions;
 use tierdex::{Document, Index, OpenOptions};
 
 const SEED: u64 = 0x6466_2d63_6569_6c21;
@@ -52,26 +50,6 @@ fn segment_terms(index: &Index, seg: usize) -> Terms {
         out.insert(k.to_vec(), (info.region.doc_freq as u64, filters));
     }
     out
-}
-
-fn merge_into(src: &Index, out: &Path, threads: usize) {
-    std::fs::create_dir_all(out).unwrap();
-    let sources: Vec<_> = src
-        .segments()
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (&**r, src.deletes(i)))
-        .collect();
-    let format = src.manifest().postings_format();
-    let options = MergeOptions {
-        parallel_min_bytes: 0,
-        ..MergeOptions::new(StoreOptions::default(), threads)
-    };
-    let meta = merge_live(out, &sources, "seg000000", format, &options, &|_| {}).unwrap();
-    let mut m = src.manifest().clone();
-    m.segments = vec![meta];
-    m.next_segment = 1;
-    m.store(out).unwrap();
 }
 
 #[test]

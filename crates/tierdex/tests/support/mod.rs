@@ -7,5 +7,6 @@
 
 pub mod compare;
 pub mod gen;
+pub mod merge;
 pub mod oracle;
 pub mod shrink;
