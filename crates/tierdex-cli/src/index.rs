@@ -69,6 +69,11 @@ pub struct Args {
     /// the documents' side is copied (0: as many as --threads).
     #[arg(long, default_value_t = 0)]
     merge_threads: usize,
+    /// Most segments one merge takes: more are first merged in groups of
+    /// consecutive segments (0: as many as --memory-mb allows, for their
+    /// dictionaries and mapped pages; otherwise at least 2)
+    #[arg(long, default_value_t = 0)]
+    merge_fan_in: usize,
     /// Most documents per segment built in memory.
     #[arg(long, default_value_t = 1_000_000)]
     segment_docs: usize,
@@ -222,6 +227,7 @@ pub fn run(a: Args) -> Result<()> {
         memory_budget: Some(a.memory_mb << 20),
         threads: a.threads,
         merge_threads: a.merge_threads,
+        merge_fan_in: a.merge_fan_in,
         merge: !a.no_merge,
         overwrite: a.force,
         layout: a.layout,

@@ -161,6 +161,19 @@ fn errors_are_clear() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--bloom-min-doc-ceiling"), "{err}");
+    let out_dir = tmp.path().join("fan-in");
+    let out = tierdex(&[
+        "index",
+        good.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--merge-fan-in",
+        "1",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fan-in of 1"), "{err}");
+    assert!(!out_dir.join("manifest.json").exists());
 }
 
 /// `query-stream` answers each query while stdin stays open, on one thread

@@ -180,3 +180,95 @@ fn parallel_merges_answer_like_serial_ones() {
     assert!(checked > 1000, "only {checked} answers checked");
     assert!(parallel_ranges > 8, "too few cases with many terms ({parallel_ranges})");
 }
+
+/// A build whose segments are too many for one merge (`merge_fan_in`, set
+/// from the memory budget by default) merges them in groups of consecutive
+/// segments, level by level: the index must be the one a single merge
+/// makes (every term's postings and statistics, norms, columns and ids
+/// byte for byte, the same answers), tombstones of replaced ids included.
+#[test]
+fn merges_in_levels_answer_like_one_merge() {
+    let mut levelled = 0;
+    for case in 0..12u64 {
+        let seed = gen::mix(SEED ^ 0x1e7e15, case);
+        let corpus = gen::corpus(seed, case);
+        if corpus.docs.len() < 8 {
+            continue;
+        }
+        let mut rng = Rng::new(gen::mix(seed, 2));
+        let mut opts: IndexOptions = gen::index_options(seed);
+        opts.merge = true;
+        opts.segment_docs = (corpus.docs.len() / rng.range(5, 12)).max(1);
+        opts.threads = 1;
+        let mut docs: Vec<Document> = corpus.docs.clone();
+        for _ in 0..rng.range(0, 5) {
+            let i = rng.range(0, docs.len() - 1);
+            let again = Document {
+                id: docs[rng.range(0, docs.len() - 1)].id.clone(),
+                ..docs[i].clone()
+            };
+            docs.push(again);
+        }
+        let root = tempfile::tempdir().unwrap();
+        let (one, levels) = (root.path().join("one"), root.path().join("levels"));
+        build_index(docs.iter().cloned().map(Ok), &one, &opts).unwrap();
+        let fan_in = rng.range(2, 4);
+        let segments = docs.len().div_ceil(opts.segment_docs);
+        levelled += usize::from(segments > fan_in);
+        build_index(
+            docs.iter().cloned().map(Ok),
+            &levels,
+            &IndexOptions {
+                merge_fan_in: fan_in,
+                merge_threads: rng.range(1, 3),
+                ..opts.clone()
+            },
+        )
+        .unwrap();
+        let ctx = format!(
+            "case {case} ({}, {segments} segments, fan-in {fan_in})",
+            corpus.description
+        );
+        let open = |d: &std::path::Path| {
+            Index::open(
+                d,
+                OpenOptions {
+                    verify: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let (a, b) = (open(&one), open(&levels));
+        assert_eq!(b.segments().len(), 1, "{ctx}");
+        same_postings(&a, &b, &ctx);
+        let file = |d: &std::path::Path, e: &str| {
+            let name = &Index::open(d, OpenOptions::default()).unwrap().segments()[0]
+                .meta()
+                .name
+                .clone();
+            std::fs::read(d.join(format!("{name}.{e}"))).ok()
+        };
+        for e in ["nrm", "ids", "col"] {
+            assert_eq!(file(&one, e), file(&levels, e), "{ctx}: .{e}");
+        }
+        // Nothing of the groups is left behind.
+        let count = |d: &std::path::Path| std::fs::read_dir(d).unwrap().count();
+        assert_eq!(count(&one), count(&levels), "{ctx}: files");
+        let (sa, sb) = (Searcher::open(&one).unwrap(), Searcher::open(&levels).unwrap());
+        for _ in 0..20 {
+            let q = gen::query(&mut rng, &corpus.lexicon);
+            for (mode, k) in [(Mode::TopKAndCount, 10), (Mode::Count, 0)] {
+                assert_eq!(
+                    answer(&sb, &q, mode, k),
+                    answer(&sa, &q, mode, k),
+                    "{ctx}: {q:?} {mode:?}"
+                );
+            }
+        }
+        for d in 0..sa.index().segments()[0].max_doc() {
+            assert_eq!(sa.doc_id(d).unwrap(), sb.doc_id(d).unwrap(), "{ctx}: doc {d}");
+        }
+    }
+    assert!(levelled >= 6, "too few cases merged in levels ({levelled})");
+}

@@ -296,6 +296,19 @@ impl SegmentReader {
         self.parts.iter().map(|p| &p.store).collect()
     }
 
+    /// Drops the pages opening mapped (the term dictionary, verified whole,
+    /// and the stores) from the process's memory, on `mmap`: a merge opens
+    /// many segments and reads each only as it goes. The bytes stay valid;
+    /// a later access faults them back in from the page cache.
+    pub fn release(&self) {
+        if let Some(p) = self.postings() {
+            p.terms().release();
+        }
+        for s in self.stores() {
+            s.release();
+        }
+    }
+
     /// Writes the external id of document `doc` into `out`: from the id
     /// column (a few bytes), or from the stored document for segments
     /// written without one.

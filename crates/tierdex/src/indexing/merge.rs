@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::index::Deletes;
-use crate::layout::writer::TermPostings;
 use crate::layout::{Format, PostingsFiles, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};
@@ -79,6 +78,7 @@ pub fn merge_live(
         store,
         threads,
         parallel_min_bytes,
+        filter_docs,
     } = *options;
     let readers: Vec<&SegmentReader> = sources.iter().map(|s| s.0).collect();
     let files: Vec<&PostingsFiles> = readers
@@ -146,6 +146,10 @@ pub fn merge_live(
         }
     }
 
+    // Opening verified every source's dictionary, touching all its pages.
+    for r in &readers {
+        r.release();
+    }
     tracing::debug!("merge {name}: {} sources open, rss {} MiB", sources.len(), rss_mib());
     let bytes = postings_bytes(&files);
     let ranges = match threads > 1 && bytes >= parallel_min_bytes && room_for_parts(dir, bytes) {
@@ -161,7 +165,9 @@ pub fn merge_live(
         format,
         n_fields,
         metas: &metas,
-        filter_ceiling: format.bloom.map_or(u64::MAX, |b| b.doc_ceiling(max_doc)),
+        filter_ceiling: format
+            .bloom
+            .map_or(u64::MAX, |b| b.doc_ceiling(filter_docs.unwrap_or(max_doc).max(max_doc))),
         drops_docs: maps.iter().any(|m| m.contains(&TERMINATED)),
         dir,
         done: &done,
@@ -210,6 +216,11 @@ pub struct MergeOptions {
     /// Below this many bytes of postings in all sources, the merge runs on
     /// one thread (spreading it would cost more than it saves).
     pub parallel_min_bytes: u64,
+    /// The documents phrase filters are kept for, when the merged segment
+    /// will itself be merged into one of that many (a merge in levels):
+    /// a term keeps its filters up to that segment's ceiling, so the last
+    /// merge finds them. `None`: the merged segment's own documents.
+    pub filter_docs: Option<u64>,
 }
 
 impl MergeOptions {
@@ -220,6 +231,7 @@ impl MergeOptions {
             store,
             threads,
             parallel_min_bytes: 32 << 20,
+            filter_docs: None,
         }
     }
 }
@@ -229,7 +241,15 @@ impl MergeOptions {
 fn postings_bytes(files: &[&PostingsFiles]) -> u64 {
     files
         .iter()
-        .map(|f| (f.doc_file().len() + f.pos_file().len() + f.pay_file().len()) as u64)
+        .map(|f| {
+            // Grouped postings are one file the others resolve to.
+            let own = |x: &crate::storage::IndexFile| !std::ptr::eq(x, f.doc_file());
+            let mut n = f.doc_file().len();
+            for x in [f.pos_file(), f.pay_file(), f.bloom_file()] {
+                n += if own(x) { x.len() } else { 0 };
+            }
+            n as u64
+        })
         .sum()
 }
 
@@ -281,12 +301,30 @@ struct PostingsJob<'a> {
 }
 
 impl PostingsJob<'_> {
+    /// The documents of a term's source postings (`hits`, located by
+    /// `infos`) that the merge keeps.
+    fn live_docs(&self, hits: &[fst::map::IndexedValue], infos: &[TermInfo]) -> Result<u64> {
+        let mut n = 0;
+        for (h, info) in hits.iter().zip(infos) {
+            let map = &self.maps[h.index];
+            let mut c = self.readers[h.index].cursor(info)?;
+            while c.doc() != TERMINATED {
+                n += u64::from(map[c.doc() as usize] != TERMINATED);
+                c.advance();
+            }
+            if let Some(e) = c.take_error() {
+                return Err(e);
+            }
+        }
+        Ok(n)
+    }
+
     /// Writes the merged postings of the terms in `range` to `postings`.
     fn run(&self, range: &TermRange, postings: &mut PostingsWriter) -> Result<()> {
         let format = self.format;
         let shape = format.bloom_shape()?;
-        let mut tp = TermPostings::default();
         let (mut pos, mut off) = (Vec::new(), Vec::new());
+        let (mut after, mut before) = (Vec::new(), Vec::new());
         let mut terms = TermsInOrder::new(self.files, format.layout, self.n_fields, range);
         let mut key = Vec::new();
         let mut hits = Vec::new();
@@ -295,7 +333,6 @@ impl PostingsJob<'_> {
         while terms.next(&mut key, &mut hits) {
             let key = key.as_slice();
             hits.sort_by_key(|h| h.index);
-            tp.clear();
             // A term has filters when the merged term is within the ceiling
             // (the sources' documents, deleted ones included, bound its
             // documents). A source without filters for it (the term was
@@ -308,47 +345,11 @@ impl PostingsJob<'_> {
             }
             let sources_df: u64 = infos.iter().map(|i| i.region.doc_freq as u64).sum();
             let mut filter_bytes = shape.filter(|_| format.filtered_term(key)).map(|s| s.bytes as usize);
-            let may_drop = sources_df > self.filter_ceiling;
-            if may_drop && !self.drops_docs {
+            if filter_bytes.is_some()
+                && sources_df > self.filter_ceiling
+                && (!self.drops_docs || self.live_docs(&hits, &infos)? > self.filter_ceiling)
+            {
                 filter_bytes = None;
-            }
-            for (h, info) in hits.iter().copied().zip(&infos) {
-                let r = &self.readers[h.index];
-                streamed[h.index].reached(self.files[h.index], info);
-                let mut c = r.cursor(info)?;
-                let map = &self.maps[h.index];
-                while c.doc() != TERMINATED {
-                    let to = map[c.doc() as usize];
-                    if to == TERMINATED {
-                        c.advance();
-                        continue;
-                    }
-                    tp.docs.push(to);
-                    tp.freqs.push(c.freq());
-                    c.positions(&mut pos);
-                    c.offsets(&mut off);
-                    tp.positions.extend_from_slice(&pos);
-                    tp.starts.extend(off.iter().map(|o| o.0));
-                    tp.ends.extend(off.iter().map(|o| o.1));
-                    if let Some(fb) = filter_bytes {
-                        for (dir, out) in [(Direction::After, &mut tp.after), (Direction::Before, &mut tp.before)] {
-                            if !c.copy_filter(dir, out) {
-                                out.resize(out.len() + fb, 0xff);
-                            }
-                        }
-                    }
-                    c.advance();
-                }
-                if let Some(e) = c.take_error() {
-                    return Err(e);
-                }
-            }
-            if tp.docs.is_empty() {
-                continue;
-            }
-            if filter_bytes.is_none() || (may_drop && tp.docs.len() as u64 > self.filter_ceiling) {
-                tp.after.clear();
-                tp.before.clear();
             }
             let field = *key
                 .first()
@@ -360,7 +361,49 @@ impl PostingsJob<'_> {
                     "term key with an unknown field",
                 )
             })?;
-            postings.add(key, &tp, field_norms)?;
+            // Streamed document by document into the encoder: a term's
+            // decoded postings are never held whole.
+            let term = postings.term_writer();
+            term.start(filter_bytes.is_some());
+            let mut live = false;
+            for (h, info) in hits.iter().copied().zip(&infos) {
+                let r = &self.readers[h.index];
+                let mut c = r.cursor(info)?;
+                let map = &self.maps[h.index];
+                while c.doc() != TERMINATED {
+                    let to = map[c.doc() as usize];
+                    if to == TERMINATED {
+                        c.advance();
+                        continue;
+                    }
+                    c.positions(&mut pos);
+                    c.offsets(&mut off);
+                    after.clear();
+                    before.clear();
+                    if let Some(fb) = filter_bytes {
+                        for (dir, out) in [(Direction::After, &mut after), (Direction::Before, &mut before)] {
+                            if !c.copy_filter(dir, out) {
+                                out.resize(fb, 0xff);
+                            }
+                        }
+                    }
+                    let norm = *field_norms
+                        .get(to as usize)
+                        .ok_or_else(|| Error::Internal(format!("merged document {to} has no norm")))?;
+                    term.push(to, &pos, &off, (&after, &before), norm)
+                        .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?;
+                    live = true;
+                    c.advance();
+                }
+                if let Some(e) = c.take_error() {
+                    return Err(e);
+                }
+                streamed[h.index].passed(self.files[h.index], info);
+            }
+            if !live {
+                continue;
+            }
+            postings.end_term(key)?;
             let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
             if n.is_multiple_of(65_536) {
                 (self.progress)(n);
@@ -372,36 +415,60 @@ impl PostingsJob<'_> {
 }
 
 /// Where a merge worker is in one source's postings files: their data is
-/// laid out in term order, so what lies before the current term's data
-/// (from where the worker started) is read for good, and is released from
-/// the process's memory every [`RELEASE_STEP`] bytes (on `mmap`, mapped
-/// pages count as the process's own until dropped).
+/// laid out in term order, so what lies before the end of the last term's
+/// data (from where the worker started) is read for good, and is released
+/// from the process's memory every [`RELEASE_STEP`] bytes (on `mmap`,
+/// mapped pages count as the process's own until dropped). Released up to
+/// the end of a term's data, not its start: a common term's data in each of
+/// a hundred sources would otherwise stay until each source's next term.
+/// The source's dictionary is released too, every [`DICT_RELEASE_STEP`]
+/// bytes of postings.
 #[derive(Debug, Clone, Default)]
 struct Streamed {
-    /// Per file (zones, positions, offsets): the first byte not released.
-    from: [Option<usize>; 3],
+    /// Per file (zones, positions, offsets, filters): the first byte not
+    /// released.
+    from: [Option<usize>; 4],
+    /// Postings bytes released since the dictionary last was.
+    since_dict: usize,
 }
 
-/// Bytes a merge worker streams past in a file before releasing them.
-const RELEASE_STEP: usize = 1 << 20;
+/// Bytes a merge worker streams past in a file before releasing them (a
+/// worker holds up to this much per source and file).
+const RELEASE_STEP: usize = 256 << 10;
+
+/// Postings bytes a merge worker streams past in a source between
+/// releases of its dictionary.
+const DICT_RELEASE_STEP: usize = 2 << 20;
 
 impl Streamed {
-    /// The worker is at the term whose data `info` locates in `files`.
-    fn reached(&mut self, files: &PostingsFiles, info: &TermInfo) {
-        let all = [
-            (files.doc_file(), info.doc_offset),
-            (files.pos_file(), info.pos_offset),
-            (files.pay_file(), info.off_offset),
-        ];
-        // Grouped: one file, located by the zone's offset.
-        let n = if files.layout() == Layout::Grouped { 1 } else { 3 };
-        for (from, (file, at)) in self.from.iter_mut().zip(all).take(n) {
-            let at = at as usize;
-            let start = *from.get_or_insert(at);
-            if at >= start + RELEASE_STEP {
-                file.release(start..at);
-                *from = Some(at);
+    /// The worker has read the term whose data `info` locates in `files`.
+    fn passed(&mut self, files: &PostingsFiles, info: &TermInfo) {
+        let r = &info.region;
+        let spans: [Option<(&crate::storage::IndexFile, u64, u64)>; 4] = match files.layout() {
+            // One file: the region (its small header aside) from the offset.
+            Layout::Grouped => [Some((files.doc_file(), info.doc_offset, r.len())), None, None, None],
+            Layout::Split => [
+                Some((files.doc_file(), info.doc_offset, r.zone_len as u64)),
+                Some((files.pos_file(), info.pos_offset, r.pos_len as u64)),
+                Some((files.pay_file(), info.off_offset, r.off_len as u64)),
+                // A segment without filters has no file of them.
+                (!std::ptr::eq(files.bloom_file(), files.doc_file()))
+                    .then(|| (files.bloom_file(), info.bloom_offset, r.bloom_len())),
+            ],
+        };
+        for (from, span) in self.from.iter_mut().zip(spans) {
+            let Some((file, at, len)) = span else { continue };
+            let (start, end) = (at as usize, (at + len) as usize);
+            let first = *from.get_or_insert(start);
+            if end >= first + RELEASE_STEP {
+                file.release(first..end);
+                *from = Some(end);
+                self.since_dict += end - first;
             }
+        }
+        if self.since_dict >= DICT_RELEASE_STEP {
+            files.terms().release();
+            self.since_dict = 0;
         }
     }
 }
@@ -502,6 +569,10 @@ fn merge_in_parallel(
     result
 }
 
+/// Documents whose stored records a merge copies between releases of the
+/// source store's mapped pages.
+const STORE_RELEASE_DOCS: u32 = 2048;
+
 /// Writes the documents' side of a merged segment: norms, columns, the
 /// document store and the ids; returns their files by extension.
 fn write_documents(
@@ -535,6 +606,12 @@ fn write_documents(
             store.copy_from(source, local)?;
             r.external_id(d, &mut id)?;
             ids.push(&id);
+            // The store's pages copied so far leave the process's memory
+            // as the copy goes (a large source's store would be resident
+            // whole until copied).
+            if d % STORE_RELEASE_DOCS == STORE_RELEASE_DOCS - 1 {
+                source.release();
+            }
         }
         for s in r.stores() {
             s.release();
@@ -865,5 +942,43 @@ impl<'a> TermsInOrder<'a> {
         *hits = h;
         *cur = union.next().map(|(k, h)| (k.to_vec(), h.to_vec()));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::indexing::{build_index, IndexOptions};
+    use crate::schema::Document;
+
+    /// The postings bytes a merge judges its parallelism and disk room by
+    /// count each file once: a grouped segment's one file was counted three
+    /// times (as positions and offsets too), so a merge of 3.6 GB of
+    /// postings asked for 21 GB free and ran on one thread.
+    #[test]
+    fn postings_bytes_count_each_file_once() {
+        for layout in [Layout::Grouped, Layout::Split] {
+            let dir = tempfile::tempdir().unwrap();
+            let docs = (0..300).map(|i| {
+                Ok(Document::new(format!("d{i}"))
+                    .with_text("title", format!("t{} x", i % 17))
+                    .with_text("body", format!("a b c d{} e{}", i % 29, i % 3)))
+            });
+            let opts = IndexOptions {
+                layout,
+                ..IndexOptions::default()
+            };
+            build_index(docs, dir.path(), &opts).unwrap();
+            let index = crate::index::Index::open(dir.path(), crate::index::OpenOptions::default()).unwrap();
+            let files = index.segments()[0].postings().unwrap();
+            let on_disk: u64 = index.segments()[0]
+                .meta()
+                .files
+                .iter()
+                .filter(|(e, _)| ["pst", "doc", "pos", "pay", "blm"].contains(&e.as_str()))
+                .map(|(_, i)| i.content_len)
+                .sum();
+            assert_eq!(postings_bytes(&[files]), on_disk, "{layout:?}");
+        }
     }
 }

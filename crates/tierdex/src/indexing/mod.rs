@@ -59,6 +59,10 @@ pub struct IndexOptions {
     /// Threads of the final merge (0: as many as `threads`); the term
     /// space is split between them ([`merge::merge_live`]).
     pub merge_threads: usize,
+    /// The most segments one merge takes (0: what the memory budget
+    /// allows, [`merge_fan_in`]; no limit without a budget). More segments
+    /// are first merged in groups of consecutive ones, level by level.
+    pub merge_fan_in: usize,
     /// Force-merge into a single segment at the end.
     pub merge: bool,
     /// Replace an index already in the output directory.
@@ -98,6 +102,7 @@ impl Default for IndexOptions {
             memory_budget: None,
             threads: 0,
             merge_threads: 0,
+            merge_fan_in: 0,
             merge: false,
             overwrite: false,
             layout: Layout::default(),
@@ -191,6 +196,11 @@ where
 {
     if opts.segment_docs == 0 || opts.segment_bytes == 0 {
         return Err(Error::InvalidArgument("segment size limits must be positive".into()));
+    }
+    if opts.merge_fan_in == 1 {
+        return Err(Error::InvalidArgument(
+            "a merge fan-in of 1 merges nothing: 0 (from the memory budget) or at least 2".into(),
+        ));
     }
     let filter_bytes = opts.bloom.map(|b| b.shape()).transpose()?.map_or(0, |s| s.bytes as u32);
     let threads = match (opts.threads, opts.memory_budget) {
@@ -456,11 +466,15 @@ where
     let mut next_segment = segments;
 
     let merge_started = Instant::now();
+    // The ids seen are dropped here, not at the end (a map of 1M ids holds
+    // tens of MiB).
+    let (replaced, tombstones) = {
+        let ids = ids;
+        (ids.replaced, ids.tombstones)
+    };
     // The inversion's buffers are freed: give their memory back to the
     // system before the merge takes its own.
     release_free_memory();
-    let replaced = ids.replaced;
-    let tombstones = ids.tombstones;
     let mut deletes: Vec<Option<DeletesMeta>> = vec![None; metas.len()];
     if (opts.merge && metas.len() > 1) || !tombstones.is_empty() {
         // Replaced records leave tombstones in the segments that hold them;
@@ -468,7 +482,12 @@ where
         let storage = Storage::new(TierOptions::on(Tier::Mmap))?;
         let readers = metas
             .iter()
-            .map(|m| SegmentReader::open(dir, m, opts.format(), &storage))
+            .map(|m| {
+                let r = SegmentReader::open(dir, m, opts.format(), &storage)?;
+                // Merged a group at a time, maybe: nothing stays mapped.
+                r.release();
+                Ok(r)
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut dead = Vec::with_capacity(metas.len());
         for (seg, r) in readers.iter().enumerate() {
@@ -478,27 +497,72 @@ where
             });
         }
         if opts.merge {
-            progress(Progress::MergeStarted { segments: metas.len() });
+            let merge_threads = match opts.merge_threads {
+                0 => threads,
+                n => n,
+            };
+            let options = merge::MergeOptions::new(StoreOptions::default(), merge_threads);
+            // A group's terms keep their filters up to the whole index's
+            // ceiling, for the last merge to find them.
+            let group_options = merge::MergeOptions {
+                filter_docs: Some(total_docs - replaced),
+                ..options
+            };
+            let merging = |sources: &[(&SegmentReader, Option<&Deletes>)], name: &str, last: bool| {
+                progress(Progress::MergeStarted {
+                    segments: sources.len(),
+                });
+                let options = if last { &options } else { &group_options };
+                merge::merge_live(dir, sources, name, opts.format(), options, &|terms| {
+                    progress(Progress::Merging { terms })
+                })
+            };
+            // Under a budget, too many sources for one merge (their
+            // dictionaries and mapped pages) are first merged in groups of
+            // consecutive segments, which keeps the documents' order.
+            let fan_in = match (opts.merge_fan_in, opts.memory_budget) {
+                (0, Some(b)) => merge_fan_in(b, &readers, merge_threads),
+                (0, None) => usize::MAX,
+                (n, _) => n,
+            };
+            // Each level's segments are owned, so that a group's sources
+            // are unmapped once merged (their pages would stay resident).
+            let mut level: Vec<(SegmentReader, Option<Deletes>)> = readers.into_iter().zip(dead).collect();
+            let mut group_metas = Vec::new();
+            while level.len() > fan_in {
+                let n_groups = level.len().div_ceil(fan_in);
+                let per = level.len().div_ceil(n_groups);
+                tracing::debug!("merging {} segments in {n_groups} groups first", level.len());
+                let mut next = Vec::with_capacity(n_groups);
+                let mut rest = level.into_iter().peekable();
+                while rest.peek().is_some() {
+                    let group: Vec<_> = rest.by_ref().take(per).collect();
+                    let name = segment_name(next_segment);
+                    next_segment += 1;
+                    let sources: Vec<_> = group.iter().map(|(r, d)| (r, d.as_ref())).collect();
+                    let meta = merging(&sources, &name, false)?;
+                    drop(sources);
+                    // The sources' files go once merged (an earlier level's
+                    // among them); the index is committed only at the end.
+                    for (r, _) in group {
+                        let name = r.meta().name.clone();
+                        drop(r);
+                        remove_segment_files(dir, &name);
+                    }
+                    let merged = SegmentReader::open(dir, &meta, opts.format(), &storage)?;
+                    merged.release();
+                    next.push((merged, None));
+                    group_metas.push(meta);
+                }
+                level = next;
+            }
+            let sources: Vec<_> = level.iter().map(|(r, d)| (r, d.as_ref())).collect();
             let name = segment_name(next_segment);
             next_segment += 1;
-            let sources: Vec<_> = readers.iter().zip(&dead).map(|(r, d)| (r, d.as_ref())).collect();
-            let merged = merge::merge_live(
-                dir,
-                &sources,
-                &name,
-                opts.format(),
-                &merge::MergeOptions::new(
-                    StoreOptions::default(),
-                    match opts.merge_threads {
-                        0 => threads,
-                        n => n,
-                    },
-                ),
-                &|terms| progress(Progress::Merging { terms }),
-            )?;
+            let merged = merging(&sources, &name, true)?;
             drop(sources);
-            drop(readers);
-            for m in &metas {
+            drop(level);
+            for m in metas.iter().chain(&group_metas) {
                 remove_segment_files(dir, &m.name);
             }
             metas = vec![merged];
@@ -672,11 +736,16 @@ const BUILD_BASE_BYTES: usize = 90 << 20;
 /// The same, per indexing thread.
 const BUILD_THREAD_BYTES: usize = 60 << 20;
 /// What a merge holds besides its workers (the merged dictionary's keys,
-/// the sources' dictionaries and norms, buffers), measured on Wikipedia.
+/// the sources' dictionaries, ids and norms, buffers): a merge of 26
+/// Wikipedia segments peaks at 161 MiB on one thread, one of 37 segments
+/// of 1M generated documents at 356 MiB (251 MiB of it the sources'
+/// mapped dictionaries and pages not yet released).
 const MERGE_BASE_BYTES: usize = 400 << 20;
-/// What each merge worker adds (the postings of the largest terms it
-/// merges, encoded and decoded), measured on Wikipedia.
-const MERGE_WORKER_BYTES: usize = 150 << 20;
+/// What each merge worker adds: a term's postings are streamed into the
+/// encoder, so only its encoded sections and the sources' pages read since
+/// the last release are held (2 threads instead of 1 add 9 MiB on
+/// Wikipedia).
+const MERGE_WORKER_BYTES: usize = 48 << 20;
 
 /// The text per in-memory segment that keeps a build on `threads` threads
 /// under `budget` bytes of resident memory (aiming at 92% of it). Fitted
@@ -713,6 +782,33 @@ pub fn segment_bytes_for(budget: usize, threads: usize, filter_bytes: u32) -> Re
 pub fn merge_threads_for(budget: usize, threads: usize) -> usize {
     (budget.saturating_sub(MERGE_BASE_BYTES) / MERGE_WORKER_BYTES).clamp(1, threads.max(1))
 }
+
+/// What a merge holds per source besides its dictionary: the mapped pages
+/// around each worker's place in the source's postings (page-cache folios
+/// of up to 2 MiB are mapped whole).
+const MERGE_SOURCE_BYTES: usize = 2 << 20;
+
+/// The most segments one merge of a build may take under `budget` with
+/// `threads` merge threads: a merge walks every source's dictionary at
+/// once, so their mapped pages are resident together (304 MB for the 103
+/// segments of 1M generated documents built at `--memory-mb 512`), and
+/// each worker holds some of every source's postings pages. At least 2.
+pub fn merge_fan_in(budget: usize, sources: &[SegmentReader], threads: usize) -> usize {
+    let dicts: usize = sources
+        .iter()
+        .map(|r| r.meta().files.get(ext::TERMS).map_or(0, |f| f.content_len as usize))
+        .sum();
+    let per_source = dicts / sources.len().max(1) + MERGE_SOURCE_BYTES * threads.max(1);
+    // A small budget's merges are of small segments: a quarter of it at least.
+    let room = (budget / 100 * 90)
+        .saturating_sub(MERGE_FAN_IN_BASE_BYTES)
+        .max(budget / 4);
+    (room / per_source.max(1)).max(2)
+}
+
+/// What a build's merge holds whatever its sources: the merged dictionary
+/// being built, the documents' side, the inversion's leftovers.
+const MERGE_FAN_IN_BASE_BYTES: usize = 256 << 20;
 
 /// The most threads (at most `cores`) whose build fits `budget` with
 /// segments of at least 8 MiB of text: an automatic thread count does not

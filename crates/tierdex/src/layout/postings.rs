@@ -103,6 +103,28 @@ impl PostingsWriter {
             .writer
             .write(p, norms)
             .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?;
+        self.write_term(key, region)
+    }
+
+    /// The encoder of the next term, to stream its documents into
+    /// ([`TermWriter::start`], then [`TermWriter::push`] per document);
+    /// [`Self::end_term`] adds the term.
+    pub fn term_writer(&mut self) -> &mut TermWriter {
+        &mut self.writer
+    }
+
+    /// Adds the term streamed into [`Self::term_writer`] as the next term
+    /// (see [`Self::add`]).
+    pub fn end_term(&mut self, key: &[u8]) -> Result<()> {
+        let region = self
+            .writer
+            .finish()
+            .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?;
+        self.write_term(key, region)
+    }
+
+    /// Writes the sections the encoder holds for the term `key`.
+    fn write_term(&mut self, key: &[u8], region: crate::termdict::RegionInfo) -> Result<()> {
         let w = &self.writer;
         match (&mut self.pos, &mut self.pay) {
             (Some(pos), Some(pay)) => {

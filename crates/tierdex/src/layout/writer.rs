@@ -65,7 +65,11 @@ impl TermPostings {
 }
 
 /// Encodes a term's sections (zone, filters, positions, offsets), reusing
-/// its buffers from term to term.
+/// its buffers from term to term. A term is given whole ([`Self::write`])
+/// or streamed one document at a time ([`Self::start`], [`Self::push`],
+/// [`Self::finish`]), so that a merge never holds a term's decoded
+/// postings: only the encoded sections and one block of 128 documents and
+/// of 128 positions are kept.
 #[derive(Default)]
 pub struct TermWriter {
     codec: Codec,
@@ -79,10 +83,62 @@ pub struct TermWriter {
     blocks: Vec<u8>,
     pos: Vec<u8>,
     off: Vec<u8>,
+    /// Where each 128-value block of positions (offsets) starts.
     pos_block_bytes: Vec<u32>,
     off_block_bytes: Vec<u32>,
+    /// The term being streamed.
+    term: Streaming,
+    /// The current document block: numbers, frequencies, norms and filters.
+    docs: Vec<DocId>,
+    freqs: Vec<u32>,
+    norms: Vec<u8>,
+    block_after: Vec<u8>,
+    block_before: Vec<u8>,
+    /// The current block of position and offset values (deltas, starts
+    /// from the previous end, lengths).
     vals: Vec<u32>,
+    starts: Vec<u32>,
     lens: Vec<u32>,
+    /// [`Self::write`]'s offsets of one document.
+    pairs: Vec<(u32, u32)>,
+}
+
+/// Where the term being streamed stands.
+#[derive(Clone)]
+struct Streaming {
+    /// The filters' shape when the term has filters.
+    shape: Option<FilterShape>,
+    df: usize,
+    ttf: u64,
+    /// The last document pushed.
+    last: Option<DocId>,
+    /// The last document of the last block written.
+    prev_last: Option<DocId>,
+    /// Document blocks written.
+    blocks: usize,
+    /// Positions before the current document block.
+    pos_index: u64,
+    /// The previous skip entry: last doc, position index, position,
+    /// offset, `after` and `before` bytes.
+    prev_entry: (u32, u64, u32, u32, u32, u32),
+    /// Best frequency per norm over the term (its impacts).
+    best: [u32; 256],
+}
+
+impl Default for Streaming {
+    fn default() -> Self {
+        Streaming {
+            shape: None,
+            df: 0,
+            ttf: 0,
+            last: None,
+            prev_last: None,
+            blocks: 0,
+            pos_index: 0,
+            prev_entry: (0, 0, 0, 0, 0, 0),
+            best: [0; 256],
+        }
+    }
 }
 
 impl TermWriter {
@@ -99,6 +155,11 @@ impl TermWriter {
             bloom,
             ..Self::default()
         }
+    }
+
+    /// Bytes of one document's filter in each direction (0 without filters).
+    pub fn filter_bytes(&self) -> usize {
+        self.bloom.map_or(0, |s| s.bytes as usize)
     }
 
     /// The last term's filter sections (`after` groups, then `before`).
@@ -132,146 +193,141 @@ impl TermWriter {
         if ttf != p.positions.len() as u64 || p.starts.len() != p.positions.len() || p.ends.len() != p.positions.len() {
             return Err("positions/offsets do not match frequencies".into());
         }
-        let norm_of = |d: DocId| {
-            norms
-                .get(d as usize)
-                .copied()
-                .ok_or_else(|| format!("doc {d} has no norm"))
-        };
-
-        self.encode_positions(p)?;
-        self.after.clear();
-        self.before.clear();
-        let shape = match self.bloom {
-            Some(shape) if !p.after.is_empty() || !p.before.is_empty() => {
-                let fb = shape.bytes as usize;
-                if p.after.len() != df * fb || p.before.len() != df * fb {
-                    return Err(format!(
-                        "{} and {} bytes of filters for {df} documents of {fb}-byte filters",
-                        p.after.len(),
-                        p.before.len()
-                    ));
-                }
-                Some(shape)
+        let filtered = self.bloom.is_some() && (!p.after.is_empty() || !p.before.is_empty());
+        if filtered {
+            let fb = self.filter_bytes();
+            if p.after.len() != df * fb || p.before.len() != df * fb {
+                return Err(format!(
+                    "{} and {} bytes of filters for {df} documents of {fb}-byte filters",
+                    p.after.len(),
+                    p.before.len()
+                ));
             }
-            _ => None,
-        };
-
-        // Doc/freq blocks and skip entries.
-        self.blocks.clear();
-        self.skip.clear();
-        self.skip_index.clear();
-        let n_blocks = df.div_ceil(BLOCK);
-        let mut prev_last: Option<DocId> = None;
-        let mut pos_index = 0u64;
-        // last_doc, pos_index, pos_byte, off_byte, after_byte, before_byte
-        let mut prev_entry = (0u32, 0u64, 0u32, 0u32, 0u32, 0u32);
-        let mut term_pairs = Vec::with_capacity(df.min(4096));
-        let mut docs = [0u32; BLOCK];
-        let mut freqs = [0u32; BLOCK];
-        for b in 0..n_blocks {
-            let lo = b * BLOCK;
-            let hi = (lo + BLOCK).min(df);
-            let block_start = self.blocks.len();
-            let bdocs = &p.docs[lo..hi];
-            let bfreqs = &p.freqs[lo..hi];
-            for w in bdocs.windows(2) {
-                if w[1] <= w[0] {
-                    return Err("doc ids not strictly increasing".into());
-                }
-            }
-            if let (Some(prev), Some(&first)) = (prev_last, bdocs.first()) {
-                if first <= prev {
-                    return Err("doc ids not strictly increasing".into());
-                }
-            }
-            if bfreqs.contains(&0) {
-                return Err("zero frequency".into());
-            }
-            if self.codec == Codec::Direct {
-                for &d in bdocs {
-                    self.blocks.extend_from_slice(&d.to_le_bytes());
-                }
-                for &f in bfreqs {
-                    self.blocks.extend_from_slice(&f.to_le_bytes());
-                }
-            } else if hi - lo == BLOCK {
-                docs.copy_from_slice(bdocs);
-                codec::pack_sorted_block(prev_last, &docs, &mut self.blocks);
-                for (dst, &f) in freqs.iter_mut().zip(bfreqs) {
-                    *dst = f - 1;
-                }
-                codec::pack_block(&freqs, &mut self.blocks);
-            } else {
-                let mut prev = prev_last;
-                for &d in bdocs {
-                    let delta = match prev {
-                        Some(p) => d - p - 1,
-                        None => d,
-                    };
-                    codec::write_u32(&mut self.blocks, delta);
-                    prev = Some(d);
-                }
-                for &f in bfreqs {
-                    codec::write_u32(&mut self.blocks, f - 1);
-                }
-            }
-            let mut block_pairs = Vec::with_capacity(hi - lo);
-            for (&d, &f) in bdocs.iter().zip(bfreqs) {
-                block_pairs.push((f, norm_of(d)?));
-            }
-            term_pairs.extend_from_slice(&block_pairs);
-            let (after_byte, before_byte) = (self.after.len() as u32, self.before.len() as u32);
-            if let Some(shape) = shape {
-                let fb = shape.bytes as usize;
-                bloom::encode_group(shape, &p.after[lo * fb..hi * fb], &mut self.after);
-                bloom::encode_group(shape, &p.before[lo * fb..hi * fb], &mut self.before);
-            }
-            let last_doc = bdocs[bdocs.len() - 1];
-            let block_len = (self.blocks.len() - block_start) as u32;
-            if n_blocks > SKIP_SPAN && b > 0 && b % SKIP_SPAN == 0 {
-                // A second-level record: where the entry of block `b` starts
-                // and the absolute values its deltas are taken from.
-                let fits = |n: usize| u32::try_from(n).map_err(|_| "term region larger than 4 GiB".to_string());
-                let rec = &mut self.skip_index;
-                rec.extend_from_slice(&fits(self.skip.len())?.to_le_bytes());
-                rec.extend_from_slice(&fits(block_start)?.to_le_bytes());
-                rec.extend_from_slice(&prev_entry.0.to_le_bytes());
-                rec.extend_from_slice(&prev_entry.1.to_le_bytes());
-                for v in [prev_entry.2, prev_entry.3, prev_entry.4, prev_entry.5] {
-                    rec.extend_from_slice(&v.to_le_bytes());
-                }
-            }
-            if n_blocks == 1 {
-                codec::write_u32(&mut self.skip, last_doc);
-            } else {
-                let pos_byte = self.pos_block_bytes[(pos_index / BLOCK as u64) as usize];
-                let off_byte = self.off_block_bytes[(pos_index / BLOCK as u64) as usize];
-                codec::write_u32(&mut self.skip, last_doc - prev_entry.0);
-                codec::write_u32(&mut self.skip, block_len);
-                codec::write_u64(&mut self.skip, pos_index - prev_entry.1);
-                codec::write_u32(&mut self.skip, pos_byte - prev_entry.2);
-                codec::write_u32(&mut self.skip, off_byte - prev_entry.3);
-                if shape.is_some() {
-                    // Where the block's filter groups start, so a query reads
-                    // only the groups of its candidates.
-                    codec::write_u32(&mut self.skip, after_byte - prev_entry.4);
-                    codec::write_u32(&mut self.skip, before_byte - prev_entry.5);
-                }
-                // Length-prefixed, so readers can step over impacts they do not need.
-                let mut imp = Vec::with_capacity(32);
-                Impacts::frontier(block_pairs.iter().copied(), MAX_BLOCK_IMPACTS).write(&mut imp);
-                self.skip.push(imp.len() as u8);
-                self.skip.extend_from_slice(&imp);
-                prev_entry = (last_doc, pos_index, pos_byte, off_byte, after_byte, before_byte);
-            }
-            pos_index += bfreqs.iter().map(|&f| f as u64).sum::<u64>();
-            prev_last = Some(last_doc);
         }
+        let fb = if filtered { self.filter_bytes() } else { 0 };
+        self.start(filtered);
+        let mut pairs = std::mem::take(&mut self.pairs);
+        let mut at = 0;
+        for (i, (&d, &f)) in p.docs.iter().zip(&p.freqs).enumerate() {
+            let norm = norms.get(d as usize).copied().ok_or_else(|| format!("doc {d} has no norm"))?;
+            let range = at..at + f as usize;
+            pairs.clear();
+            pairs.extend(p.starts[range.clone()].iter().copied().zip(p.ends[range.clone()].iter().copied()));
+            let filters = (&p.after[i * fb..(i + 1) * fb], &p.before[i * fb..(i + 1) * fb]);
+            self.push(d, &p.positions[range], &pairs, filters, norm)?;
+            at += f as usize;
+        }
+        self.pairs = pairs;
+        self.finish()
+    }
 
+    /// Starts a term streamed one document at a time, with filters when
+    /// `filtered` (and the writer has a filter shape).
+    pub fn start(&mut self, filtered: bool) {
+        self.term = Streaming {
+            shape: self.bloom.filter(|_| filtered),
+            ..Streaming::default()
+        };
+        for b in [
+            &mut self.after,
+            &mut self.before,
+            &mut self.skip,
+            &mut self.skip_index,
+            &mut self.blocks,
+            &mut self.pos,
+            &mut self.off,
+            &mut self.block_after,
+            &mut self.block_before,
+            &mut self.norms,
+        ] {
+            b.clear();
+        }
+        for v in [&mut self.docs, &mut self.freqs, &mut self.vals, &mut self.starts, &mut self.lens] {
+            v.clear();
+        }
+        self.pos_block_bytes.clear();
+        self.off_block_bytes.clear();
+    }
+
+    /// Adds the term's next document `doc` (above the last one): its
+    /// positions, its offsets (start, end) and, for a filtered term, its
+    /// `after` and `before` filters; `norm` is its field length's norm.
+    pub fn push(
+        &mut self,
+        doc: DocId,
+        positions: &[u32],
+        offsets: &[(u32, u32)],
+        (after, before): (&[u8], &[u8]),
+        norm: u8,
+    ) -> Result<(), String> {
+        if self.term.last.is_some_and(|l| doc <= l) {
+            return Err("doc ids not strictly increasing".into());
+        }
+        let freq = positions.len();
+        if freq == 0 {
+            return Err("zero frequency".into());
+        }
+        if offsets.len() != freq {
+            return Err("positions/offsets do not match frequencies".into());
+        }
+        let fb = self.term.shape.map_or(0, |s| s.bytes as usize);
+        if after.len() != fb || before.len() != fb {
+            return Err(format!(
+                "{} and {} bytes of filters for a document of {fb}-byte filters",
+                after.len(),
+                before.len()
+            ));
+        }
+        if self.docs.len() == BLOCK {
+            self.write_block(false)?;
+        }
+        let (mut prev_pos, mut prev_end) = (0u32, 0u32);
+        for (&pos, &(s, e)) in positions.iter().zip(offsets) {
+            if pos < prev_pos || s < prev_end || e < s {
+                return Err("positions or offsets not increasing within a document".into());
+            }
+            if self.vals.is_empty() {
+                self.pos_block_bytes.push(self.pos.len() as u32);
+                self.off_block_bytes.push(self.off.len() as u32);
+            }
+            self.vals.push(pos - prev_pos);
+            self.starts.push(s - prev_end);
+            self.lens.push(e - s);
+            if self.vals.len() == BLOCK {
+                self.write_positions();
+            }
+            prev_pos = pos;
+            prev_end = e;
+        }
+        self.docs.push(doc);
+        self.freqs.push(freq as u32);
+        self.norms.push(norm);
+        self.block_after.extend_from_slice(after);
+        self.block_before.extend_from_slice(before);
+        let best = &mut self.term.best[norm as usize];
+        *best = (*best).max(freq as u32);
+        self.term.last = Some(doc);
+        self.term.df += 1;
+        self.term.ttf += freq as u64;
+        Ok(())
+    }
+
+    /// Ends the streamed term: writes its last blocks and its zone.
+    pub fn finish(&mut self) -> Result<RegionInfo, String> {
+        if self.term.df == 0 {
+            return Err("bad postings: 0 docs".into());
+        }
+        if !self.vals.is_empty() {
+            self.write_positions();
+        }
+        // A term of one block has no skip entries: only its last document.
+        let only = self.term.blocks == 0;
+        self.write_block(only)?;
+        let t = &self.term;
         self.region.clear();
-        Impacts::frontier(term_pairs, MAX_TERM_IMPACTS).write(&mut self.region);
-        if n_blocks > 1 {
+        let pairs = t.best.iter().enumerate().filter(|(_, &f)| f > 0).map(|(n, &f)| (f, n as u8));
+        Impacts::frontier(pairs, MAX_TERM_IMPACTS).write(&mut self.region);
+        if !only {
             // The second level follows the entries; the length's top bit
             // says it is there.
             let len = self.skip.len() + self.skip_index.len();
@@ -284,12 +340,11 @@ impl TermWriter {
         self.region.extend_from_slice(&self.skip);
         self.region.extend_from_slice(&self.skip_index);
         self.region.extend_from_slice(&self.blocks);
-        let zone_len = self.region.len();
         let fits = |n: usize| u32::try_from(n).map_err(|_| "term region larger than 4 GiB".to_string());
         Ok(RegionInfo {
-            doc_freq: df as u32,
-            total_term_freq: ttf,
-            zone_len: fits(zone_len)?,
+            doc_freq: t.df as u32,
+            total_term_freq: t.ttf,
+            zone_len: fits(self.region.len())?,
             pos_len: fits(self.pos.len())?,
             off_len: fits(self.off.len())?,
             after_len: fits(self.after.len())?,
@@ -297,63 +352,128 @@ impl TermWriter {
         })
     }
 
-    /// Encodes the positions and offsets sections, recording where each
-    /// 128-value block starts.
-    fn encode_positions(&mut self, p: &TermPostings) -> Result<(), String> {
-        // Per-document deltas: positions from the previous position, starts
-        // from the previous end; lengths as they are.
-        self.vals.clear();
-        self.lens.clear();
-        let mut starts = Vec::with_capacity(p.positions.len());
-        let mut i = 0;
-        for &f in &p.freqs {
-            let (mut prev_pos, mut prev_end) = (0u32, 0u32);
-            for j in i..i + f as usize {
-                let (pos, s, e) = (p.positions[j], p.starts[j], p.ends[j]);
-                if pos < prev_pos || s < prev_end || e < s {
-                    return Err("positions or offsets not increasing within a document".into());
-                }
-                self.vals.push(pos - prev_pos);
-                starts.push(s - prev_end);
-                self.lens.push(e - s);
-                prev_pos = pos;
-                prev_end = e;
+    /// Encodes the current document block (the term's only one when
+    /// `only`): doc/freq block, filter groups and skip entry.
+    fn write_block(&mut self, only: bool) -> Result<(), String> {
+        let b = self.term.blocks;
+        let block_start = self.blocks.len();
+        let (bdocs, bfreqs) = (&self.docs[..], &self.freqs[..]);
+        let prev_last = self.term.prev_last;
+        if self.codec == Codec::Direct {
+            for &d in bdocs {
+                self.blocks.extend_from_slice(&d.to_le_bytes());
             }
-            i += f as usize;
-        }
-        self.pos.clear();
-        self.off.clear();
-        self.pos_block_bytes.clear();
-        self.off_block_bytes.clear();
-        let mut block = [0u32; BLOCK];
-        let n = self.vals.len();
-        for lo in (0..n).step_by(BLOCK) {
-            self.pos_block_bytes.push(self.pos.len() as u32);
-            self.off_block_bytes.push(self.off.len() as u32);
-            let hi = (lo + BLOCK).min(n);
-            if self.codec == Codec::Direct {
-                // Raw arrays: positions; then starts and lengths.
-                for &v in &self.vals[lo..hi] {
-                    self.pos.extend_from_slice(&v.to_le_bytes());
-                }
-                for &v in starts[lo..hi].iter().chain(&self.lens[lo..hi]) {
-                    self.off.extend_from_slice(&v.to_le_bytes());
-                }
-            } else if hi - lo == BLOCK {
-                block.copy_from_slice(&self.vals[lo..hi]);
-                codec::pack_block(&block, &mut self.pos);
-                block.copy_from_slice(&starts[lo..hi]);
-                codec::pack_block(&block, &mut self.off);
-                block.copy_from_slice(&self.lens[lo..hi]);
-                codec::pack_block(&block, &mut self.off);
-            } else {
-                for ((&v, &s), &l) in self.vals[lo..hi].iter().zip(&starts[lo..hi]).zip(&self.lens[lo..hi]) {
-                    codec::write_u32(&mut self.pos, v);
-                    codec::write_u32(&mut self.off, s);
-                    codec::write_u32(&mut self.off, l);
-                }
+            for &f in bfreqs {
+                self.blocks.extend_from_slice(&f.to_le_bytes());
+            }
+        } else if bdocs.len() == BLOCK {
+            let mut block = [0u32; BLOCK];
+            block.copy_from_slice(bdocs);
+            codec::pack_sorted_block(prev_last, &block, &mut self.blocks);
+            for (dst, &f) in block.iter_mut().zip(bfreqs) {
+                *dst = f - 1;
+            }
+            codec::pack_block(&block, &mut self.blocks);
+        } else {
+            let mut prev = prev_last;
+            for &d in bdocs {
+                let delta = match prev {
+                    Some(p) => d - p - 1,
+                    None => d,
+                };
+                codec::write_u32(&mut self.blocks, delta);
+                prev = Some(d);
+            }
+            for &f in bfreqs {
+                codec::write_u32(&mut self.blocks, f - 1);
             }
         }
+        let (after_byte, before_byte) = (self.after.len() as u32, self.before.len() as u32);
+        if let Some(shape) = self.term.shape {
+            bloom::encode_group(shape, &self.block_after, &mut self.after);
+            bloom::encode_group(shape, &self.block_before, &mut self.before);
+        }
+        let last_doc = bdocs[bdocs.len() - 1];
+        let block_len = (self.blocks.len() - block_start) as u32;
+        let t = &mut self.term;
+        let prev_entry = t.prev_entry;
+        if b > 0 && b.is_multiple_of(SKIP_SPAN) {
+            // A second-level record: where the entry of block `b` starts
+            // and the absolute values its deltas are taken from.
+            let fits = |n: usize| u32::try_from(n).map_err(|_| "term region larger than 4 GiB".to_string());
+            let rec = &mut self.skip_index;
+            rec.extend_from_slice(&fits(self.skip.len())?.to_le_bytes());
+            rec.extend_from_slice(&fits(block_start)?.to_le_bytes());
+            rec.extend_from_slice(&prev_entry.0.to_le_bytes());
+            rec.extend_from_slice(&prev_entry.1.to_le_bytes());
+            for v in [prev_entry.2, prev_entry.3, prev_entry.4, prev_entry.5] {
+                rec.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        if only {
+            codec::write_u32(&mut self.skip, last_doc);
+        } else {
+            let pos_byte = self.pos_block_bytes[(t.pos_index / BLOCK as u64) as usize];
+            let off_byte = self.off_block_bytes[(t.pos_index / BLOCK as u64) as usize];
+            codec::write_u32(&mut self.skip, last_doc - prev_entry.0);
+            codec::write_u32(&mut self.skip, block_len);
+            codec::write_u64(&mut self.skip, t.pos_index - prev_entry.1);
+            codec::write_u32(&mut self.skip, pos_byte - prev_entry.2);
+            codec::write_u32(&mut self.skip, off_byte - prev_entry.3);
+            if t.shape.is_some() {
+                // Where the block's filter groups start, so a query reads
+                // only the groups of its candidates.
+                codec::write_u32(&mut self.skip, after_byte - prev_entry.4);
+                codec::write_u32(&mut self.skip, before_byte - prev_entry.5);
+            }
+            // Length-prefixed, so readers can step over impacts they do not need.
+            let mut imp = Vec::with_capacity(32);
+            let pairs = bfreqs.iter().copied().zip(self.norms.iter().copied());
+            Impacts::frontier(pairs, MAX_BLOCK_IMPACTS).write(&mut imp);
+            self.skip.push(imp.len() as u8);
+            self.skip.extend_from_slice(&imp);
+            t.prev_entry = (last_doc, t.pos_index, pos_byte, off_byte, after_byte, before_byte);
+        }
+        t.pos_index += bfreqs.iter().map(|&f| f as u64).sum::<u64>();
+        t.prev_last = Some(last_doc);
+        t.blocks += 1;
+        self.docs.clear();
+        self.freqs.clear();
+        self.norms.clear();
+        self.block_after.clear();
+        self.block_before.clear();
         Ok(())
+    }
+
+    /// Encodes the current block of position and offset values (full, or
+    /// the term's last).
+    fn write_positions(&mut self) {
+        let (vals, starts, lens) = (&self.vals, &self.starts, &self.lens);
+        if self.codec == Codec::Direct {
+            // Raw arrays: positions; then starts and lengths.
+            for &v in vals {
+                self.pos.extend_from_slice(&v.to_le_bytes());
+            }
+            for &v in starts.iter().chain(lens) {
+                self.off.extend_from_slice(&v.to_le_bytes());
+            }
+        } else if vals.len() == BLOCK {
+            let mut block = [0u32; BLOCK];
+            block.copy_from_slice(vals);
+            codec::pack_block(&block, &mut self.pos);
+            block.copy_from_slice(starts);
+            codec::pack_block(&block, &mut self.off);
+            block.copy_from_slice(lens);
+            codec::pack_block(&block, &mut self.off);
+        } else {
+            for ((&v, &s), &l) in vals.iter().zip(starts).zip(lens) {
+                codec::write_u32(&mut self.pos, v);
+                codec::write_u32(&mut self.off, s);
+                codec::write_u32(&mut self.off, l);
+            }
+        }
+        self.vals.clear();
+        self.starts.clear();
+        self.lens.clear();
     }
 }

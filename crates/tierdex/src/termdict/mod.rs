@@ -382,6 +382,20 @@ impl TermDict {
         self.infos.as_ref().map_or(Ok(()), |f| f.verify_all())
     }
 
+    /// Drops the dictionary's mapped pages from the process's memory (on
+    /// `mmap`; nothing on the other tiers): a merge walking many sources'
+    /// dictionaries would otherwise hold every page it touched. The bytes
+    /// stay valid and verified; a later access faults them back in from
+    /// the page cache.
+    pub fn release(&self) {
+        if let FstBytes::File(f) = self.fst.as_fst().as_inner() {
+            f.release(0..f.len());
+        }
+        if let Some(infos) = &self.infos {
+            infos.release(0..infos.len());
+        }
+    }
+
     /// Number of terms.
     pub fn len(&self) -> u64 {
         self.len
