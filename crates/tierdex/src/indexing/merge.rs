@@ -457,7 +457,10 @@ impl Streamed {
             ],
         };
         for (from, span) in self.from.iter_mut().zip(spans) {
-            let Some((file, at, len)) = span else { continue };
+            // An empty section (a term without filters) locates nothing.
+            let Some((file, at, len)) = span.filter(|s| s.2 > 0) else {
+                continue;
+            };
             let (start, end) = (at as usize, (at + len) as usize);
             let first = *from.get_or_insert(start);
             if end >= first + RELEASE_STEP {
