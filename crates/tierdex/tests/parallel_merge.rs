@@ -86,6 +86,22 @@ fn same_postings(a: &Index, b: &Index, ctx: &str) -> usize {
     terms
 }
 
+/// `docs` and up to 4 more records, each a copy of one of them under the
+/// id of another: the earlier record with that id becomes a tombstone a
+/// merge leaves out.
+fn with_replaced_ids(docs: &[Document], rng: &mut Rng) -> Vec<Document> {
+    let mut docs = docs.to_vec();
+    for _ in 0..rng.range(0, 5) {
+        let i = rng.range(0, docs.len() - 1);
+        let again = Document {
+            id: docs[rng.range(0, docs.len() - 1)].id.clone(),
+            ..docs[i].clone()
+        };
+        docs.push(again);
+    }
+    docs
+}
+
 #[test]
 fn parallel_merges_answer_like_serial_ones() {
     let mut parallel_ranges = 0;
@@ -101,17 +117,7 @@ fn parallel_merges_answer_like_serial_ones() {
         opts.merge = false;
         opts.segment_docs = (corpus.docs.len() / rng.range(2, 6)).max(1);
         opts.threads = 1;
-        // Some ids come twice: the earlier copy is a tombstone the merge
-        // leaves out.
-        let mut docs: Vec<Document> = corpus.docs.clone();
-        for _ in 0..rng.range(0, 5) {
-            let i = rng.range(0, docs.len() - 1);
-            let again = Document {
-                id: docs[rng.range(0, docs.len() - 1)].id.clone(),
-                ..docs[i].clone()
-            };
-            docs.push(again);
-        }
+        let docs = with_replaced_ids(&corpus.docs, &mut rng);
         let root = tempfile::tempdir().unwrap();
         let src_dir = root.path().join("src");
         build_index(docs.iter().cloned().map(Ok), &src_dir, &opts).unwrap();
@@ -200,15 +206,7 @@ fn merges_in_levels_answer_like_one_merge() {
         opts.merge = true;
         opts.segment_docs = (corpus.docs.len() / rng.range(5, 12)).max(1);
         opts.threads = 1;
-        let mut docs: Vec<Document> = corpus.docs.clone();
-        for _ in 0..rng.range(0, 5) {
-            let i = rng.range(0, docs.len() - 1);
-            let again = Document {
-                id: docs[rng.range(0, docs.len() - 1)].id.clone(),
-                ..docs[i].clone()
-            };
-            docs.push(again);
-        }
+        let docs = with_replaced_ids(&corpus.docs, &mut rng);
         let root = tempfile::tempdir().unwrap();
         let (one, levels) = (root.path().join("one"), root.path().join("levels"));
         build_index(docs.iter().cloned().map(Ok), &one, &opts).unwrap();
