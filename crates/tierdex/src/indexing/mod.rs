@@ -9,6 +9,7 @@
 //! can be force-merged into one ([`merge`]) and the manifest is written
 //! atomically.
 
+mod byte_slices;
 pub mod merge;
 pub mod segment_writer;
 pub mod term_table;

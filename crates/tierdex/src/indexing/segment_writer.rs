@@ -6,76 +6,104 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::bloom::{self, FilterShape, Probe};
-use crate::codec;
 use crate::column::ColumnsWriter;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::ext;
+use crate::indexing::byte_slices::{ByteSlices, SliceCursor};
 use crate::indexing::term_table::TermTable;
 use crate::layout::norms;
-use crate::layout::writer::TermPostings;
 use crate::layout::{Format, PostingsWriter};
 use crate::schema::value::{convert, values_at, Indexed};
 use crate::schema::{Analysis, DocId, Document, Field};
 use crate::storage::FileWriter;
 use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
-/// One term's postings while a segment is being built, VByte-coded. The
-/// document being inverted is pending: its positions and offsets are
-/// written as its tokens come, in order, and its (doc delta, frequency)
-/// entry once the term shows up in a later document or the segment ends.
-#[derive(Default)]
+/// One term's state while a segment is being built. Its postings are one
+/// VByte stream in the writer's [`ByteSlices`], per document: the doc
+/// delta, then per occurrence its position delta + 1, its start minus the
+/// previous occurrence's end, and its length; a 0 ends the document (written
+/// when the term shows up in a later document, or the segment ends). Small
+/// (32 bytes) so that a token touches one cache line of it.
+#[derive(Clone, Copy)]
 struct TermBuf {
     /// Documents, the pending one included.
     df: u32,
-    /// The last document whose entry is written.
-    last_doc: DocId,
-    /// The pending document and its occurrences so far (0: none pending).
+    /// The last document the term is in.
     doc: DocId,
-    freq: u32,
     /// The pending document's last position and token end.
     prev_pos: u32,
     prev_end: u32,
-    /// Per doc: doc delta, frequency.
-    docs: Vec<u8>,
-    /// Per occurrence: position delta within the doc.
-    positions: Vec<u8>,
-    /// Per occurrence: start - previous end, length.
-    offsets: Vec<u8>,
-    /// Per doc, when the term has phrase filters: its `after` filter, and
-    /// its `before` filter.
-    after: Vec<u8>,
-    before: Vec<u8>,
-    /// Whether the term's filters are being built: from its first document
-    /// when it is a filtered term, until it is in more documents than the
-    /// segment's expected ceiling ([`SegmentWriter::expect_docs`]).
-    has_filters: bool,
+    /// Where the stream is written.
+    cursor: SliceCursor,
+    /// Whether it is inserted into others' filters (see
+    /// [`bloom::filtered_term`]), and its own phrase filters while they are
+    /// built: from the term's first document when it is a filtered term,
+    /// until it is in more documents than the segment's expected ceiling
+    /// ([`SegmentWriter::expect_docs`]). One of [`UNFILTERED`],
+    /// [`NO_FILTERS`] (filtered, without own filters), or the index of
+    /// its filters in [`SegmentWriter::filters`].
+    filters: u32,
 }
 
+/// A token of the field being inverted, gathered before it is inverted.
+#[derive(Clone, Copy)]
+struct PendingToken {
+    /// Its term key in [`SegmentWriter::token_keys`].
+    key: u32,
+    key_end: u32,
+    position: u32,
+    start: u32,
+    end: u32,
+    /// The key's hash, then its term id.
+    hash: u64,
+    term: u32,
+}
+
+/// How many tokens ahead a token's hash slot is fetched into the cache.
+const SLOT_AHEAD: usize = 16;
+/// How many tokens ahead a token is interned and its term state fetched.
+const TERM_AHEAD: usize = 8;
+/// How many tokens ahead the byte its stream is written at next is fetched.
+const STREAM_AHEAD: usize = 4;
+
+/// Asks the CPU to fetch the cache line of `p` (a hint: nothing happens on
+/// targets without the instruction).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that never faults, whatever the
+    // address; `sse` is part of the x86_64 baseline. Exercised by every
+    // indexing test (e.g. `segment_writer::tests`).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// [`TermBuf::filters`] of a term that is not filtered.
+const UNFILTERED: u32 = u32::MAX;
+/// [`TermBuf::filters`] of a filtered term without filters of its own.
+const NO_FILTERS: u32 = u32::MAX - 1;
+
 impl TermBuf {
-    /// Writes the pending document's entry.
-    fn close_doc(&mut self) {
-        if self.freq > 0 {
-            let delta = if self.df == 1 {
-                self.doc
-            } else {
-                self.doc - self.last_doc
-            };
-            codec::write_u32(&mut self.docs, delta);
-            codec::write_u32(&mut self.docs, self.freq);
-            self.last_doc = self.doc;
-            self.freq = 0;
-        }
+    fn filtered(&self) -> bool {
+        self.filters != UNFILTERED
     }
 
-    fn bytes(&self) -> usize {
-        self.docs.capacity()
-            + self.positions.capacity()
-            + self.offsets.capacity()
-            + self.after.capacity()
-            + self.before.capacity()
-            + 64
+    /// The index of its filters, if it has them.
+    fn own_filters(&self) -> Option<usize> {
+        (self.filters < NO_FILTERS).then_some(self.filters as usize)
     }
+}
+
+/// A term's phrase filters while a segment is being built: per document,
+/// its `after` filter, and its `before` filter.
+#[derive(Default)]
+struct FilterBufs {
+    after: Vec<u8>,
+    before: Vec<u8>,
 }
 
 /// Builds one segment in memory.
@@ -84,20 +112,26 @@ pub struct SegmentWriter {
     dir: PathBuf,
     name: String,
     terms: TermTable,
+    /// By term id: its state.
     bufs: Vec<TermBuf>,
+    /// By term id: where its stream starts in `slices`.
+    starts: Vec<u32>,
+    /// Every term's postings stream.
+    slices: ByteSlices,
+    /// The phrase filters being built, and their bytes.
+    filters: Vec<FilterBufs>,
+    filter_bytes: usize,
+    /// The tokens of the field being inverted, and their term keys.
+    tokens: Vec<PendingToken>,
+    token_keys: Vec<u8>,
     /// Per field, one norm byte per document.
     norms: Vec<Vec<u8>>,
     stats: Vec<FieldStats>,
     store: StoreWriter,
     ids: IdsWriter,
     max_doc: u32,
-    key: Vec<u8>,
-    postings_bytes: usize,
     format: Format,
     bloom: Option<FilterShape>,
-    /// Per term id: whether it is inserted into others' filters, and may
-    /// have its own (see [`bloom::filtered_term`]).
-    filtered: Vec<bool>,
     /// Documents a term may be in and keep building its filters, from the
     /// segment's expected size (no limit until told).
     filter_ceiling: u32,
@@ -170,7 +204,6 @@ impl SegmentWriter {
             normed,
             bloom: format.bloom_shape()?,
             format,
-            filtered: Vec::new(),
             filter_ceiling: u32::MAX,
             filter_slack: 1,
             probe_bits: Vec::new(),
@@ -181,11 +214,15 @@ impl SegmentWriter {
             name: name.to_string(),
             terms: TermTable::new(),
             bufs: Vec::new(),
+            starts: Vec::new(),
+            slices: ByteSlices::new(),
+            filters: Vec::new(),
+            filter_bytes: 0,
+            tokens: Vec::new(),
+            token_keys: Vec::new(),
             store,
             ids: IdsWriter::new(),
             max_doc: 0,
-            key: Vec::new(),
-            postings_bytes: 0,
         })
     }
 
@@ -223,7 +260,14 @@ impl SegmentWriter {
 
     /// Approximate memory held by the in-memory postings and columns.
     pub fn memory_bytes(&self) -> usize {
-        self.postings_bytes + self.terms.memory_bytes() + self.columns.memory_bytes()
+        self.slices.memory_bytes()
+            + self.bufs.capacity() * std::mem::size_of::<TermBuf>()
+            + self.starts.capacity() * 4
+            + self.filters.capacity() * std::mem::size_of::<FilterBufs>()
+            + self.filter_bytes
+            + self.probe_bits.capacity() * 2
+            + self.terms.memory_bytes()
+            + self.columns.memory_bytes()
     }
 
     /// Inverts and stores one document (which must fit the schema: see
@@ -231,6 +275,11 @@ impl SegmentWriter {
     pub fn add(&mut self, doc: &Document) -> Result<()> {
         if self.max_doc == u32::MAX - 1 {
             return Err(Error::InvalidArgument("too many documents in one segment".into()));
+        }
+        if self.slices.nearly_full() {
+            return Err(Error::InvalidArgument(
+                "too many postings in one in-memory segment (3 GiB): use smaller segments".into(),
+            ));
         }
         let analysis = Arc::clone(&self.analysis);
         let schema = analysis.schema();
@@ -263,10 +312,13 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Inverts `field` of document `doc_id` in one pass over its tokens:
-    /// each occurrence goes straight into its term's buffer (tokens come in
-    /// position order, so nothing is sorted), and the phrase filters of
-    /// two adjacent tokens are filled when the second arrives.
+    /// Inverts `field` of document `doc_id`: its tokens are gathered and
+    /// hashed first, then each occurrence goes into its term's stream in
+    /// position order (nothing is sorted), and the phrase filters of two
+    /// adjacent tokens are filled when the second comes. A token's hash
+    /// slot, term state and stream are fetched into the cache some tokens
+    /// ahead ([`SLOT_AHEAD`], [`TERM_AHEAD`], [`STREAM_AHEAD`]): nearly every
+    /// token would otherwise wait on memory three times.
     fn invert_field(&mut self, doc_id: DocId, field: Field, doc: &Document) -> Result<()> {
         if !self.analysis.schema().entries()[field.index()].is_text() {
             return Ok(());
@@ -276,94 +328,146 @@ impl SegmentWriter {
             format,
             terms,
             bufs,
-            key,
-            filtered,
+            starts,
+            slices,
+            filters,
+            filter_bytes,
+            tokens,
+            token_keys,
             filter_ceiling,
             probe_bits,
-            postings_bytes,
             bloom,
             ..
         } = self;
+        tokens.clear();
+        token_keys.clear();
+        analysis.analyze_values(field, doc, |tok| {
+            let key = token_keys.len() as u32;
+            token_keys.push(field.id());
+            token_keys.extend_from_slice(tok.term.as_bytes());
+            tokens.push(PendingToken {
+                key,
+                key_end: token_keys.len() as u32,
+                position: tok.position,
+                start: tok.start,
+                end: tok.end,
+                term: 0,
+                hash: 0,
+            });
+        });
+        for t in tokens.iter_mut() {
+            t.hash = TermTable::hash(&token_keys[t.key as usize..t.key_end as usize]);
+        }
         let filter_ceiling = *filter_ceiling;
         let shape = *bloom;
         let k = shape.map_or(0, |s| s.hashes as usize);
-        let mut len = 0u64;
+        let n = shape.map_or(0, |s| s.bytes as usize);
         // The previous token: its term and position.
         let mut last: Option<(u32, u32)> = None;
         let mut overlap = false;
-        analysis.analyze_values(field, doc, |tok| {
-            key.clear();
-            key.push(field.id());
-            key.extend_from_slice(tok.term.as_bytes());
-            let term = terms.intern(key);
-            if term as usize == bufs.len() {
-                let with_filters = format.filtered_term(key);
-                bufs.push(TermBuf {
-                    has_filters: with_filters && shape.is_some(),
-                    ..TermBuf::default()
-                });
-                filtered.push(with_filters);
-                match (shape, with_filters) {
-                    (Some(shape), true) => {
-                        probe_bits.extend_from_slice(Probe::new(shape, key).positions());
+        let len = tokens.len();
+        for step in 0..len + SLOT_AHEAD {
+            if step < len {
+                terms.prefetch(tokens[step].hash);
+            }
+            if let Some(i) = (step + TERM_AHEAD).checked_sub(SLOT_AHEAD).filter(|&i| i < len) {
+                let t = &mut tokens[i];
+                let key = &token_keys[t.key as usize..t.key_end as usize];
+                let term = terms.intern_hashed(key, t.hash);
+                t.term = term;
+                if term as usize == bufs.len() {
+                    let filtered = format.filtered_term(key);
+                    let (start, cursor) = slices.start();
+                    starts.push(start);
+                    let with_filters = filtered && shape.is_some();
+                    bufs.push(TermBuf {
+                        df: 0,
+                        doc: 0,
+                        prev_pos: 0,
+                        prev_end: 0,
+                        cursor,
+                        filters: if with_filters {
+                            filters.push(FilterBufs::default());
+                            (filters.len() - 1) as u32
+                        } else if filtered {
+                            NO_FILTERS
+                        } else {
+                            UNFILTERED
+                        },
+                    });
+                    match (shape, filtered) {
+                        (Some(shape), true) => {
+                            probe_bits.extend_from_slice(Probe::new(shape, key).positions());
+                        }
+                        _ => probe_bits.resize(probe_bits.len() + k, 0),
                     }
-                    _ => probe_bits.resize(probe_bits.len() + k, 0),
+                } else {
+                    prefetch(&bufs[term as usize]);
                 }
             }
-            len += 1;
-            let is_filtered = filtered[term as usize];
+            if let Some(i) = (step + STREAM_AHEAD).checked_sub(SLOT_AHEAD).filter(|&i| i < len) {
+                slices.prefetch(&bufs[tokens[i].term as usize].cursor);
+            }
+            let Some(i) = step.checked_sub(SLOT_AHEAD) else {
+                continue;
+            };
+            let tok = tokens[i];
+            let term = tok.term;
             let buf = &mut bufs[term as usize];
-            let before = buf.bytes();
-            if buf.freq == 0 || buf.doc != doc_id {
-                buf.close_doc();
+            if buf.df == 0 || buf.doc != doc_id {
+                if buf.df > 0 {
+                    slices.push(&mut buf.cursor, 0);
+                }
+                let delta = if buf.df == 0 { doc_id } else { doc_id - buf.doc };
+                slices.push_u32(&mut buf.cursor, delta);
                 buf.doc = doc_id;
                 buf.df += 1;
                 buf.prev_pos = 0;
                 buf.prev_end = 0;
-                if buf.has_filters && buf.df > filter_ceiling {
-                    buf.has_filters = false;
-                    buf.after = Vec::new();
-                    buf.before = Vec::new();
-                }
-                if let (Some(shape), true) = (shape, buf.has_filters) {
-                    let n = shape.bytes as usize;
-                    buf.after.resize(buf.after.len() + n, 0);
-                    buf.before.resize(buf.before.len() + n, 0);
+                if let Some(own) = buf.own_filters() {
+                    let f = &mut filters[own];
+                    if buf.df > filter_ceiling {
+                        *filter_bytes -= f.after.capacity() + f.before.capacity();
+                        *f = FilterBufs::default();
+                        buf.filters = NO_FILTERS;
+                    } else {
+                        let before = f.after.capacity() + f.before.capacity();
+                        f.after.resize(f.after.len() + n, 0);
+                        f.before.resize(f.before.len() + n, 0);
+                        *filter_bytes = *filter_bytes + f.after.capacity() + f.before.capacity() - before;
+                    }
                 }
             }
             if tok.start < buf.prev_end || tok.end < tok.start {
                 overlap = true;
             }
-            codec::write_u32(&mut buf.positions, tok.position - buf.prev_pos);
-            codec::write_u32(&mut buf.offsets, tok.start.wrapping_sub(buf.prev_end));
-            codec::write_u32(&mut buf.offsets, tok.end.wrapping_sub(tok.start));
-            buf.freq += 1;
+            slices.push_u32(&mut buf.cursor, (tok.position - buf.prev_pos).wrapping_add(1));
+            slices.push_u32(&mut buf.cursor, tok.start.wrapping_sub(buf.prev_end));
+            slices.push_u32(&mut buf.cursor, tok.end.wrapping_sub(tok.start));
             buf.prev_pos = tok.position;
             buf.prev_end = tok.end;
-            *postings_bytes = *postings_bytes + buf.bytes() - before;
-            if let (Some(shape), Some((prev, at))) = (shape, last) {
-                if at + 1 == tok.position {
-                    let n = shape.bytes as usize;
+            let is_filtered = buf.filtered();
+            if let (Some((prev, at)), true) = (last, is_filtered && shape.is_some()) {
+                if at + 1 == tok.position && bufs[prev as usize].filtered() {
                     // `term` follows `prev`; `prev` precedes `term`: both
                     // filtered, each goes into the other's filter if it
                     // has them.
-                    if is_filtered && filtered[prev as usize] {
-                        let (t, p) = (term as usize * k, prev as usize * k);
-                        let prev_buf = &mut bufs[prev as usize];
-                        if prev_buf.has_filters {
-                            let at = prev_buf.after.len() - n;
-                            bloom::insert_bits(&mut prev_buf.after[at..], &probe_bits[t..t + k]);
-                        }
-                        let buf = &mut bufs[term as usize];
-                        if buf.has_filters {
-                            let at = buf.before.len() - n;
-                            bloom::insert_bits(&mut buf.before[at..], &probe_bits[p..p + k]);
-                        }
+                    let (t, p) = (term as usize * k, prev as usize * k);
+                    if let Some(own) = bufs[prev as usize].own_filters() {
+                        let after = &mut filters[own].after;
+                        let at = after.len() - n;
+                        bloom::insert_bits(&mut after[at..], &probe_bits[t..t + k]);
+                    }
+                    if let Some(own) = bufs[term as usize].own_filters() {
+                        let before = &mut filters[own].before;
+                        let at = before.len() - n;
+                        bloom::insert_bits(&mut before[at..], &probe_bits[p..p + k]);
                     }
                 }
             }
             last = Some((term, tok.position));
-        });
+        }
+        let len = len as u64;
         if overlap {
             return Err(Error::Internal("analyzer produced overlapping tokens".into()));
         }
@@ -377,26 +481,56 @@ impl SegmentWriter {
     }
 
     /// Writes the segment's files and returns its manifest entry.
-    pub fn finish(mut self) -> Result<SegmentMeta> {
-        for buf in &mut self.bufs {
-            buf.close_doc();
-        }
+    pub fn finish(self) -> Result<SegmentMeta> {
         let path = |e: &str| self.dir.join(format!("{}.{e}", self.name));
         let keys = sorted_terms(&self.terms, self.format.layout);
 
         let mut postings = PostingsWriter::create(&self.dir, &self.name, self.format)?;
-        let mut tp = TermPostings::default();
         let ceiling = self.format.bloom.map_or(u64::MAX, |b| {
             b.doc_ceiling(self.max_doc as u64).saturating_mul(self.filter_slack)
         });
+        let fb = self.bloom.map_or(0, |s| s.bytes as usize);
+        let (mut positions, mut offsets) = (Vec::new(), Vec::new());
+        let damaged = |e: String| Error::Internal(format!("internal: damaged in-memory postings: {e}"));
         for (key, id) in &keys {
-            let buf = &self.bufs[*id as usize];
-            decode_buf(buf, &mut tp).ok_or_else(|| Error::Internal("internal: damaged in-memory postings".into()))?;
-            if buf.df as u64 > ceiling {
-                tp.after.clear();
-                tp.before.clear();
+            let (id, norms) = (*id as usize, &self.norms[key[0] as usize]);
+            let buf = &self.bufs[id];
+            let filters = buf
+                .own_filters()
+                .map(|f| &self.filters[f])
+                .filter(|f| buf.df as u64 <= ceiling && f.after.len() == buf.df as usize * fb);
+            let w = postings.term_writer();
+            w.start(filters.is_some());
+            let mut r = self.slices.reader(self.starts[id]);
+            let mut doc = 0u32;
+            for i in 0..buf.df as usize {
+                let delta = r.u32().ok_or_else(|| damaged("doc".into()))?;
+                doc = if i == 0 { delta } else { doc + delta };
+                positions.clear();
+                offsets.clear();
+                let last = i + 1 == buf.df as usize;
+                let (mut pos, mut end) = (0u32, 0u32);
+                while !(last && r.at(&buf.cursor)) {
+                    let p = r.u32().ok_or_else(|| damaged("position".into()))?;
+                    if p == 0 {
+                        break;
+                    }
+                    pos += p - 1;
+                    let start = end + r.u32().ok_or_else(|| damaged("offset".into()))?;
+                    end = start + r.u32().ok_or_else(|| damaged("offset".into()))?;
+                    positions.push(pos);
+                    offsets.push((start, end));
+                }
+                let f = filters.map_or((&[][..], &[][..]), |f| {
+                    (&f.after[i * fb..(i + 1) * fb], &f.before[i * fb..(i + 1) * fb])
+                });
+                let norm = norms
+                    .get(doc as usize)
+                    .copied()
+                    .ok_or_else(|| damaged(format!("doc {doc} has no norm")))?;
+                w.push(doc, &positions, &offsets, f, norm).map_err(damaged)?;
             }
-            postings.add(key, &tp, &self.norms[key[0] as usize])?;
+            postings.end_term(key)?;
         }
         let num_terms = postings.len();
         let mut files = BTreeMap::new();
@@ -454,32 +588,6 @@ fn sorted_terms(terms: &TermTable, layout: crate::layout::Layout) -> Vec<(&[u8],
     let mut keys: Vec<(u64, &[u8], u32)> = terms.entries().map(|(k, id)| (prefix(k), k, id)).collect();
     keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| layout.term_order(a.1, b.1)));
     keys.into_iter().map(|(_, k, id)| (k, id)).collect()
-}
-
-/// Decodes an in-memory term buffer into plain arrays.
-fn decode_buf(buf: &TermBuf, tp: &mut TermPostings) -> Option<()> {
-    tp.clear();
-    tp.after.extend_from_slice(&buf.after);
-    tp.before.extend_from_slice(&buf.before);
-    let (mut p, mut pp, mut op) = (0, 0, 0);
-    let mut doc = 0u32;
-    for i in 0..buf.df {
-        let delta = codec::read_u32(&buf.docs, &mut p)?;
-        doc = if i == 0 { delta } else { doc + delta };
-        let freq = codec::read_u32(&buf.docs, &mut p)?;
-        tp.docs.push(doc);
-        tp.freqs.push(freq);
-        let (mut pos, mut end) = (0u32, 0u32);
-        for _ in 0..freq {
-            pos += codec::read_u32(&buf.positions, &mut pp)?;
-            let start = end + codec::read_u32(&buf.offsets, &mut op)?;
-            end = start + codec::read_u32(&buf.offsets, &mut op)?;
-            tp.positions.push(pos);
-            tp.starts.push(start);
-            tp.ends.push(end);
-        }
-    }
-    Some(())
 }
 
 #[cfg(test)]

@@ -68,7 +68,26 @@ impl TermTable {
     /// The id of `key`, adding it with the next id when new.
     #[inline]
     pub fn intern(&mut self, key: &[u8]) -> u32 {
-        let hash = xxh3_64(key);
+        self.intern_hashed(key, Self::hash(key))
+    }
+
+    /// The hash of `key` that [`TermTable::intern_hashed`] and
+    /// [`TermTable::prefetch`] take.
+    #[inline]
+    pub fn hash(key: &[u8]) -> u64 {
+        xxh3_64(key)
+    }
+
+    /// Fetches into the cache the slot where a key of `hash` is looked up
+    /// first.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        super::segment_writer::prefetch(&self.slots[hash as usize & self.mask]);
+    }
+
+    /// [`TermTable::intern`] of `key`, whose [`TermTable::hash`] is `hash`.
+    #[inline]
+    pub fn intern_hashed(&mut self, key: &[u8], hash: u64) -> u32 {
         let h32 = (hash >> 32) as u32;
         let mut i = hash as usize & self.mask;
         loop {

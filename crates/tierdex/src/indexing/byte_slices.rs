@@ -1,0 +1,250 @@
+//! An arena of growing byte slices that holds every term's in-memory
+//! postings stream while a segment is inverted (the shape of Lucene's
+//! byte-block pool). A stream starts in a slice of 5 bytes; when a slice is
+//! full, the next one (up to 200 bytes) is cut from the arena and its
+//! address written in the 4 bytes after the full one. Rare terms, the vast
+//! majority, thus cost a few bytes, common ones grow with little waste, and
+//! no stream is ever copied or reallocated; the arena grows by blocks.
+
+/// Bytes of data in a slice of each level; the last level repeats.
+const LEVELS: [u32; 10] = [5, 14, 20, 30, 40, 40, 80, 80, 120, 200];
+/// Bytes of the link to the next slice, after a slice's data.
+const LINK: u32 = 4;
+/// Bits of an address within a block.
+const BLOCK_BITS: u32 = 16;
+const BLOCK: usize = 1 << BLOCK_BITS;
+/// Blocks an arena may hold (addresses are `u32`): 4 GiB.
+const MAX_BLOCKS: usize = 1 << (32 - BLOCK_BITS);
+
+/// Where a stream is written next: its current slice's next byte and end.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SliceCursor {
+    pos: u32,
+    end: u32,
+    level: u8,
+}
+
+/// The arena.
+#[derive(Default)]
+pub struct ByteSlices {
+    blocks: Vec<Box<[u8]>>,
+    /// Bytes used in the last block.
+    used: usize,
+}
+
+impl ByteSlices {
+    /// An empty arena.
+    pub fn new() -> Self {
+        ByteSlices::default()
+    }
+
+    /// Bytes the arena holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.blocks.len() * BLOCK + self.blocks.capacity() * std::mem::size_of::<Box<[u8]>>()
+    }
+
+    /// Whether the arena holds 3 of the 4 GiB it can address: the segment
+    /// being built must take no more documents (one document cannot fill
+    /// the rest).
+    pub fn nearly_full(&self) -> bool {
+        self.blocks.len() >= MAX_BLOCKS / 4 * 3
+    }
+
+    /// Starts a new stream: its first slice. Returns the stream's start (to
+    /// read it with [`ByteSlices::reader`]) and the cursor to write it.
+    pub fn start(&mut self) -> (u32, SliceCursor) {
+        let start = self.alloc(0);
+        (
+            start,
+            SliceCursor {
+                pos: start,
+                end: start + LEVELS[0],
+                level: 0,
+            },
+        )
+    }
+
+    /// Cuts a slice of `level` and returns its address.
+    fn alloc(&mut self, level: u8) -> u32 {
+        let size = (LEVELS[level as usize] + LINK) as usize;
+        if self.blocks.is_empty() || self.used + size > BLOCK {
+            assert!(
+                self.blocks.len() < MAX_BLOCKS,
+                "in-memory postings beyond 4 GiB in one segment"
+            );
+            self.blocks.push(vec![0u8; BLOCK].into_boxed_slice());
+            self.used = 0;
+        }
+        let addr = (((self.blocks.len() - 1) << BLOCK_BITS) | self.used) as u32;
+        self.used += size;
+        addr
+    }
+
+    /// Fetches into the cache the byte `cursor` writes next.
+    #[inline]
+    pub fn prefetch(&self, cursor: &SliceCursor) {
+        let (block, at) = split(cursor.pos);
+        if let Some(b) = self.blocks.get(block) {
+            super::segment_writer::prefetch(b.as_ptr().wrapping_add(at));
+        }
+    }
+
+    /// Appends `b` to the stream written at `cursor`.
+    #[inline]
+    pub fn push(&mut self, cursor: &mut SliceCursor, b: u8) {
+        if cursor.pos == cursor.end {
+            self.next_slice(cursor);
+        }
+        let (block, at) = split(cursor.pos);
+        self.blocks[block][at] = b;
+        cursor.pos += 1;
+    }
+
+    /// Appends `v` as VByte.
+    #[inline]
+    pub fn push_u32(&mut self, cursor: &mut SliceCursor, mut v: u32) {
+        if cursor.end - cursor.pos >= 5 {
+            let (block, mut at) = split(cursor.pos);
+            let bytes = &mut self.blocks[block];
+            let first = at;
+            while v >= 0x80 {
+                bytes[at] = (v as u8) | 0x80;
+                v >>= 7;
+                at += 1;
+            }
+            bytes[at] = v as u8;
+            cursor.pos += (at - first + 1) as u32;
+            return;
+        }
+        while v >= 0x80 {
+            self.push(cursor, (v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.push(cursor, v as u8);
+    }
+
+    #[cold]
+    fn next_slice(&mut self, cursor: &mut SliceCursor) {
+        let level = (cursor.level + 1).min(LEVELS.len() as u8 - 1);
+        let next = self.alloc(level);
+        let (block, at) = split(cursor.end);
+        self.blocks[block][at..at + LINK as usize].copy_from_slice(&next.to_le_bytes());
+        *cursor = SliceCursor {
+            pos: next,
+            end: next + LEVELS[level as usize],
+            level,
+        };
+    }
+
+    /// A reader of the stream that starts at `start`. It reads only what
+    /// was written: its user knows where the stream ends.
+    pub fn reader(&self, start: u32) -> SliceReader<'_> {
+        SliceReader {
+            slices: self,
+            cursor: SliceCursor {
+                pos: start,
+                end: start + LEVELS[0],
+                level: 0,
+            },
+        }
+    }
+}
+
+#[inline]
+fn split(addr: u32) -> (usize, usize) {
+    ((addr >> BLOCK_BITS) as usize, addr as usize & (BLOCK - 1))
+}
+
+/// Reads one stream of a [`ByteSlices`] from its start, slice after slice.
+pub struct SliceReader<'a> {
+    slices: &'a ByteSlices,
+    cursor: SliceCursor,
+}
+
+impl SliceReader<'_> {
+    /// The next byte (the caller must not read past what was written).
+    #[inline]
+    pub fn byte(&mut self) -> u8 {
+        let c = &mut self.cursor;
+        if c.pos == c.end {
+            let (block, at) = split(c.end);
+            let link = &self.slices.blocks[block][at..at + LINK as usize];
+            let next = u32::from_le_bytes(link.try_into().expect("4 bytes"));
+            c.level = (c.level + 1).min(LEVELS.len() as u8 - 1);
+            c.pos = next;
+            c.end = next + LEVELS[c.level as usize];
+        }
+        let (block, at) = split(c.pos);
+        c.pos += 1;
+        self.slices.blocks[block][at]
+    }
+
+    /// Whether it is where `cursor` writes next: at the stream's end.
+    #[inline]
+    pub fn at(&self, cursor: &SliceCursor) -> bool {
+        self.cursor.pos == cursor.pos
+    }
+
+    /// The next VByte-coded value; `None` if it runs over 5 bytes.
+    #[inline]
+    pub fn u32(&mut self) -> Option<u32> {
+        let mut v = 0u32;
+        for shift in (0..35).step_by(7) {
+            let b = self.byte();
+            v |= ((b & 0x7f) as u32) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Streams written interleaved read back as written.
+        #[test]
+        fn interleaved_streams_read_back(ops in proptest::collection::vec((0usize..8, any::<u32>(), any::<bool>()), 0..4000)) {
+            let mut arena = ByteSlices::new();
+            let mut streams: Vec<(u32, SliceCursor)> = (0..8).map(|_| arena.start()).collect();
+            let mut want: Vec<Vec<(u32, bool)>> = vec![Vec::new(); 8];
+            for &(s, v, as_byte) in &ops {
+                if as_byte {
+                    arena.push(&mut streams[s].1, v as u8);
+                    want[s].push((v as u8 as u32, true));
+                } else {
+                    arena.push_u32(&mut streams[s].1, v);
+                    want[s].push((v, false));
+                }
+            }
+            for (s, values) in want.iter().enumerate() {
+                let mut r = arena.reader(streams[s].0);
+                for &(v, as_byte) in values {
+                    let got = if as_byte { r.byte() as u32 } else { r.u32().unwrap() };
+                    prop_assert_eq!(got, v);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_streams_cross_blocks() {
+        let mut arena = ByteSlices::new();
+        let (a, mut ca) = arena.start();
+        let (b, mut cb) = arena.start();
+        for i in 0..300_000u32 {
+            arena.push_u32(&mut ca, i);
+            arena.push_u32(&mut cb, i.wrapping_mul(2_654_435_761));
+        }
+        assert!(arena.memory_bytes() > 2 * BLOCK);
+        let (mut ra, mut rb) = (arena.reader(a), arena.reader(b));
+        for i in 0..300_000u32 {
+            assert_eq!(ra.u32(), Some(i));
+            assert_eq!(rb.u32(), Some(i.wrapping_mul(2_654_435_761)));
+        }
+    }
+}
