@@ -2,7 +2,7 @@
 """Typed-field self-test of a peer engine (bench/PROTOCOL.md, typed fields and
 structured queries), shared by the Lucene and tantivy engines' selftest.sh.
 
-    typed_selftest.py WORKDIR ENGINE [ENGINE ARGS...]
+    typed_selftest.py [--index-arg ARG]... WORKDIR ENGINE [ENGINE ARGS...]
 
 Writes a small seeded corpus with every typed field (and missing, null, empty
 and multi-valued values, dates with offsets and as epoch milliseconds),
@@ -12,7 +12,9 @@ evaluation of the protocol's semantics written here: exact counts, the
 matching ids of unsorted queries, and for sorted queries the sequence of sort
 values (ties may come in any order), each hit's own values, and missing
 values last. Also checks that bad requests are answered with errors and that
-a title/body-only corpus still indexes. Exits non-zero on any failure.
+a title/body-only corpus still indexes. Each `--index-arg` is appended to
+every `ENGINE index` command (e.g. `--bp`, the Lucene engine's document
+reordering). Exits non-zero on any failure.
 """
 
 import json
@@ -464,7 +466,14 @@ def check_aggs(engine, index, docs):
 
 
 def main():
-    work, engine = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    index_args = []
+    while len(args) >= 2 and args[0] == "--index-arg":
+        index_args.append(args[1])
+        args = args[2:]
+    if len(args) < 2:
+        sys.exit("usage: typed_selftest.py [--index-arg ARG]... WORKDIR ENGINE [ENGINE ARGS...]")
+    work, engine = args[0], args[1:]
     rng = random.Random(21)
     docs = make_corpus(rng, 240)
     docs.append({"id": "edge-empty", "title": "", "body": "", "tags": [], "category": ["books"]})
@@ -474,7 +483,7 @@ def main():
             f.write(json.dumps(d, ensure_ascii=False) + "\n")
     index = os.path.join(work, "typed-index")
     out = subprocess.run(
-        engine + ["index", "--corpus", corpus, "--index", index, "--threads", "2", "--memory-mb", "64"],
+        engine + ["index", "--corpus", corpus, "--index", index, "--threads", "2", "--memory-mb", "64"] + index_args,
         capture_output=True, text=True,
     )
     if out.returncode != 0:
@@ -563,7 +572,7 @@ def main():
     with open(plain, "w") as f:
         for d in docs[:20]:
             f.write(json.dumps({"id": d["id"], "title": d["title"], "body": d["body"]}) + "\n")
-    r = subprocess.run(engine + ["index", "--corpus", plain, "--index", os.path.join(work, "plain-index")], capture_output=True, text=True)
+    r = subprocess.run(engine + ["index", "--corpus", plain, "--index", os.path.join(work, "plain-index")] + index_args, capture_output=True, text=True)
     if r.returncode != 0:
         failures.append(f"title/body corpus: {r.stderr}")
     else:
@@ -576,7 +585,7 @@ def main():
     bad = os.path.join(work, "bad-typed.jsonl")
     with open(bad, "w") as f:
         f.write('{"id": "a", "title": "x", "price": 1}\n{"id": "b", "title": "y", "price": "cheap"}\n')
-    r = subprocess.run(engine + ["index", "--corpus", bad, "--index", os.path.join(work, "bad-index")], capture_output=True, text=True)
+    r = subprocess.run(engine + ["index", "--corpus", bad, "--index", os.path.join(work, "bad-index")] + index_args, capture_output=True, text=True)
     if r.returncode == 0 or "bad-typed.jsonl:2" not in r.stderr:
         failures.append(f"a string price is not refused with its line: rc {r.returncode}, {r.stderr.strip()[-300:]}")
 

@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 /// Engines the driver knows.
 pub const ENGINES: [&str; 3] = ["tierdex", "lucene", "tantivy"];
 
+/// Engine names a spec may start with: the [`ENGINES`], plus
+/// `tierdex-baseline` (another build of tierdex) and `lucene-bp` (Lucene
+/// with its documents reordered by recursive graph bisection).
+pub const ENGINE_NAMES: [&str; 5] = ["tierdex", "tierdex-baseline", "lucene", "lucene-bp", "tantivy"];
+
 /// Storage tiers of `tierdex query-stream --tier`.
 pub const TIERS: [&str; 4] = ["ram", "mmap", "buffered", "direct"];
 
@@ -33,7 +38,8 @@ pub const LUCENE_ADVICE: [&str; 3] = ["normal", "random", "sequential"];
 /// An engine and the variant of it to run, parsed from a spec:
 /// `tierdex`, `tierdex:<tier>` (`ram`, `mmap`, `buffered`, `direct`),
 /// `tierdex:mmap-<madvise>` (`os`, `random`, `adaptive`), `lucene`,
-/// `lucene:<read advice>` (`normal`, `random`, `sequential`), `tantivy`.
+/// `lucene:<read advice>` (`normal`, `random`, `sequential`), `lucene-bp`
+/// (with the same variants), `tantivy`.
 /// A tierdex spec may name its index's layout and codec after `@`, joined
 /// by `+`: `tierdex@split:direct` (split layout, direct tier),
 /// `tierdex@direct:ram` (direct codec, ram tier), `tierdex@split+direct`
@@ -43,6 +49,10 @@ pub const LUCENE_ADVICE: [&str; 3] = ["normal", "random", "sequential"];
 /// the binary named by the environment variable `TIERDEX_BASELINE_BIN`
 /// (e.g. the previous release), indexing and answering with its own index:
 /// an old-against-new comparison in one run.
+/// `lucene-bp` is the Lucene engine whose index has its documents reordered
+/// by recursive graph bisection (`run.sh index --bp`: lucene-misc's
+/// `BPIndexReorderer` with its defaults, on the final force-merged segment),
+/// in its own index; analysis, schema and queries are those of `lucene`.
 /// Every variant with the same [`EngineSpec::index_key`] opens the same index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineSpec {
@@ -68,6 +78,9 @@ pub struct EngineSpec {
     /// The baseline build of tierdex (`TIERDEX_BASELINE_BIN`), not this one.
     #[serde(default)]
     pub baseline: bool,
+    /// Lucene index with documents reordered by recursive graph bisection (`lucene-bp`).
+    #[serde(default)]
+    pub bp: bool,
 }
 
 /// The environment variable naming the `tierdex-baseline` engine's binary.
@@ -95,12 +108,13 @@ impl EngineSpec {
             Some((b, o)) => (b, Some(o)),
             None => (base, None),
         };
-        let (base, baseline) = match base {
-            "tierdex-baseline" => ("tierdex", true),
-            b => (b, false),
+        let (base, baseline, bp) = match base {
+            "tierdex-baseline" => ("tierdex", true, false),
+            "lucene-bp" => ("lucene", false, true),
+            b => (b, false, false),
         };
         if !ENGINES.contains(&base) {
-            bail!("unknown engine `{spec}` (known: {})", ENGINES.join(", "));
+            bail!("unknown engine `{spec}` (known: {})", ENGINE_NAMES.join(", "));
         }
         let mut out = EngineSpec {
             name: spec.to_string(),
@@ -112,6 +126,7 @@ impl EngineSpec {
             codec: None,
             no_bloom: false,
             baseline,
+            bp,
         };
         if let Some(options) = index_options {
             if base != "tierdex" {
@@ -194,7 +209,8 @@ impl EngineSpec {
         Ok(out)
     }
 
-    /// Names the index this variant opens: the engine, plus `@<layout>` for a non-default tierdex layout.
+    /// Names the index this variant opens: the engine (`tierdex-baseline`,
+    /// `lucene-bp` apart), plus `@<layout>` for a non-default tierdex layout.
     pub fn index_key(&self) -> String {
         let options: Vec<&str> = [
             self.layout.as_deref(),
@@ -204,7 +220,13 @@ impl EngineSpec {
         .into_iter()
         .flatten()
         .collect();
-        let base = if self.baseline { "tierdex-baseline" } else { &self.base };
+        let base = if self.baseline {
+            "tierdex-baseline"
+        } else if self.bp {
+            "lucene-bp"
+        } else {
+            &self.base
+        };
         if options.is_empty() {
             base.to_string()
         } else {
@@ -212,9 +234,13 @@ impl EngineSpec {
         }
     }
 
-    /// Arguments of `tierdex index` that build this variant's index.
+    /// Arguments of the engine's `index` command that build this variant's
+    /// index (`tierdex index`; `--bp` for `lucene-bp`).
     pub fn index_args(&self) -> Vec<String> {
         let mut args = Vec::new();
+        if self.bp {
+            args.push("--bp".to_string());
+        }
         if let Some(l) = &self.layout {
             args.extend(["--layout".to_string(), l.clone()]);
         }
@@ -256,6 +282,8 @@ impl EngineSpec {
                 self.codec.as_deref().unwrap_or(CODECS[0]),
                 if self.no_bloom { ", no phrase filters" } else { "" }
             )
+        } else if self.bp {
+            "; documents reordered by recursive graph bisection (BPIndexReorderer)".to_string()
         } else {
             String::new()
         };
@@ -295,7 +323,7 @@ impl EngineSpec {
 /// A runnable engine.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    /// The spec's name: `tierdex`, `lucene`, `tantivy` or a variant (`tierdex:direct`).
+    /// The spec's name: `tierdex`, `lucene`, `tantivy` or a variant (`tierdex:direct`, `lucene-bp`).
     pub name: String,
     /// What to run.
     pub spec: EngineSpec,
@@ -532,12 +560,15 @@ impl Engine {
         )
     }
 
-    /// Indexes `corpus` (plain JSON lines) into the new directory `dir`.
+    /// Indexes `corpus` (plain JSON lines) into the new directory `dir`, with
+    /// this variant's index options ([`EngineSpec::index_args`]).
     pub fn index(&self, corpus: &Path, dir: &Path, threads: usize, memory_mb: usize) -> Result<IndexReport> {
-        self.index_with(corpus, dir, threads, memory_mb, &[])
+        self.index_with(corpus, dir, threads, memory_mb, &self.spec.index_args())
     }
 
-    /// [`Engine::index`] with extra arguments for the engine's index command (e.g. `--layout split`).
+    /// Indexes `corpus` into `dir` with `extra` arguments for the engine's
+    /// index command: the variant's [`EngineSpec::index_args`] (e.g. `--layout
+    /// split`, `--bp`), which the caller passes, plus any of its own.
     pub fn index_with(
         &self,
         corpus: &Path,
@@ -549,22 +580,7 @@ impl Engine {
         if dir.exists() {
             std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
         }
-        let mut cmd = Command::new(&self.program);
-        if self.is_tierdex() {
-            cmd.arg("index")
-                .arg(corpus)
-                .arg("--out")
-                .arg(dir)
-                .args(["--threads", &threads.to_string(), "--json"])
-                .args(extra);
-        } else {
-            cmd.arg("index")
-                .arg("--corpus")
-                .arg(corpus)
-                .arg("--index")
-                .arg(dir)
-                .args(["--threads", &threads.to_string(), "--memory-mb", &memory_mb.to_string()]);
-        }
+        let mut cmd = self.index_command(corpus, dir, threads, memory_mb, extra);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
         let started = Instant::now();
         let child = cmd.spawn().with_context(|| format!("starting {} index", self.name))?;
@@ -596,6 +612,36 @@ impl Engine {
             peak_rss_kb,
             index_bytes: dir_bytes(dir)?,
         })
+    }
+
+    /// The index process of this variant: `corpus` into `dir`, with `extra`
+    /// arguments; no stdio set up.
+    pub fn index_command(
+        &self,
+        corpus: &Path,
+        dir: &Path,
+        threads: usize,
+        memory_mb: usize,
+        extra: &[String],
+    ) -> Command {
+        let mut cmd = Command::new(&self.program);
+        if self.is_tierdex() {
+            cmd.arg("index")
+                .arg(corpus)
+                .arg("--out")
+                .arg(dir)
+                .args(["--threads", &threads.to_string(), "--json"])
+                .args(extra);
+        } else {
+            cmd.arg("index")
+                .arg("--corpus")
+                .arg(corpus)
+                .arg("--index")
+                .arg(dir)
+                .args(["--threads", &threads.to_string(), "--memory-mb", &memory_mb.to_string()])
+                .args(extra);
+        }
+        cmd
     }
 
     /// Streams `lines` through the engine's query process over `dir`:
@@ -818,6 +864,25 @@ mod tests {
         let s = EngineSpec::parse("lucene:random").unwrap();
         assert_eq!(s.read_advice.as_deref(), Some("random"));
         assert!(EngineSpec::parse("lucene").unwrap().access().contains("NORMAL"));
+        let plain = EngineSpec::parse("lucene").unwrap();
+        assert!(!plain.bp && plain.index_args().is_empty() && plain.index_key() == "lucene");
+        let s = EngineSpec::parse("lucene-bp").unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.base.as_str(), s.bp, s.program_name()),
+            ("lucene-bp", "lucene", true, "lucene")
+        );
+        assert_eq!(
+            (s.index_key().as_str(), s.index_args()),
+            ("lucene-bp", vec!["--bp".to_string()])
+        );
+        assert!(s
+            .access()
+            .ends_with("reordered by recursive graph bisection (BPIndexReorderer)"));
+        let s = EngineSpec::parse("lucene-bp:random").unwrap();
+        assert_eq!(
+            (s.read_advice.as_deref(), s.index_key().as_str()),
+            (Some("random"), "lucene-bp")
+        );
         for bad in [
             "elastic",
             "tierdex:ssd",
@@ -829,12 +894,20 @@ mod tests {
             "tierdex@split+grouped",
             "tierdex@direct+compressed",
             "lucene@split",
+            "lucene-bp@split",
+            "lucene-bp:x",
+            "tantivy-bp",
+            "tierdex-bp",
         ] {
             assert!(EngineSpec::parse(bad).is_err(), "{bad}");
         }
         let l = EngineSpec::parse_list(&["tierdex,tierdex:ram".into(), "lucene".into()]).unwrap();
         assert_eq!(l.len(), 3);
         assert!(EngineSpec::parse_list(&["tierdex,tierdex".into()]).is_err());
+        let l = EngineSpec::parse_list(&["lucene,lucene-bp".into()]).unwrap();
+        assert_ne!(l[0].index_key(), l[1].index_key());
+        let e = EngineSpec::parse("elastic").unwrap_err().to_string();
+        assert!(e.contains("lucene-bp") && e.contains("tierdex-baseline"), "{e}");
     }
 
     #[test]
@@ -952,5 +1025,49 @@ mod tests {
         assert!(envs.contains(&("TIERDEX_BENCH_HEAP_MB".into(), "64".into())));
         assert!(envs.iter().any(|(k, v)| k == "TIERDEX_BENCH_JAVA_OPTS"
             && v.ends_with("-Dorg.apache.lucene.store.defaultReadAdvice=random")));
+    }
+
+    #[test]
+    fn lucene_bp_is_lucene_with_bp_indexing() {
+        let lucene = Engine {
+            name: "lucene".into(),
+            spec: EngineSpec::parse("lucene").unwrap(),
+            program: "/run.sh".into(),
+        };
+        let bp = lucene.variant(EngineSpec::parse("lucene-bp").unwrap()).unwrap();
+        assert_eq!(bp.program, lucene.program);
+        let args = |e: &Engine| -> Vec<String> {
+            e.index_command(Path::new("/c.jsonl"), Path::new("/i"), 2, 64, &e.spec.index_args())
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let plain = [
+            "index",
+            "--corpus",
+            "/c.jsonl",
+            "--index",
+            "/i",
+            "--threads",
+            "2",
+            "--memory-mb",
+            "64",
+        ];
+        assert_eq!(args(&lucene), plain);
+        let mut with_bp = plain.to_vec();
+        with_bp.push("--bp");
+        assert_eq!(args(&bp), with_bp);
+        // Queries: the same process as lucene's.
+        let o = QueryOptions {
+            threads: 1,
+            ..Default::default()
+        };
+        let q = |e: &Engine| -> Vec<String> {
+            e.query_command(Path::new("/i"), &o)
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(q(&bp), q(&lucene));
     }
 }

@@ -28,7 +28,8 @@ pub struct Args {
     #[command(flatten)]
     pub input: CorpusQueries,
     /// Engines to compare (comma-separated), tierdex first as the reference; variants as in
-    /// `limited --engines` (e.g. tierdex:ram, tierdex@direct:ram).
+    /// `limited --engines` (e.g. tierdex:ram, tierdex@direct:ram, lucene-bp: Lucene with its
+    /// documents reordered by recursive graph bisection, in its own index).
     #[arg(long, default_value = "tierdex,lucene,tantivy", value_delimiter = ',')]
     pub engines: Vec<String>,
     /// Measured passes over the queries.

@@ -23,7 +23,8 @@ pub struct Args {
     #[arg(long)]
     docs: Option<u64>,
     /// Engines (tierdex variants may carry index options, e.g.
-    /// `tierdex@nobloom` for no phrase filters; see `compare --help`).
+    /// `tierdex@nobloom` for no phrase filters; `lucene-bp` is Lucene with
+    /// its documents reordered by recursive graph bisection; see `compare --help`).
     #[arg(
         long,
         value_delimiter = ',',

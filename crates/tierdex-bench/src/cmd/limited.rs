@@ -34,7 +34,8 @@ pub struct Args {
     /// Engines and variants (comma-separated): tierdex,
     /// tierdex:<ram|mmap|buffered|direct>, tierdex:mmap-<os|random|adaptive>,
     /// tierdex@<split|direct|split+direct>:<tier> (index layout and codec), lucene,
-    /// lucene:<normal|random|sequential>, tantivy.
+    /// lucene:<normal|random|sequential>, lucene-bp (documents reordered by recursive graph
+    /// bisection; its own index), lucene-bp:<normal|random|sequential>, tantivy.
     #[arg(long, default_value = "tierdex,lucene,tantivy", value_delimiter = ',')]
     pub engines: Vec<String>,
     /// Memory limit in MiB (when no --sweep).

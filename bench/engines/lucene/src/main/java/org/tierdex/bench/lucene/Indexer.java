@@ -25,12 +25,16 @@ import org.apache.lucene.analysis.Analyzer;
 import org.apache.lucene.document.Field;
 import org.apache.lucene.document.FieldType;
 import org.apache.lucene.document.StringField;
+import org.apache.lucene.index.CodecReader;
 import org.apache.lucene.index.DirectoryReader;
 import org.apache.lucene.index.IndexOptions;
 import org.apache.lucene.index.IndexableField;
 import org.apache.lucene.index.IndexWriter;
 import org.apache.lucene.index.IndexWriterConfig;
+import org.apache.lucene.index.SegmentReader;
 import org.apache.lucene.index.TieredMergePolicy;
+import org.apache.lucene.misc.index.BPIndexReorderer;
+import org.apache.lucene.misc.index.BPReorderingMergePolicy;
 import org.apache.lucene.search.similarities.BM25Similarity;
 import org.apache.lucene.store.Directory;
 import org.apache.lucene.store.MMapDirectory;
@@ -39,7 +43,8 @@ import org.apache.lucene.store.MMapDirectory;
  * {@code index}: one reader thread cuts the JSON-lines corpus into chunks of whole lines and
  * hands them through a bounded queue to N indexing threads, which parse the lines (Jackson
  * streaming parser) and call {@link IndexWriter#addDocument} concurrently (one in-memory segment
- * per thread). Then {@code forceMerge(1)}, commit, close.
+ * per thread). Then {@code forceMerge(1)}, commit, close. With {@code --bp} the force-merged
+ * segment's documents are reordered by recursive graph bisection ({@link BPIndexReorderer}).
  */
 final class Indexer {
   private Indexer() {}
@@ -94,7 +99,19 @@ final class Indexer {
     final Typed.Values typed = new Typed.Values();
   }
 
-  static int run(String corpusArg, String indexArg, int threads, int memoryMb) throws Exception {
+  /** The segment diagnostic {@link BPReorderingMergePolicy} sets to whether it reordered. */
+  static final String BP_REORDERED = "bp.reordered";
+
+  /**
+   * For tests only: a system property that overrides {@link BPIndexReorderer}'s minimum document
+   * frequency of the terms it looks at (default {@value BPIndexReorderer#DEFAULT_MIN_DOC_FREQ}),
+   * so that the self-test's corpora of a few hundred documents are really reordered. The bench
+   * never sets it.
+   */
+  static final String BP_MIN_DOC_FREQ_PROPERTY = "tierdex.bp.minDocFreq";
+
+  static int run(String corpusArg, String indexArg, int threads, int memoryMb, boolean bp)
+      throws Exception {
     Path corpus = Paths.get(corpusArg);
     Path indexDir = Paths.get(indexArg).toAbsolutePath();
     if (!Files.isRegularFile(corpus)) {
@@ -114,37 +131,35 @@ final class Indexer {
     Files.createDirectories(indexDir);
 
     log(
-        "lucene index: corpus=%s index=%s threads=%d memory-mb=%d (%s)",
-        corpus, indexDir, threads, memoryMb, Main.versionLine());
+        "lucene index: corpus=%s index=%s threads=%d memory-mb=%d%s (%s)",
+        corpus, indexDir, threads, memoryMb, bp ? " bp" : "", Main.versionLine());
+    if (bp && System.getProperty(BP_MIN_DOC_FREQ_PROPERTY) != null) {
+      log("test setting: BP min doc freq %s", System.getProperty(BP_MIN_DOC_FREQ_PROPERTY));
+    }
 
     Analyzer analyzer = Analysis.analyzer();
-    IndexWriterConfig iwc = new IndexWriterConfig(analyzer);
-    iwc.setOpenMode(IndexWriterConfig.OpenMode.CREATE);
-    iwc.setSimilarity(new BM25Similarity());
-    iwc.setRAMBufferSizeMB(memoryMb);
-    iwc.setMaxBufferedDocs(IndexWriterConfig.DISABLE_AUTO_FLUSH);
-    // No compound files: the single final segment is read through the plain per-format files.
-    iwc.setUseCompoundFile(false);
-    // Lucene's default merge policy and scheduler (TieredMergePolicy, ConcurrentMergeScheduler),
-    // so background merges happen during indexing as for any Lucene user; forceMerge(1) at the end.
-    TieredMergePolicy mp = new TieredMergePolicy();
-    mp.setNoCFSRatio(0.0);
-    iwc.setMergePolicy(mp);
-
     boolean ok = false;
     Directory dir = new MMapDirectory(indexDir);
     IndexWriter writer = null;
     try {
-      writer = new IndexWriter(dir, iwc);
+      writer = new IndexWriter(dir, config(analyzer, memoryMb, bp));
       long t0 = System.nanoTime();
       long docs = feed(corpus, writer, threads, t0);
       writer.flush();
       long t1 = System.nanoTime();
-      log("added %d documents in %.2f s; force-merging into one segment", docs, secs(t1 - t0));
+      log(
+          "added %d documents in %.2f s; force-merging into one segment%s",
+          docs, secs(t1 - t0), bp ? " (BP reordering)" : "");
       writer.forceMerge(1, true);
       writer.commit();
       writer.close();
       writer = null;
+      if (bp && reordered(dir) == null) {
+        // One flushed segment and nothing to merge: forceMerge(1) left it as it was, so no merge
+        // reordered it. Rewrite it through addIndexes, which the BP merge policy reorders too.
+        log("one flushed segment, not merged: rewriting it with BP reordering");
+        rewriteReordered(dir, analyzer, memoryMb);
+      }
       long t2 = System.nanoTime();
       int segments;
       int numDocs;
@@ -152,9 +167,20 @@ final class Indexer {
         segments = r.leaves().size();
         numDocs = r.numDocs();
       }
+      Boolean reordered = reordered(dir);
       if (segments != 1 || numDocs != docs) {
         throw new IllegalStateException(
             "index check failed: " + segments + " segments, " + numDocs + " docs");
+      }
+      if (bp && !Boolean.TRUE.equals(reordered)) {
+        // BPReorderingMergePolicy skips reordering (silently) when BPIndexReorderer's RAM budget,
+        // a tenth of the heap by default, is too small for the segment.
+        throw new IllegalStateException(
+            "index check failed: the segment was not reordered (BPIndexReorderer's RAM budget is"
+                + " a tenth of the JVM heap: raise TIERDEX_BENCH_HEAP_MB)");
+      }
+      if (bp) {
+        log("BP reordering done: one segment of %d docs, reordered", docs);
       }
       log(
           "done: %d docs, index %.2f s, merge+commit %.2f s, %d MB on disk",
@@ -184,6 +210,76 @@ final class Indexer {
         // Leave no half-built index behind (the directory was new or empty when we started).
         deleteRecursively(indexDir, created);
       }
+    }
+  }
+
+  /**
+   * The writer's configuration: Lucene's default merge policy and scheduler ({@link
+   * TieredMergePolicy}, {@code ConcurrentMergeScheduler}), so background merges happen during
+   * indexing as for any Lucene user; {@code forceMerge(1)} at the end. No compound files: the
+   * single final segment is read through the plain per-format files. With {@code bp} the merge
+   * policy is wrapped in a {@link BPReorderingMergePolicy} with a default {@link BPIndexReorderer}
+   * that reorders forced merges only (and {@code addIndexes}): the final segment is reordered
+   * from all documents, so reordering the background merges before it would be wasted work.
+   */
+  private static IndexWriterConfig config(Analyzer analyzer, int memoryMb, boolean bp) {
+    IndexWriterConfig iwc = new IndexWriterConfig(analyzer);
+    iwc.setOpenMode(IndexWriterConfig.OpenMode.CREATE);
+    iwc.setSimilarity(new BM25Similarity());
+    iwc.setRAMBufferSizeMB(memoryMb);
+    iwc.setMaxBufferedDocs(IndexWriterConfig.DISABLE_AUTO_FLUSH);
+    iwc.setUseCompoundFile(false);
+    TieredMergePolicy mp = new TieredMergePolicy();
+    mp.setNoCFSRatio(0.0);
+    if (bp) {
+      BPIndexReorderer reorderer = new BPIndexReorderer();
+      Integer minDocFreq = Integer.getInteger(BP_MIN_DOC_FREQ_PROPERTY);
+      if (minDocFreq != null) {
+        reorderer.setMinDocFreq(minDocFreq);
+      }
+      BPReorderingMergePolicy bpmp = new BPReorderingMergePolicy(mp, reorderer);
+      bpmp.setMinNaturalMergeNumDocs(Integer.MAX_VALUE);
+      iwc.setMergePolicy(bpmp);
+    } else {
+      iwc.setMergePolicy(mp);
+    }
+    return iwc;
+  }
+
+  /**
+   * Whether the index's one segment was reordered ({@link #BP_REORDERED} diagnostic: true when a
+   * BP merge reordered it, false when it skipped); null when no BP merge wrote it (a segment
+   * straight from a flush, or more than one segment).
+   */
+  private static Boolean reordered(Directory dir) throws IOException {
+    try (DirectoryReader r = DirectoryReader.open(dir)) {
+      if (r.leaves().size() != 1) {
+        return null;
+      }
+      String v =
+          ((SegmentReader) r.leaves().get(0).reader())
+              .getSegmentInfo()
+              .info
+              .getDiagnostics()
+              .get(BP_REORDERED);
+      return v == null ? null : Boolean.valueOf(v);
+    }
+  }
+
+  /**
+   * Replaces the index's segment by a reordered copy: a new writer on the same directory ({@code
+   * OpenMode.CREATE}: the next commit drops the old segment; open readers keep it) adds it
+   * through {@code addIndexes}, which {@link BPReorderingMergePolicy} reorders like a forced
+   * merge.
+   */
+  private static void rewriteReordered(Directory dir, Analyzer analyzer, int memoryMb)
+      throws IOException {
+    try (DirectoryReader r = DirectoryReader.open(dir);
+        IndexWriter w = new IndexWriter(dir, config(analyzer, memoryMb, true))) {
+      CodecReader[] segments =
+          r.leaves().stream().map(l -> (CodecReader) l.reader()).toArray(CodecReader[]::new);
+      w.addIndexes(segments);
+      w.commit();
     }
   }
 

@@ -25,7 +25,7 @@ public final class Main {
       """
       usage:
         ENGINE version
-        ENGINE index --corpus FILE --index DIR [--threads N] [--memory-mb M]
+        ENGINE index --corpus FILE --index DIR [--threads N] [--memory-mb M] [--bp]
         ENGINE query --index DIR [--threads N]
       """;
 
@@ -57,20 +57,23 @@ public final class Main {
     String cmd = args[0];
     switch (cmd) {
       case "version" -> {
-        parseOptions(args, Set.of());
+        parseOptions(args, Set.of(), Set.of());
         System.out.println(versionLine());
         return 0;
       }
       case "index" -> {
-        Map<String, String> o = parseOptions(args, Set.of("corpus", "index", "threads", "memory-mb"));
+        Map<String, String> o =
+            parseOptions(args, Set.of("corpus", "index", "threads", "memory-mb"), Set.of("bp"));
         String corpus = required(o, "corpus");
         String index = required(o, "index");
         int threads = intOption(o, "threads", 2, 1, 1024);
         int memoryMb = intOption(o, "memory-mb", 1024, 1, 1 << 20);
-        return Indexer.run(corpus, index, threads, memoryMb);
+        // --bp: documents of the final segment reordered by recursive graph bisection.
+        boolean bp = o.containsKey("bp");
+        return Indexer.run(corpus, index, threads, memoryMb, bp);
       }
       case "query" -> {
-        Map<String, String> o = parseOptions(args, Set.of("index", "threads"));
+        Map<String, String> o = parseOptions(args, Set.of("index", "threads"), Set.of());
         String index = required(o, "index");
         int threads = intOption(o, "threads", 1, 1, 1024);
         return Searcher.run(index, threads);
@@ -90,29 +93,35 @@ public final class Main {
     return "lucene " + Version.LATEST + " (JDK " + jdk + ")";
   }
 
-  /** Parses {@code --name value} and {@code --name=value} after the command word. */
-  private static Map<String, String> parseOptions(String[] args, Set<String> known)
-      throws UsageException {
+  /**
+   * Parses {@code --name value} and {@code --name=value} after the command word; a flag of {@code
+   * flags} takes no value ({@code --bp}) and maps to the empty string.
+   */
+  private static Map<String, String> parseOptions(
+      String[] args, Set<String> known, Set<String> flags) throws UsageException {
     Map<String, String> out = new HashMap<>();
     for (int i = 1; i < args.length; i++) {
       String a = args[i];
       if (!a.startsWith("--") || a.length() == 2) {
         throw new UsageException("unexpected argument '" + a + "'\n" + USAGE);
       }
-      String name;
-      String value;
       int eq = a.indexOf('=');
-      if (eq >= 0) {
-        name = a.substring(2, eq);
+      String name = eq >= 0 ? a.substring(2, eq) : a.substring(2);
+      String value;
+      if (flags.contains(name)) {
+        if (eq >= 0) {
+          throw new UsageException("option --" + name + " takes no value");
+        }
+        value = "";
+      } else if (eq >= 0) {
         value = a.substring(eq + 1);
       } else {
-        name = a.substring(2);
         if (i + 1 >= args.length) {
           throw new UsageException("option --" + name + " needs a value");
         }
         value = args[++i];
       }
-      if (!known.contains(name)) {
+      if (!known.contains(name) && !flags.contains(name)) {
         throw new UsageException("unknown option --" + name + "\n" + USAGE);
       }
       if (out.put(name, value) != null) {
