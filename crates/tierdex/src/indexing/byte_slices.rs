@@ -89,6 +89,15 @@ impl ByteSlices {
         }
     }
 
+    /// Fetches into the cache the first bytes of the stream at `start`.
+    #[inline]
+    pub fn prefetch_start(&self, start: u32) {
+        let (block, at) = split(start);
+        if let Some(b) = self.blocks.get(block) {
+            super::segment_writer::prefetch(b.as_ptr().wrapping_add(at));
+        }
+    }
+
     /// Appends `b` to the stream written at `cursor`.
     #[inline]
     pub fn push(&mut self, cursor: &mut SliceCursor, b: u8) {
@@ -101,7 +110,7 @@ impl ByteSlices {
     }
 
     /// Appends `v` as VByte.
-    #[inline]
+    #[inline(always)]
     pub fn push_u32(&mut self, cursor: &mut SliceCursor, mut v: u32) {
         if cursor.end - cursor.pos >= 5 {
             let (block, mut at) = split(cursor.pos);
@@ -141,12 +150,16 @@ impl ByteSlices {
     pub fn reader(&self, start: u32) -> SliceReader<'_> {
         SliceReader {
             slices: self,
-            cursor: SliceCursor {
-                pos: start,
-                end: start + LEVELS[0],
-                level: 0,
-            },
+            data: self.data(start, start + LEVELS[0]),
+            end: start + LEVELS[0],
+            level: 0,
         }
+    }
+
+    /// The bytes from address `from` to `to` (in one block).
+    fn data(&self, from: u32, to: u32) -> &[u8] {
+        let (block, at) = split(from);
+        &self.blocks[block][at..at + (to - from) as usize]
     }
 }
 
@@ -158,31 +171,38 @@ fn split(addr: u32) -> (usize, usize) {
 /// Reads one stream of a [`ByteSlices`] from its start, slice after slice.
 pub struct SliceReader<'a> {
     slices: &'a ByteSlices,
-    cursor: SliceCursor,
+    /// What is left of the current slice.
+    data: &'a [u8],
+    /// The address of the current slice's link, and its level.
+    end: u32,
+    level: u8,
 }
 
 impl SliceReader<'_> {
     /// The next byte (the caller must not read past what was written).
     #[inline]
     pub fn byte(&mut self) -> u8 {
-        let c = &mut self.cursor;
-        if c.pos == c.end {
-            let (block, at) = split(c.end);
-            let link = &self.slices.blocks[block][at..at + LINK as usize];
-            let next = u32::from_le_bytes(link.try_into().expect("4 bytes"));
-            c.level = (c.level + 1).min(LEVELS.len() as u8 - 1);
-            c.pos = next;
-            c.end = next + LEVELS[c.level as usize];
+        if self.data.is_empty() {
+            self.next_slice();
         }
-        let (block, at) = split(c.pos);
-        c.pos += 1;
-        self.slices.blocks[block][at]
+        let b = self.data[0];
+        self.data = &self.data[1..];
+        b
+    }
+
+    #[cold]
+    fn next_slice(&mut self) {
+        let link = self.slices.data(self.end, self.end + LINK);
+        let next = u32::from_le_bytes(link.try_into().expect("4 bytes"));
+        self.level = (self.level + 1).min(LEVELS.len() as u8 - 1);
+        self.end = next + LEVELS[self.level as usize];
+        self.data = self.slices.data(next, self.end);
     }
 
     /// Whether it is where `cursor` writes next: at the stream's end.
     #[inline]
     pub fn at(&self, cursor: &SliceCursor) -> bool {
-        self.cursor.pos == cursor.pos
+        self.end - self.data.len() as u32 == cursor.pos
     }
 
     /// The next VByte-coded value; `None` if it runs over 5 bytes.

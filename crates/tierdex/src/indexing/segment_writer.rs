@@ -64,8 +64,15 @@ struct PendingToken {
 const SLOT_AHEAD: usize = 16;
 /// How many tokens ahead a token is interned and its term state fetched.
 const TERM_AHEAD: usize = 8;
-/// How many tokens ahead the byte its stream is written at next is fetched.
+/// How many tokens ahead the byte its stream is written at next is fetched,
+/// and where its phrase filters are.
 const STREAM_AHEAD: usize = 4;
+/// How many tokens ahead its phrase filters' last bytes are fetched.
+const FILTER_AHEAD: usize = 2;
+
+/// How many terms ahead the segment's end fetches a term's state and the
+/// start of its stream.
+const FINISH_AHEAD: usize = 4;
 
 /// Asks the CPU to fetch the cache line of `p` (a hint: nothing happens on
 /// targets without the instruction).
@@ -99,12 +106,9 @@ impl TermBuf {
 }
 
 /// A term's phrase filters while a segment is being built: per document,
-/// its `after` filter, and its `before` filter.
-#[derive(Default)]
-struct FilterBufs {
-    after: Vec<u8>,
-    before: Vec<u8>,
-}
+/// its `after` filter then its `before` filter (one buffer: one miss, not
+/// two, when a document starts).
+type FilterBufs = Vec<u8>;
 
 /// Builds one segment in memory.
 pub struct SegmentWriter {
@@ -406,7 +410,17 @@ impl SegmentWriter {
                 }
             }
             if let Some(i) = (step + STREAM_AHEAD).checked_sub(SLOT_AHEAD).filter(|&i| i < len) {
-                slices.prefetch(&bufs[tokens[i].term as usize].cursor);
+                let buf = &bufs[tokens[i].term as usize];
+                slices.prefetch(&buf.cursor);
+                if let Some(own) = buf.own_filters() {
+                    prefetch(&filters[own]);
+                }
+            }
+            if let Some(i) = (step + FILTER_AHEAD).checked_sub(SLOT_AHEAD).filter(|&i| i < len) {
+                if let Some(own) = bufs[tokens[i].term as usize].own_filters() {
+                    let f = &filters[own];
+                    prefetch(f.as_ptr().wrapping_add(f.len().saturating_sub(1)));
+                }
             }
             let Some(i) = step.checked_sub(SLOT_AHEAD) else {
                 continue;
@@ -427,14 +441,13 @@ impl SegmentWriter {
                 if let Some(own) = buf.own_filters() {
                     let f = &mut filters[own];
                     if buf.df > filter_ceiling {
-                        *filter_bytes -= f.after.capacity() + f.before.capacity();
+                        *filter_bytes -= f.capacity();
                         *f = FilterBufs::default();
                         buf.filters = NO_FILTERS;
                     } else {
-                        let before = f.after.capacity() + f.before.capacity();
-                        f.after.resize(f.after.len() + n, 0);
-                        f.before.resize(f.before.len() + n, 0);
-                        *filter_bytes = *filter_bytes + f.after.capacity() + f.before.capacity() - before;
+                        let before = f.capacity();
+                        f.resize(f.len() + 2 * n, 0);
+                        *filter_bytes = *filter_bytes + f.capacity() - before;
                     }
                 }
             }
@@ -454,14 +467,14 @@ impl SegmentWriter {
                     // has them.
                     let (t, p) = (term as usize * k, prev as usize * k);
                     if let Some(own) = bufs[prev as usize].own_filters() {
-                        let after = &mut filters[own].after;
-                        let at = after.len() - n;
-                        bloom::insert_bits(&mut after[at..], &probe_bits[t..t + k]);
+                        let f = &mut filters[own];
+                        let at = f.len() - 2 * n;
+                        bloom::insert_bits(&mut f[at..at + n], &probe_bits[t..t + k]);
                     }
                     if let Some(own) = bufs[term as usize].own_filters() {
-                        let before = &mut filters[own].before;
-                        let at = before.len() - n;
-                        bloom::insert_bits(&mut before[at..], &probe_bits[p..p + k]);
+                        let f = &mut filters[own];
+                        let at = f.len() - n;
+                        bloom::insert_bits(&mut f[at..], &probe_bits[p..p + k]);
                     }
                 }
             }
@@ -492,13 +505,17 @@ impl SegmentWriter {
         let fb = self.bloom.map_or(0, |s| s.bytes as usize);
         let (mut positions, mut offsets) = (Vec::new(), Vec::new());
         let damaged = |e: String| Error::Internal(format!("internal: damaged in-memory postings: {e}"));
-        for (key, id) in &keys {
+        for (nth, (key, id)) in keys.iter().enumerate() {
+            if let Some(&(_, ahead)) = keys.get(nth + FINISH_AHEAD) {
+                prefetch(&self.bufs[ahead as usize]);
+                self.slices.prefetch_start(self.starts[ahead as usize]);
+            }
             let (id, norms) = (*id as usize, &self.norms[key[0] as usize]);
             let buf = &self.bufs[id];
             let filters = buf
                 .own_filters()
                 .map(|f| &self.filters[f])
-                .filter(|f| buf.df as u64 <= ceiling && f.after.len() == buf.df as usize * fb);
+                .filter(|f| buf.df as u64 <= ceiling && f.len() == 2 * buf.df as usize * fb);
             let w = postings.term_writer();
             w.start(filters.is_some());
             let mut r = self.slices.reader(self.starts[id]);
@@ -522,7 +539,7 @@ impl SegmentWriter {
                     offsets.push((start, end));
                 }
                 let f = filters.map_or((&[][..], &[][..]), |f| {
-                    (&f.after[i * fb..(i + 1) * fb], &f.before[i * fb..(i + 1) * fb])
+                    (&f[2 * i * fb..(2 * i + 1) * fb], &f[(2 * i + 1) * fb..(2 * i + 2) * fb])
                 });
                 let norm = norms
                     .get(doc as usize)
