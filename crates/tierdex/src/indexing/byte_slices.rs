@@ -251,6 +251,26 @@ mod tests {
         }
     }
 
+    /// A reader is `at` the writer's cursor exactly when it has read
+    /// everything written, also when the last slice is exactly full (the
+    /// next one not cut yet) and right after a new slice starts.
+    #[test]
+    fn the_reader_knows_the_end_of_the_stream() {
+        for n in 0..400usize {
+            let mut arena = ByteSlices::new();
+            let (start, mut cursor) = arena.start();
+            for i in 0..n {
+                arena.push(&mut cursor, i as u8);
+            }
+            let mut r = arena.reader(start);
+            for i in 0..n {
+                assert!(!r.at(&cursor), "{n} bytes: at the end after {i}");
+                assert_eq!(r.byte(), i as u8);
+            }
+            assert!(r.at(&cursor), "{n} bytes: not at the end");
+        }
+    }
+
     #[test]
     fn long_streams_cross_blocks() {
         let mut arena = ByteSlices::new();
