@@ -21,10 +21,12 @@ use crate::store::{IdsWriter, StoreOptions, StoreWriter};
 
 /// One term's state while a segment is being built. Its postings are one
 /// VByte stream in the writer's [`ByteSlices`], per document: the doc
-/// delta, then per occurrence its position delta + 1, its start minus the
-/// previous occurrence's end, and its length; a 0 ends the document (written
-/// when the term shows up in a later document, or the segment ends). Small
-/// (32 bytes) so that a token touches one cache line of it.
+/// delta, then per occurrence its position delta + 2, its start minus the
+/// previous occurrence's end, and its length; then [`END_DOC`], or
+/// [`END_DOC_FILTERS`] followed by the document's `after` and `before`
+/// phrase filters (the end is written once the field is inverted, its
+/// filters complete). Small (32 bytes) so that a token touches one cache
+/// line of it.
 #[derive(Clone, Copy)]
 struct TermBuf {
     /// Documents, the pending one included.
@@ -37,12 +39,13 @@ struct TermBuf {
     /// Where the stream is written.
     cursor: SliceCursor,
     /// Whether it is inserted into others' filters (see
-    /// [`bloom::filtered_term`]), and its own phrase filters while they are
-    /// built: from the term's first document when it is a filtered term,
-    /// until it is in more documents than the segment's expected ceiling
+    /// [`bloom::filtered_term`]), and whether it has phrase filters of its
+    /// own: from its first document when it is a filtered term, until it
+    /// is in more documents than the segment's expected ceiling
     /// ([`SegmentWriter::expect_docs`]). One of [`UNFILTERED`],
-    /// [`NO_FILTERS`] (filtered, without own filters), or the index of
-    /// its filters in [`SegmentWriter::filters`].
+    /// [`NO_FILTERS`] (filtered, without own filters), or, with its own
+    /// filters, the index of the current document's filters in
+    /// [`SegmentWriter::pending`].
     filters: u32,
 }
 
@@ -64,11 +67,15 @@ struct PendingToken {
 const SLOT_AHEAD: usize = 16;
 /// How many tokens ahead a token is interned and its term state fetched.
 const TERM_AHEAD: usize = 8;
-/// How many tokens ahead the byte its stream is written at next is fetched,
-/// and where its phrase filters are.
+/// How many tokens ahead the byte its stream is written at next is fetched.
 const STREAM_AHEAD: usize = 4;
-/// How many tokens ahead its phrase filters' last bytes are fetched.
-const FILTER_AHEAD: usize = 2;
+
+/// Ends a document's entry in a term's stream.
+const END_DOC: u32 = 0;
+/// Ends a document's entry, its phrase filters following.
+const END_DOC_FILTERS: u32 = 1;
+/// Added to a position delta in a stream (values below are ends).
+const POSITION_BASE: u32 = 2;
 
 /// How many terms ahead the segment's end fetches a term's state and the
 /// start of its stream.
@@ -105,11 +112,6 @@ impl TermBuf {
     }
 }
 
-/// A term's phrase filters while a segment is being built: per document,
-/// its `after` filter then its `before` filter (one buffer: one miss, not
-/// two, when a document starts).
-type FilterBufs = Vec<u8>;
-
 /// Builds one segment in memory.
 pub struct SegmentWriter {
     analysis: Arc<Analysis>,
@@ -122,9 +124,11 @@ pub struct SegmentWriter {
     starts: Vec<u32>,
     /// Every term's postings stream.
     slices: ByteSlices,
-    /// The phrase filters being built, and their bytes.
-    filters: Vec<FilterBufs>,
-    filter_bytes: usize,
+    /// The terms whose current document started in the field being
+    /// inverted, and the phrase filters of that document for those that
+    /// have them (`after`, then `before`).
+    touched: Vec<u32>,
+    pending: Vec<u8>,
     /// The tokens of the field being inverted, and their term keys.
     tokens: Vec<PendingToken>,
     token_keys: Vec<u8>,
@@ -220,8 +224,8 @@ impl SegmentWriter {
             bufs: Vec::new(),
             starts: Vec::new(),
             slices: ByteSlices::new(),
-            filters: Vec::new(),
-            filter_bytes: 0,
+            touched: Vec::new(),
+            pending: Vec::new(),
             tokens: Vec::new(),
             token_keys: Vec::new(),
             store,
@@ -267,8 +271,8 @@ impl SegmentWriter {
         self.slices.memory_bytes()
             + self.bufs.capacity() * std::mem::size_of::<TermBuf>()
             + self.starts.capacity() * 4
-            + self.filters.capacity() * std::mem::size_of::<FilterBufs>()
-            + self.filter_bytes
+            + self.touched.capacity() * 4
+            + self.pending.capacity()
             + self.probe_bits.capacity() * 2
             + self.terms.memory_bytes()
             + self.columns.memory_bytes()
@@ -334,8 +338,8 @@ impl SegmentWriter {
             bufs,
             starts,
             slices,
-            filters,
-            filter_bytes,
+            touched,
+            pending,
             tokens,
             token_keys,
             filter_ceiling,
@@ -391,8 +395,7 @@ impl SegmentWriter {
                         prev_end: 0,
                         cursor,
                         filters: if with_filters {
-                            filters.push(FilterBufs::default());
-                            (filters.len() - 1) as u32
+                            0
                         } else if filtered {
                             NO_FILTERS
                         } else {
@@ -410,17 +413,7 @@ impl SegmentWriter {
                 }
             }
             if let Some(i) = (step + STREAM_AHEAD).checked_sub(SLOT_AHEAD).filter(|&i| i < len) {
-                let buf = &bufs[tokens[i].term as usize];
-                slices.prefetch(&buf.cursor);
-                if let Some(own) = buf.own_filters() {
-                    prefetch(&filters[own]);
-                }
-            }
-            if let Some(i) = (step + FILTER_AHEAD).checked_sub(SLOT_AHEAD).filter(|&i| i < len) {
-                if let Some(own) = bufs[tokens[i].term as usize].own_filters() {
-                    let f = &filters[own];
-                    prefetch(f.as_ptr().wrapping_add(f.len().saturating_sub(1)));
-                }
+                slices.prefetch(&bufs[tokens[i].term as usize].cursor);
             }
             let Some(i) = step.checked_sub(SLOT_AHEAD) else {
                 continue;
@@ -429,32 +422,29 @@ impl SegmentWriter {
             let term = tok.term;
             let buf = &mut bufs[term as usize];
             if buf.df == 0 || buf.doc != doc_id {
-                if buf.df > 0 {
-                    slices.push(&mut buf.cursor, 0);
-                }
+                touched.push(term);
                 let delta = if buf.df == 0 { doc_id } else { doc_id - buf.doc };
                 slices.push_u32(&mut buf.cursor, delta);
                 buf.doc = doc_id;
                 buf.df += 1;
                 buf.prev_pos = 0;
                 buf.prev_end = 0;
-                if let Some(own) = buf.own_filters() {
-                    let f = &mut filters[own];
+                if buf.own_filters().is_some() {
                     if buf.df > filter_ceiling {
-                        *filter_bytes -= f.capacity();
-                        *f = FilterBufs::default();
                         buf.filters = NO_FILTERS;
                     } else {
-                        let before = f.capacity();
-                        f.resize(f.len() + 2 * n, 0);
-                        *filter_bytes = *filter_bytes + f.capacity() - before;
+                        buf.filters = (pending.len() / (2 * n)) as u32;
+                        pending.resize(pending.len() + 2 * n, 0);
                     }
                 }
             }
             if tok.start < buf.prev_end || tok.end < tok.start {
                 overlap = true;
             }
-            slices.push_u32(&mut buf.cursor, (tok.position - buf.prev_pos).wrapping_add(1));
+            slices.push_u32(
+                &mut buf.cursor,
+                (tok.position - buf.prev_pos).wrapping_add(POSITION_BASE),
+            );
             slices.push_u32(&mut buf.cursor, tok.start.wrapping_sub(buf.prev_end));
             slices.push_u32(&mut buf.cursor, tok.end.wrapping_sub(tok.start));
             buf.prev_pos = tok.position;
@@ -467,19 +457,32 @@ impl SegmentWriter {
                     // has them.
                     let (t, p) = (term as usize * k, prev as usize * k);
                     if let Some(own) = bufs[prev as usize].own_filters() {
-                        let f = &mut filters[own];
-                        let at = f.len() - 2 * n;
-                        bloom::insert_bits(&mut f[at..at + n], &probe_bits[t..t + k]);
+                        let at = own * 2 * n;
+                        bloom::insert_bits(&mut pending[at..at + n], &probe_bits[t..t + k]);
                     }
                     if let Some(own) = bufs[term as usize].own_filters() {
-                        let f = &mut filters[own];
-                        let at = f.len() - n;
-                        bloom::insert_bits(&mut f[at..], &probe_bits[p..p + k]);
+                        let at = own * 2 * n + n;
+                        bloom::insert_bits(&mut pending[at..at + n], &probe_bits[p..p + k]);
                     }
                 }
             }
             last = Some((term, tok.position));
         }
+        // The field's documents end: each term's entry with its filters.
+        for &term in touched.iter() {
+            let buf = &mut bufs[term as usize];
+            match buf.own_filters() {
+                Some(own) => {
+                    slices.push(&mut buf.cursor, END_DOC_FILTERS as u8);
+                    for &b in &pending[own * 2 * n..(own + 1) * 2 * n] {
+                        slices.push(&mut buf.cursor, b);
+                    }
+                }
+                None => slices.push(&mut buf.cursor, END_DOC as u8),
+            }
+        }
+        touched.clear();
+        pending.clear();
         let len = len as u64;
         if overlap {
             return Err(Error::Internal("analyzer produced overlapping tokens".into()));
@@ -503,7 +506,7 @@ impl SegmentWriter {
             b.doc_ceiling(self.max_doc as u64).saturating_mul(self.filter_slack)
         });
         let fb = self.bloom.map_or(0, |s| s.bytes as usize);
-        let (mut positions, mut offsets) = (Vec::new(), Vec::new());
+        let (mut positions, mut offsets, mut doc_filters) = (Vec::new(), Vec::new(), vec![0u8; 2 * fb]);
         let damaged = |e: String| Error::Internal(format!("internal: damaged in-memory postings: {e}"));
         for (nth, (key, id)) in keys.iter().enumerate() {
             if let Some(&(_, ahead)) = keys.get(nth + FINISH_AHEAD) {
@@ -512,12 +515,9 @@ impl SegmentWriter {
             }
             let (id, norms) = (*id as usize, &self.norms[key[0] as usize]);
             let buf = &self.bufs[id];
-            let filters = buf
-                .own_filters()
-                .map(|f| &self.filters[f])
-                .filter(|f| buf.df as u64 <= ceiling && f.len() == 2 * buf.df as usize * fb);
+            let keep_filters = buf.own_filters().is_some() && buf.df as u64 <= ceiling;
             let w = postings.term_writer();
-            w.start(filters.is_some());
+            w.start(keep_filters);
             let mut r = self.slices.reader(self.starts[id]);
             let mut doc = 0u32;
             for i in 0..buf.df as usize {
@@ -525,27 +525,39 @@ impl SegmentWriter {
                 doc = if i == 0 { delta } else { doc + delta };
                 positions.clear();
                 offsets.clear();
-                let last = i + 1 == buf.df as usize;
                 let (mut pos, mut end) = (0u32, 0u32);
-                while !(last && r.at(&buf.cursor)) {
+                let with_filters = loop {
                     let p = r.u32().ok_or_else(|| damaged("position".into()))?;
-                    if p == 0 {
-                        break;
+                    match p {
+                        END_DOC => break false,
+                        END_DOC_FILTERS => break true,
+                        _ => {}
                     }
-                    pos += p - 1;
+                    pos += p - POSITION_BASE;
                     let start = end + r.u32().ok_or_else(|| damaged("offset".into()))?;
                     end = start + r.u32().ok_or_else(|| damaged("offset".into()))?;
                     positions.push(pos);
                     offsets.push((start, end));
+                };
+                if with_filters {
+                    for b in doc_filters.iter_mut() {
+                        *b = r.byte();
+                    }
+                } else if keep_filters {
+                    return Err(damaged(format!("document {doc} of a filtered term has no filters")));
                 }
-                let f = filters.map_or((&[][..], &[][..]), |f| {
-                    (&f[2 * i * fb..(2 * i + 1) * fb], &f[(2 * i + 1) * fb..(2 * i + 2) * fb])
-                });
+                let f = match keep_filters {
+                    true => (&doc_filters[..fb], &doc_filters[fb..]),
+                    false => (&[][..], &[][..]),
+                };
                 let norm = norms
                     .get(doc as usize)
                     .copied()
                     .ok_or_else(|| damaged(format!("doc {doc} has no norm")))?;
                 w.push(doc, &positions, &offsets, f, norm).map_err(damaged)?;
+            }
+            if !r.at(&buf.cursor) {
+                return Err(damaged("the stream goes on past its documents".into()));
             }
             postings.end_term(key)?;
         }
