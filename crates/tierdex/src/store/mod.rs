@@ -18,7 +18,7 @@
 //! both stores share a dictionary and recompresses otherwise. The byte layout
 //! is described in the `format` submodule.
 //!
-//! Measured with zstd level 3 (compression ratio = serialised bytes / data
+//! Measured with zstd level 3, the default before level 1 (compression ratio = serialised bytes / data
 //! file bytes without padding, dictionary included): Wikipedia articles of
 //! 1.3 KB go from 1.94 to 2.37 with the dictionary, long ones (15.6 KB) from
 //! 2.44 to 2.68, SciFact abstracts from 1.96 to 2.70. Alignment costs 4% (long
@@ -47,7 +47,9 @@ pub use writer::{train_dictionary, StoreWriter};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StoreOptions {
-    /// zstd compression level (default 3).
+    /// zstd compression level (default 1: on Wikipedia it compresses the
+    /// store 1.7 s faster than level 3, a third less time, for 9.7% more
+    /// store bytes).
     pub level: i32,
     /// Pad before a record when that keeps it inside one 4 KiB page (default
     /// on): fewer page reads per document for a little more space.
@@ -68,7 +70,7 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
-            level: 3,
+            level: 1,
             align: true,
             dictionary: true,
             dictionary_sample_docs: 5_000,
