@@ -363,6 +363,16 @@ impl SegmentWriter {
                 hash: 0,
             });
         });
+        // A position whose delta a stream could not tell from an end marker
+        // is refused before anything of the document is written.
+        if tokens.last().is_some_and(|t| t.position > u32::MAX - POSITION_BASE) {
+            return Err(Error::InvalidArgument(format!(
+                "document {:?}: field {} has token positions beyond {}",
+                doc.id,
+                field.id(),
+                u32::MAX - POSITION_BASE
+            )));
+        }
         for t in tokens.iter_mut() {
             t.hash = TermTable::hash(&token_keys[t.key as usize..t.key_end as usize]);
         }
