@@ -49,6 +49,9 @@ struct TermBuf {
     filters: u32,
 }
 
+// Two term states per cache line, as the inversion's speed assumes.
+const _: () = assert!(std::mem::size_of::<TermBuf>() == 32);
+
 /// A token of the field being inverted, gathered before it is inverted.
 #[derive(Clone, Copy)]
 struct PendingToken {
