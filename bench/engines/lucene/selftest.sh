@@ -29,14 +29,19 @@ JSON
 "$here/run.sh" index --corpus "$tmp/corpus.jsonl" --index "$tmp/index" --threads 2 --memory-mb 16 \
   > "$tmp/index.out" 2> "$tmp/index.err" || { cat "$tmp/index.err" >&2; echo "FAIL: index" >&2; exit 1; }
 
-printf '%s\n' \
-  $'TOP_10\tfox' \
-  $'TOP_100\tlazy dog' \
-  $'TOP_1000\t"lazy dog"' \
-  $'TOP_10_COUNT\t+the +fox' \
-  $'COUNT\tbody:dog -title:lazy' \
-  $'COUNT\tüber café' \
-  $'TOP_10\t(unbalanced' \
+# The command lines both indexes (plain and --bp) answer.
+commands() {
+  printf '%s\n' \
+    $'TOP_10\tfox' \
+    $'TOP_100\tlazy dog' \
+    $'TOP_1000\t"lazy dog"' \
+    $'TOP_10_COUNT\t+the +fox' \
+    $'COUNT\tbody:dog -title:lazy' \
+    $'COUNT\tüber café' \
+    $'TOP_10\t(unbalanced'
+}
+
+commands \
   | "$here/run.sh" query --index "$tmp/index" > "$tmp/query.out" 2> "$tmp/query.err" \
   || { cat "$tmp/query.err" >&2; echo "FAIL: query" >&2; exit 1; }
 
@@ -113,14 +118,7 @@ python3 "$here/../typed_selftest.py" "$tmp" "$here/run.sh"
 "$here/run.sh" index --corpus "$tmp/corpus.jsonl" --index "$tmp/bp-index" --threads 2 --memory-mb 16 --bp \
   > "$tmp/bp-index.out" 2> "$tmp/bp-index.err" || { cat "$tmp/bp-index.err" >&2; echo "FAIL: index --bp" >&2; exit 1; }
 grep -q "BP reordering done" "$tmp/bp-index.err" || { cat "$tmp/bp-index.err" >&2; echo "FAIL: index --bp did not reorder" >&2; exit 1; }
-printf '%s\n' \
-  $'TOP_10\tfox' \
-  $'TOP_100\tlazy dog' \
-  $'TOP_1000\t"lazy dog"' \
-  $'TOP_10_COUNT\t+the +fox' \
-  $'COUNT\tbody:dog -title:lazy' \
-  $'COUNT\tüber café' \
-  $'TOP_10\t(unbalanced' \
+commands \
   | "$here/run.sh" query --index "$tmp/bp-index" > "$tmp/bp-query.out" 2> "$tmp/bp-query.err" \
   || { cat "$tmp/bp-query.err" >&2; echo "FAIL: query (bp index)" >&2; exit 1; }
 if "$here/run.sh" index --corpus "$tmp/corpus.jsonl" --index "$tmp/bp-bad" --bp=yes 2> "$tmp/bp-bad.err"; then

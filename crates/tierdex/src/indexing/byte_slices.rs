@@ -83,13 +83,11 @@ impl ByteSlices {
     /// Fetches into the cache the byte `cursor` writes next.
     #[inline]
     pub fn prefetch(&self, cursor: &SliceCursor) {
-        let (block, at) = split(cursor.pos);
-        if let Some(b) = self.blocks.get(block) {
-            super::segment_writer::prefetch(b.as_ptr().wrapping_add(at));
-        }
+        self.prefetch_start(cursor.pos);
     }
 
-    /// Fetches into the cache the first bytes of the stream at `start`.
+    /// Fetches into the cache the bytes at address `start` (a stream's
+    /// first ones).
     #[inline]
     pub fn prefetch_start(&self, start: u32) {
         let (block, at) = split(start);
