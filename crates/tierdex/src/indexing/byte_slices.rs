@@ -190,11 +190,41 @@ impl SliceReader<'_> {
 
     #[cold]
     fn next_slice(&mut self) {
-        let link = self.slices.data(self.end, self.end + LINK);
-        let next = u32::from_le_bytes(link.try_into().expect("4 bytes"));
+        let next = self.link();
         self.level = (self.level + 1).min(LEVELS.len() as u8 - 1);
         self.end = next + LEVELS[self.level as usize];
         self.data = self.slices.data(next, self.end);
+        // The slice after this one is fetched while this one is read. The
+        // last slice's link was never written: it reads 0 (blocks start
+        // zeroed), a harmless address to fetch.
+        let after = self.link();
+        let level = (self.level + 1).min(LEVELS.len() as u8 - 1) as usize;
+        for line in (0..LEVELS[level] + LINK).step_by(64) {
+            self.slices.prefetch_start(after + line);
+        }
+    }
+
+    /// The address in the current slice's link.
+    #[inline]
+    fn link(&self) -> u32 {
+        let link = self.slices.data(self.end, self.end + LINK);
+        u32::from_le_bytes(link.try_into().expect("4 bytes"))
+    }
+
+    /// Fills `out` with the next bytes (the caller must not read past what
+    /// was written).
+    #[inline]
+    pub fn bytes(&mut self, out: &mut [u8]) {
+        let mut at = 0;
+        while at < out.len() {
+            if self.data.is_empty() {
+                self.next_slice();
+            }
+            let n = self.data.len().min(out.len() - at);
+            out[at..at + n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            at += n;
+        }
     }
 
     /// Whether it is where `cursor` writes next: at the stream's end.
@@ -246,6 +276,32 @@ mod tests {
                     prop_assert_eq!(got, v);
                 }
             }
+        }
+
+        /// Runs of bytes read with `bytes` in chunks of any size, across
+        /// slices, equal what was pushed, and the reader ends at the end.
+        #[test]
+        fn bytes_read_in_chunks(n in 0usize..3000, chunks in proptest::collection::vec(1usize..300, 1..40)) {
+            let mut arena = ByteSlices::new();
+            let (_, mut other) = arena.start();
+            let (start, mut cursor) = arena.start();
+            for i in 0..n {
+                arena.push(&mut cursor, (i * 7) as u8);
+                arena.push(&mut other, i as u8);
+            }
+            let mut r = arena.reader(start);
+            let mut got = Vec::new();
+            for &c in chunks.iter().cycle() {
+                let c = c.min(n - got.len());
+                if c == 0 {
+                    break;
+                }
+                let mut buf = vec![0u8; c];
+                r.bytes(&mut buf);
+                got.extend_from_slice(&buf);
+            }
+            prop_assert_eq!(got, (0..n).map(|i| (i * 7) as u8).collect::<Vec<_>>());
+            prop_assert!(r.at(&cursor));
         }
     }
 

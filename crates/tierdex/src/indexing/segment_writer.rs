@@ -553,9 +553,7 @@ impl SegmentWriter {
                     offsets.push((start, end));
                 };
                 if with_filters {
-                    for b in doc_filters.iter_mut() {
-                        *b = r.byte();
-                    }
+                    r.bytes(&mut doc_filters);
                 } else if keep_filters {
                     return Err(damaged(format!("document {doc} of a filtered term has no filters")));
                 }
