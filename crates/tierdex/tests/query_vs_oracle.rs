@@ -363,6 +363,136 @@ fn random_multi_field_queries_match_oracle() {
     );
 }
 
+const BULK_WORDS: [&str; 12] = [
+    "alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa", "lam", "mu",
+];
+
+/// 9,000 documents over [`BULK_WORDS`] (Zipf-like): the first 600 short
+/// (high scores, which set the top-k's threshold early), the others long,
+/// so that later blocks' maxima fall below the threshold and their windows
+/// are skipped, or only counted.
+fn bulk_corpus(rng: &mut gen::Rng) -> Vec<Document> {
+    let weights: Vec<u32> = (0..BULK_WORDS.len() as u32).map(|j| 1200 / (j + 1)).collect();
+    (0..9000)
+        .map(|i| {
+            let mut pick = |n: usize| -> String {
+                (0..n)
+                    .map(|_| BULK_WORDS[rng.weighted(&weights)])
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let title = pick(1 + i % 3);
+            let body = match i < 600 {
+                true => pick(1 + i % 3),
+                false => pick(25 + (i * 7919) % 20),
+            };
+            Document::title_body(format!("d{i}"), title, body)
+        })
+        .collect()
+}
+
+/// Disjunctions over thousands of documents: terms spread over many
+/// blocks and several windows of the window-at-a-time top-k
+/// (`query::bulk`), with block maxima that differ, against the oracle in
+/// every mode (segments merged and not).
+#[test]
+fn large_disjunctions_match_oracle() {
+    let mut rng = gen::Rng::new(0x0b01_7a11);
+    let docs = bulk_corpus(&mut rng);
+    let oracle = OracleIndex::new(&docs, &Analyzer::new(Default::default()));
+    for (segment_docs, merge) in [(2500, false), (4000, true)] {
+        let opts = tierdex::indexing::IndexOptions {
+            segment_docs,
+            merge,
+            threads: 1,
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().expect("temporary directory");
+        if !index_or_skip(&docs, dir.path(), &opts) {
+            return;
+        }
+        let searcher = Searcher::open(dir.path()).expect("open");
+        for q in 0..40 {
+            let n = 1 + q % 5;
+            let text: Vec<&str> = (0..n).map(|_| *rng.pick(&BULK_WORDS[2..])).collect();
+            let text = text.join(" ");
+            let query = tierdex::query::parse(&text).expect("query");
+            for (mode, k) in [
+                (Mode::TopK, 1),
+                (Mode::TopK, 10),
+                (Mode::TopK, 100),
+                (Mode::TopKAndCount, 10),
+            ] {
+                let context = format!("{text:?} {mode:?} k={k}, segments of {segment_docs}, merged {merge}");
+                if let Err(msg) = check(&searcher, &oracle, &query, mode, k, &context) {
+                    panic!("{msg}");
+                }
+            }
+        }
+    }
+}
+
+/// The same disjunctions after deleting every seventh document: ids,
+/// score bits and counts equal those of an index built from the live
+/// documents.
+#[test]
+fn large_disjunctions_skip_deleted_documents() {
+    use tierdex::update::{IndexWriter, Strategy};
+    let mut rng = gen::Rng::new(0x0b01_de1e);
+    let docs = bulk_corpus(&mut rng);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let writer = match IndexWriter::create(
+        dir.path(),
+        Default::default(),
+        Default::default(),
+        Strategy::NoMerge,
+        Default::default(),
+    ) {
+        Ok(w) => w,
+        Err(e) if not_implemented(&e) => return,
+        Err(e) => panic!("writer: {e}"),
+    };
+    for batch in docs.chunks(3000) {
+        writer.add(batch.to_vec()).expect("add");
+        writer.flush().expect("flush");
+    }
+    let gone: Vec<String> = docs.iter().step_by(7).map(|d| d.id.clone()).collect();
+    writer.delete(gone).expect("delete");
+    let live: Vec<Document> = docs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 7 != 0)
+        .map(|(_, d)| d.clone())
+        .collect();
+    let fresh_dir = tempfile::tempdir().expect("temporary directory");
+    if !index_or_skip(&live, fresh_dir.path(), &Default::default()) {
+        return;
+    }
+    let fresh = Searcher::open(fresh_dir.path()).expect("open");
+    let searcher = writer.refresh().expect("refresh");
+    let answer = |s: &Searcher, q: &Query, mode: Mode, k: usize| {
+        let r = s.search_parsed(q, mode, k).expect("search");
+        let hits: Vec<(String, u32)> = r
+            .hits
+            .iter()
+            .map(|h| (s.doc_id(h.doc).expect("id"), h.score.to_bits()))
+            .collect();
+        (hits, r.count)
+    };
+    for q in 0..30 {
+        let n = 1 + q % 4;
+        let text: Vec<&str> = (0..n).map(|_| *rng.pick(&BULK_WORDS[2..])).collect();
+        let query = tierdex::query::parse(&text.join(" ")).expect("query");
+        for (mode, k) in [(Mode::TopK, 10), (Mode::TopKAndCount, 10), (Mode::TopKAndCount, 1000)] {
+            assert_eq!(
+                answer(&searcher, &query, mode, k),
+                answer(&fresh, &query, mode, k),
+                "{text:?} {mode:?} k={k}"
+            );
+        }
+    }
+}
+
 /// The engine must number documents in input order whatever the segment
 /// size and thread count: one distinctive term per document.
 #[test]

@@ -297,11 +297,10 @@ impl Weight for BooleanWeight {
     fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
         match self.shape() {
             Shape::TermOr(terms) => {
-                let mut subs = term_scorers(&terms, b)?;
+                let subs = term_scorers(&terms, b)?;
                 match subs.len() {
                     0 => Ok(true),
-                    1 => job.run(&mut subs[0]),
-                    _ => job.run(&mut Disjunction::new(subs)),
+                    _ => job.run_or(subs, b.seg.max_doc()),
                 }
             }
             Shape::TermAnd(terms) => match required_term_scorers(&terms, b)? {

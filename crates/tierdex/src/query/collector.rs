@@ -50,6 +50,9 @@ impl PartialOrd for Entry {
 pub struct TopK {
     k: usize,
     heap: BinaryHeap<Reverse<Entry>>,
+    /// The worst held score once k hits are held (`None` before): what a
+    /// new hit must reach, checked before the heap is touched.
+    threshold: Option<f32>,
 }
 
 impl TopK {
@@ -58,43 +61,46 @@ impl TopK {
         TopK {
             k,
             heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1),
+            threshold: None,
         }
     }
 
     /// Offers a hit; returns true when the threshold changed.
     #[inline]
     pub fn insert(&mut self, doc: DocId, score: f32) -> bool {
-        if self.k == 0 {
+        if self.k == 0 || self.threshold.is_some_and(|t| score < t) {
             return false;
         }
-        let e = Entry { score, doc };
+        self.offer(Entry { score, doc })
+    }
+
+    fn offer(&mut self, e: Entry) -> bool {
         if self.heap.len() < self.k {
             self.heap.push(Reverse(e));
-            return self.heap.len() == self.k;
-        }
-        let mut worst = self.heap.peek_mut().expect("full heap");
-        if e > worst.0 {
+            if self.heap.len() < self.k {
+                return false;
+            }
+        } else {
+            let mut worst = self.heap.peek_mut().expect("full heap");
+            if e <= worst.0 {
+                return false;
+            }
             *worst = Reverse(e);
-            drop(worst);
-            return true;
         }
-        false
+        self.threshold = self.heap.peek().map(|w| w.0.score);
+        true
     }
 
     /// Score a new hit must beat, once k hits are held.
     #[inline]
     pub fn threshold(&self) -> Option<f32> {
-        if self.k > 0 && self.heap.len() == self.k {
-            self.heap.peek().map(|w| w.0.score)
-        } else {
-            None
-        }
+        self.threshold
     }
 
     /// The threshold lowered by the rounding slack (what scorers may prune
     /// strictly below).
     #[inline]
-    fn prune_below(&self) -> Option<f32> {
+    pub(crate) fn prune_below(&self) -> Option<f32> {
         self.threshold().map(|t| t - t.abs() * SLACK)
     }
 
@@ -174,6 +180,17 @@ impl Deadline {
     pub fn tick(&mut self) -> bool {
         self.left -= 1;
         if self.left > 0 {
+            return false;
+        }
+        self.left = Self::STRIDE;
+        self.passed()
+    }
+
+    /// Counts `n` documents; true once the deadline has passed.
+    #[inline]
+    pub fn tick_by(&mut self, n: u32) -> bool {
+        if self.left > n {
+            self.left -= n;
             return false;
         }
         self.left = Self::STRIDE;

@@ -11,12 +11,14 @@
 //!   builds its segment scorer and runs the collection loops compiled for
 //!   it. [`scorer`] defines the cursor contract; [`bm25`] the similarity.
 //! * [`collector`] holds the loops: top-k with block-max pruning, counts;
+//!   [`bulk`] the window-at-a-time top-k of disjunctions of terms;
 //!   [`count`] decides when bitsets count faster.
 //! * [`highlight`] builds snippets from stored offsets.
 
 pub mod ast;
 internal!(bm25);
 internal!(boolean);
+internal!(bulk);
 internal!(collector);
 internal!(column);
 internal!(count);

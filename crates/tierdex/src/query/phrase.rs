@@ -168,7 +168,10 @@ pub struct PhraseScorer<'a> {
     doc: DocId,
     freq: u32,
     positions: Vec<Vec<u32>>,
-    ptrs: Vec<usize>,
+    /// The candidate starts of the current document.
+    starts: Vec<u32>,
+    /// (frequency in the current document, term), by increasing frequency.
+    by_freq: Vec<(u32, usize)>,
     max_score: f32,
     /// Counting: the first matching position is enough.
     count_only: bool,
@@ -244,7 +247,8 @@ impl<'a> PhraseScorer<'a> {
             doc: 0,
             freq: 0,
             positions: vec![Vec::new(); n],
-            ptrs: vec![0; n],
+            starts: Vec::new(),
+            by_freq: Vec::with_capacity(n),
             max_score,
             count_only: false,
             filters,
@@ -328,44 +332,97 @@ impl<'a> PhraseScorer<'a> {
         true
     }
 
-    /// Counts the start positions where every term is at its offset.
+    /// Counts the start positions where every term is at its offset. The
+    /// term least frequent in the document gives the candidate starts; each
+    /// other one, by increasing frequency, keeps those it continues, and
+    /// positions are decoded only while candidates remain.
     fn phrase_freq(&mut self) -> u32 {
+        let n = self.terms.len();
+        if n == 2 {
+            return self.pair_freq();
+        }
+        self.by_freq.clear();
+        for (i, t) in self.terms.iter_mut().enumerate() {
+            self.by_freq.push((t.freq(), i));
+        }
+        self.by_freq.sort_unstable();
+        let lead = self.by_freq[0].1;
+        self.terms[lead].positions(&mut self.positions[lead]);
+        let r = self.rel[lead];
+        self.starts.clear();
+        self.starts
+            .extend(self.positions[lead].iter().filter_map(|&p| p.checked_sub(r)));
+        for k in 1..n {
+            if self.starts.is_empty() {
+                return 0;
+            }
+            let j = self.by_freq[k].1;
+            self.terms[j].positions(&mut self.positions[j]);
+            keep_continued(&mut self.starts, &self.positions[j], self.rel[j]);
+        }
+        let count = self.starts.len() as u32;
+        match self.count_only {
+            true => count.min(1),
+            false => count,
+        }
+    }
+}
+
+impl PhraseScorer<'_> {
+    /// [`PhraseScorer::phrase_freq`] of two terms: both lists are decoded
+    /// and merged, the shorter one leading.
+    fn pair_freq(&mut self) -> u32 {
         for (t, buf) in self.terms.iter_mut().zip(self.positions.iter_mut()) {
             t.positions(buf);
         }
-        let lead = (0..self.terms.len())
-            .min_by_key(|&i| self.positions[i].len())
-            .unwrap_or(0);
-        self.ptrs.iter_mut().for_each(|p| *p = 0);
-        let mut count = 0;
-        'starts: for &p in &self.positions[lead] {
-            let Some(x) = p.checked_sub(self.rel[lead]) else {
+        let (lead, other) = match self.positions[0].len() <= self.positions[1].len() {
+            true => (0, 1),
+            false => (1, 0),
+        };
+        let (list, targets) = (&self.positions[other], &self.positions[lead]);
+        let (rl, ro) = (self.rel[lead] as u64, self.rel[other] as u64);
+        let (mut j, mut count) = (0, 0);
+        for &p in targets {
+            // The phrase starts at p - rl; the other term must be at that + ro.
+            let Some(want) = (p as u64 + ro).checked_sub(rl) else {
                 continue;
             };
-            for j in 0..self.terms.len() {
-                if j == lead {
-                    continue;
-                }
-                let want = x + self.rel[j];
-                let list = &self.positions[j];
-                let ptr = &mut self.ptrs[j];
-                while *ptr < list.len() && list[*ptr] < want {
-                    *ptr += 1;
-                }
-                if *ptr == list.len() {
-                    break 'starts;
-                }
-                if list[*ptr] != want {
-                    continue 'starts;
-                }
+            while j < list.len() && (list[j] as u64) < want {
+                j += 1;
             }
-            count += 1;
-            if self.count_only {
+            if j == list.len() {
                 break;
+            }
+            if list[j] as u64 == want && p as u64 >= rl {
+                count += 1;
+                if self.count_only {
+                    break;
+                }
             }
         }
         count
     }
+}
+
+/// Keeps the `starts` (increasing) whose position `start + rel` is in
+/// `positions` (increasing).
+fn keep_continued(starts: &mut Vec<u32>, positions: &[u32], rel: u32) {
+    let (mut j, mut kept) = (0, 0);
+    for i in 0..starts.len() {
+        let s = starts[i];
+        let want = s as u64 + rel as u64;
+        while j < positions.len() && (positions[j] as u64) < want {
+            j += 1;
+        }
+        if j == positions.len() {
+            break;
+        }
+        if positions[j] as u64 == want {
+            starts[kept] = s;
+            kept += 1;
+        }
+    }
+    starts.truncate(kept);
 }
 
 impl Scorer for PhraseScorer<'_> {
@@ -452,5 +509,33 @@ impl Scorer for PhraseScorer<'_> {
             }
         }
         first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_continued;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The merge keeps exactly the starts a membership test keeps.
+        #[test]
+        fn keeps_the_continued_starts(
+            starts in proptest::collection::btree_set(0u32..400, 0..60),
+            positions in proptest::collection::btree_set(0u32..400, 0..60),
+            rel in 0u32..5,
+        ) {
+            let want: Vec<u32> = starts.iter().copied().filter(|s| positions.contains(&(s + rel))).collect();
+            let mut got: Vec<u32> = starts.into_iter().collect();
+            keep_continued(&mut got, &positions.into_iter().collect::<Vec<_>>(), rel);
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn starts_near_the_top_of_the_range_do_not_overflow() {
+        let mut starts = vec![u32::MAX - 3, u32::MAX - 1];
+        keep_continued(&mut starts, &[u32::MAX - 1], 2);
+        assert_eq!(starts, [u32::MAX - 3]);
     }
 }

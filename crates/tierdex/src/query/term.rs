@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::index::{Index, SegmentReader};
 use crate::layout::TermCursor;
 use crate::query::bm25::Bm25;
+use crate::query::bulk;
 use crate::query::collector::{self, Cutoff};
 use crate::query::scorer::Scorer;
 use crate::query::weight::{BoxedScorer, Build, QueryKey, SegmentJob, Weight};
@@ -72,6 +73,7 @@ impl Weight for TermWeight {
 
     fn collect(&self, b: Build<'_>, job: &mut SegmentJob<'_>) -> Result<bool> {
         match self.term_scorer(b)? {
+            Some(s) if bulk::pays(s.cost(), b.seg.max_doc()) => job.run_or(vec![s], b.seg.max_doc()),
             Some(mut s) => job.run(&mut s),
             None => Ok(true),
         }
@@ -139,6 +141,17 @@ impl<'a> TermScorer<'a> {
     /// The underlying cursor (positions, offsets).
     pub fn cursor(&mut self) -> &mut TermCursor<'a> {
         &mut self.cursor
+    }
+
+    /// Calls `f` with every document `<= upto` from the current one on and
+    /// its score, a block at a time; leaves the scorer on the first
+    /// document past `upto` (or exhausted).
+    #[inline]
+    pub fn for_each_scored_upto(&mut self, upto: DocId, mut f: impl FnMut(DocId, f32)) {
+        let (bm25, norms) = (&self.bm25, self.norms);
+        self.cursor.for_each_upto(upto, |doc, freq| {
+            f(doc, bm25.score(freq, norms.get(doc as usize).copied().unwrap_or(0)))
+        });
     }
 
     #[inline]

@@ -26,8 +26,11 @@ use crate::error::Result;
 use crate::index::{Index, SegmentReader};
 use crate::layout::TermCursor;
 use crate::query::bm25::{Bm25, NormCache};
+use crate::query::boolean::Disjunction;
+use crate::query::bulk;
 use crate::query::collector::{self, Cutoff, Deadline, TopK};
 use crate::query::scorer::Scorer;
+use crate::query::term::TermScorer;
 use crate::schema::{DocId, Field};
 use crate::termdict::TermInfo;
 
@@ -331,6 +334,29 @@ impl SegmentJob<'_> {
             ),
         };
         match s.take_error() {
+            Some(e) => Err(e),
+            None => Ok(finished),
+        }
+    }
+}
+
+impl SegmentJob<'_> {
+    /// Runs the disjunction of the term scorers `subs` (at least 1) over a
+    /// segment of `max_doc` documents: a window at a time when collecting
+    /// hits without a count over postings dense enough
+    /// ([`crate::query::bulk`]), else through the term or disjunction
+    /// scorer.
+    pub fn run_or(&mut self, mut subs: Vec<TermScorer<'_>>, max_doc: DocId) -> Result<bool> {
+        let cost = subs.iter().map(|s| s.cost()).sum();
+        let bulk = subs.len() <= bulk::MAX_CLAUSES && bulk::pays(cost, max_doc) && self.count.is_none();
+        let Some(top) = self.top.as_deref_mut().filter(|_| bulk) else {
+            return match subs.len() {
+                1 => self.run(&mut subs[0]),
+                _ => self.run(&mut Disjunction::new(subs)),
+            };
+        };
+        let finished = bulk::top_k_or(&mut subs, self.base, top, self.deleted, self.deadline);
+        match subs.iter_mut().find_map(|s| s.take_error()) {
             Some(e) => Err(e),
             None => Ok(finished),
         }

@@ -262,6 +262,22 @@ impl<'a> TermCursor<'a> {
         }
     }
 
+    /// Calls `f` with every document `<= upto` (below [`TERMINATED`]) from
+    /// the current one on, and its frequency, a decoded block at a time
+    /// (window-at-a-time scoring); leaves the cursor on the first document
+    /// past `upto` (or exhausted).
+    #[inline]
+    pub fn for_each_upto(&mut self, upto: DocId, mut f: impl FnMut(DocId, u32)) {
+        if self.chain.is_none() {
+            return self.leaf.for_each_upto(upto, f);
+        }
+        while self.doc() <= upto {
+            let freq = self.freq();
+            f(self.doc(), freq);
+            self.advance();
+        }
+    }
+
     /// Frequency of the term in the current document.
     #[inline]
     pub fn freq(&mut self) -> u32 {

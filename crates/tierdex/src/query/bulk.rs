@@ -1,0 +1,227 @@
+//! Window-at-a-time (bulk) top-k over a disjunction of terms, the shape of
+//! Lucene's MaxScore bulk scorer. The documents are taken a window at a
+//! time (at most [`WINDOW`] documents, and within one block of every
+//! clause): each clause whose block maximum can matter (an *essential*
+//! one) scores its postings of the window in a tight loop, a decoded block
+//! at a time, into a per-clause buffer; then the window's matches are
+//! visited in document order, the other clauses (*non-essential*: their
+//! summed maxima cannot reach the threshold) are probed only for those that
+//! can still make it, and the survivors go to the top-k. A window that no
+//! match can make competitive is skipped unread.
+//!
+//! Scores are summed in clause order, exactly as [`super::boolean::Disjunction`]
+//! sums them, so both paths return the same hits with the same scores.
+
+use crate::common::BitSet;
+use crate::query::collector::{Deadline, TopK};
+use crate::query::scorer::Scorer;
+use crate::query::term::TermScorer;
+use crate::schema::{DocId, TERMINATED};
+
+/// Most documents in one window.
+pub const WINDOW: u32 = 2048;
+/// Most clauses the bulk path takes (a window's matches keep a bit mask of
+/// the clauses they matched).
+pub const MAX_CLAUSES: usize = 32;
+
+/// Whether postings of `cost` documents in all, in a segment of `max_doc`,
+/// are dense enough for windows to pay: about 32 matches per window or
+/// more. Sparser ones would pay a window's set-up for every few documents.
+pub fn pays(cost: u64, max_doc: DocId) -> bool {
+    cost * (WINDOW as u64 / 32) >= max_doc as u64
+}
+
+/// The buffers of one window, reused across windows, segments and queries
+/// (one per thread); every mask and matched bit is clear between uses.
+#[derive(Default)]
+struct Window {
+    /// Scores by clause then slot (`clause * WINDOW + doc - start`).
+    scores: Vec<f32>,
+    /// Per slot, the clauses that matched it.
+    masks: Vec<u32>,
+    /// Slots with a match.
+    matched: Vec<u64>,
+}
+
+impl Window {
+    /// Room for `clauses` clauses.
+    fn reserve(&mut self, clauses: usize) {
+        if self.scores.len() < clauses * WINDOW as usize {
+            self.scores.resize(clauses * WINDOW as usize, 0.0);
+        }
+        self.masks.resize(WINDOW as usize, 0);
+        self.matched.resize(WINDOW as usize / 64, 0);
+    }
+
+    /// Clears what a window stopped midway left set.
+    fn clear(&mut self) {
+        self.masks.fill(0);
+        self.matched.fill(0);
+    }
+}
+
+thread_local! {
+    static WINDOWS: std::cell::RefCell<Window> = std::cell::RefCell::default();
+}
+
+/// Collects the top hits of the disjunction of `subs` (2 to
+/// [`MAX_CLAUSES`] clauses, documents numbered from `base`) into `top`;
+/// documents in `deleted` are skipped. Returns false when `deadline`
+/// stopped it before the end. (Counts take bit sets or the scorers.)
+pub fn top_k_or(
+    subs: &mut [TermScorer<'_>],
+    base: DocId,
+    top: &mut TopK,
+    deleted: Option<&BitSet>,
+    deadline: &mut Deadline,
+) -> bool {
+    let n = subs.len();
+    assert!((1..=MAX_CLAUSES).contains(&n), "bulk disjunction of {n} clauses");
+    let mut w = WINDOWS.with(|w| w.take());
+    w.reserve(n);
+    let finished = windows(subs, base, top, deleted, deadline, &mut w);
+    if !finished {
+        w.clear();
+    }
+    WINDOWS.with(|cell| *cell.borrow_mut() = w);
+    finished
+}
+
+fn windows(
+    subs: &mut [TermScorer<'_>],
+    base: DocId,
+    top: &mut TopK,
+    deleted: Option<&BitSet>,
+    deadline: &mut Deadline,
+    w: &mut Window,
+) -> bool {
+    let n = subs.len();
+    let maxima: Vec<f32> = subs.iter().map(|s| s.max_score()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut win_max = vec![0.0f32; n];
+    let mut prefix = vec![0.0f32; n + 1];
+    loop {
+        if deadline.tick() {
+            return false;
+        }
+        let start = subs.iter().map(|s| s.doc()).min().unwrap_or(TERMINATED);
+        if start == TERMINATED {
+            return true;
+        }
+        let min_comp = top.prune_below();
+        let mut end = start.saturating_add(WINDOW - 1).min(TERMINATED - 1);
+        // Block maxima over the window (the window ends with the first
+        // block to end), when they can prune.
+        if min_comp.is_some() {
+            for (i, s) in subs.iter_mut().enumerate() {
+                let e = s.shallow_advance(start);
+                if e == TERMINATED {
+                    win_max[i] = 0.0;
+                } else {
+                    win_max[i] = s.block_max_score();
+                    end = end.min(e);
+                }
+            }
+        } else {
+            win_max.copy_from_slice(&maxima);
+        }
+        // Clauses by increasing maximum; the prefix whose summed maxima
+        // stay below the threshold is non-essential.
+        order.sort_by(|&a, &b| win_max[a].total_cmp(&win_max[b]));
+        let mut ne = 0;
+        for (j, &i) in order.iter().enumerate() {
+            prefix[j + 1] = prefix[j] + win_max[i];
+            if min_comp.is_some_and(|t| prefix[j + 1] < t) {
+                ne = j + 1;
+            }
+        }
+        if ne == n {
+            // Nothing in the window can make the top-k.
+            for s in subs.iter_mut() {
+                s.seek(end + 1);
+            }
+            continue;
+        }
+        let slots = (end - start + 1) as usize;
+        let words = slots.div_ceil(64);
+        for &i in &order[ne..] {
+            let scores = &mut w.scores[i * WINDOW as usize..(i + 1) * WINDOW as usize];
+            let (masks, matched) = (&mut w.masks, &mut w.matched);
+            let bit = 1u32 << i;
+            subs[i].for_each_scored_upto(end, |doc, score| {
+                let slot = (doc - start) as usize;
+                scores[slot] = score;
+                masks[slot] |= bit;
+                matched[slot >> 6] |= 1 << (slot & 63);
+            });
+        }
+        let mut min_comp = min_comp;
+        for word in 0..words {
+            let mut bits = std::mem::take(&mut w.matched[word]);
+            while bits != 0 {
+                let slot = word * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if deadline.tick() {
+                    return false;
+                }
+                let doc = start + slot as DocId;
+                if deleted.is_some_and(|d| d.contains(doc)) {
+                    w.masks[slot] = 0;
+                    continue;
+                }
+                let mut mask = w.masks[slot];
+                w.masks[slot] = 0;
+                if let Some(t) = min_comp {
+                    let mut partial = 0.0f32;
+                    let mut m = mask;
+                    while m != 0 {
+                        let i = m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        partial += w.scores[i * WINDOW as usize + slot];
+                    }
+                    // The non-essential clauses, best first, while the
+                    // document can still make it.
+                    let mut competitive = true;
+                    for j in (0..ne).rev() {
+                        if partial + prefix[j + 1] < t {
+                            competitive = false;
+                            break;
+                        }
+                        let i = order[j];
+                        let s = &mut subs[i];
+                        let d = if s.doc() < doc { s.seek(doc) } else { s.doc() };
+                        if d == doc {
+                            let score = s.score();
+                            w.scores[i * WINDOW as usize + slot] = score;
+                            mask |= 1 << i;
+                            partial += score;
+                        }
+                    }
+                    if !competitive {
+                        continue;
+                    }
+                }
+                // The score in clause order, as the disjunction sums it.
+                let mut exact = 0.0f32;
+                let mut m = mask;
+                while m != 0 {
+                    let i = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    exact += w.scores[i * WINDOW as usize + slot];
+                }
+                if min_comp.is_some_and(|t| exact < t) {
+                    continue;
+                }
+                if top.insert(base + doc, exact) {
+                    min_comp = top.prune_below();
+                }
+            }
+        }
+        // The non-essential clauses move past the window too.
+        for &i in &order[..ne] {
+            if subs[i].doc() <= end {
+                subs[i].seek(end + 1);
+            }
+        }
+    }
+}
