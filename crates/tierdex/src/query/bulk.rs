@@ -7,7 +7,9 @@
 //! visited in document order, the other clauses (*non-essential*: their
 //! summed maxima cannot reach the threshold) are probed only for those that
 //! can still make it, and the survivors go to the top-k. A window that no
-//! match can make competitive is skipped unread.
+//! match can make competitive is skipped unread; a window with a single
+//! essential clause (a single term, or a rare clause absent from the
+//! window) tests its documents as they are decoded, without buffers.
 //!
 //! Scores are summed in clause order, exactly as [`super::boolean::Disjunction`]
 //! sums them, so both paths return the same hits with the same scores.
@@ -125,6 +127,12 @@ fn windows(
         } else {
             win_max.copy_from_slice(&maxima);
         }
+        // A clause with no document in the window adds nothing there.
+        for (m, s) in win_max.iter_mut().zip(subs.iter()) {
+            if s.doc() > end {
+                *m = 0.0;
+            }
+        }
         // Clauses by increasing maximum; the prefix whose summed maxima
         // stay below the threshold is non-essential.
         order.sort_by(|&a, &b| win_max[a].total_cmp(&win_max[b]));
@@ -139,6 +147,12 @@ fn windows(
             // Nothing in the window can make the top-k.
             for s in subs.iter_mut() {
                 s.seek(end + 1);
+            }
+            continue;
+        }
+        if n - ne == 1 {
+            if !one_essential(subs, base, top, deleted, deadline, end, &order, &prefix[..=ne]) {
+                return false;
             }
             continue;
         }
@@ -224,4 +238,85 @@ fn windows(
             }
         }
     }
+}
+
+/// A window with one essential clause, `order[prefix.len() - 1]`: its
+/// documents are scored and tested one by one as they are decoded (no
+/// buffers); the non-essential clauses `order[..prefix.len() - 1]`, whose
+/// summed maxima are `prefix`, are probed while a document can still make
+/// it, then moved past the window. False when `deadline` stopped it.
+#[allow(clippy::too_many_arguments)]
+fn one_essential(
+    subs: &mut [TermScorer<'_>],
+    base: DocId,
+    top: &mut TopK,
+    deleted: Option<&BitSet>,
+    deadline: &mut Deadline,
+    end: DocId,
+    order: &[usize],
+    prefix: &[f32],
+) -> bool {
+    let ne = prefix.len() - 1;
+    let e = order[ne];
+    let (head, tail) = subs.split_at_mut(e);
+    let (essential, tail) = tail.split_first_mut().expect("the essential clause");
+    let mut min_comp = top.prune_below();
+    let mut stopped = false;
+    let mut scores = [0.0f32; MAX_CLAUSES];
+    essential.for_each_scored_upto(end, |doc, score| {
+        if stopped {
+            return;
+        }
+        if deadline.tick() {
+            stopped = true;
+            return;
+        }
+        if min_comp.is_some_and(|t| score + prefix[ne] < t) || deleted.is_some_and(|d| d.contains(doc)) {
+            return;
+        }
+        scores[e] = score;
+        let mut mask = 1u32 << e;
+        if let Some(t) = min_comp {
+            let mut partial = score;
+            for j in (0..ne).rev() {
+                if partial + prefix[j + 1] < t {
+                    return;
+                }
+                let i = order[j];
+                let s = match i < e {
+                    true => &mut head[i],
+                    false => &mut tail[i - e - 1],
+                };
+                let d = if s.doc() < doc { s.seek(doc) } else { s.doc() };
+                if d == doc {
+                    let x = s.score();
+                    scores[i] = x;
+                    mask |= 1 << i;
+                    partial += x;
+                }
+            }
+        }
+        // The score in clause order, as the disjunction sums it.
+        let mut exact = 0.0f32;
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            exact += scores[i];
+        }
+        if min_comp.is_some_and(|t| exact < t) {
+            return;
+        }
+        if top.insert(base + doc, exact) {
+            min_comp = top.prune_below();
+        }
+    });
+    if stopped {
+        return false;
+    }
+    for &i in &order[..ne] {
+        if subs[i].doc() <= end {
+            subs[i].seek(end + 1);
+        }
+    }
+    true
 }
