@@ -206,6 +206,14 @@ proptest! {
                     prop_assert_eq!(got, w.0);
                     if n % every == 0 {
                         prop_assert_eq!(c.freq(), w.1);
+                        if n % 2 == 1 {
+                            // A partial read first: up to the first
+                            // position above the limit, then the whole.
+                            let limit = target % 97;
+                            c.positions_upto(&mut pos, limit);
+                            let upto = w.2.iter().position(|&p| p > limit).map_or(w.2.len(), |i| i + 1);
+                            prop_assert_eq!(&pos[..], &w.2[..upto]);
+                        }
                         c.positions(&mut pos);
                         prop_assert_eq!(&pos, &w.2);
                     }

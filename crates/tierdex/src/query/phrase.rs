@@ -353,11 +353,12 @@ impl<'a> PhraseScorer<'a> {
         self.starts
             .extend(self.positions[lead].iter().filter_map(|&p| p.checked_sub(r)));
         for k in 1..n {
-            if self.starts.is_empty() {
+            let Some(&last) = self.starts.last() else {
                 return 0;
-            }
+            };
             let j = self.by_freq[k].1;
-            self.terms[j].positions(&mut self.positions[j]);
+            let limit = (last as u64 + self.rel[j] as u64).min(u32::MAX as u64) as u32;
+            self.terms[j].positions_upto(&mut self.positions[j], limit);
             keep_continued(&mut self.starts, &self.positions[j], self.rel[j]);
         }
         let count = self.starts.len() as u32;
@@ -369,18 +370,22 @@ impl<'a> PhraseScorer<'a> {
 }
 
 impl PhraseScorer<'_> {
-    /// [`PhraseScorer::phrase_freq`] of two terms: both lists are decoded
-    /// and merged, the shorter one leading.
+    /// [`PhraseScorer::phrase_freq`] of two terms: the term less frequent
+    /// in the document leads; the other's positions are decoded only as far
+    /// as the lead's last one reaches, and the lists are merged.
     fn pair_freq(&mut self) -> u32 {
-        for (t, buf) in self.terms.iter_mut().zip(self.positions.iter_mut()) {
-            t.positions(buf);
-        }
-        let (lead, other) = match self.positions[0].len() <= self.positions[1].len() {
+        let (lead, other) = match self.terms[0].freq() <= self.terms[1].freq() {
             true => (0, 1),
             false => (1, 0),
         };
-        let (list, targets) = (&self.positions[other], &self.positions[lead]);
+        self.terms[lead].positions(&mut self.positions[lead]);
         let (rl, ro) = (self.rel[lead] as u64, self.rel[other] as u64);
+        let Some(&last) = self.positions[lead].last() else {
+            return 0;
+        };
+        let limit = (last as u64 + ro).saturating_sub(rl).min(u32::MAX as u64) as u32;
+        self.terms[other].positions_upto(&mut self.positions[other], limit);
+        let (list, targets) = (&self.positions[other], &self.positions[lead]);
         let (mut j, mut count) = (0, 0);
         for &p in targets {
             // The phrase starts at p - rl; the other term must be at that + ro.

@@ -289,6 +289,12 @@ impl<'a> TermCursor<'a> {
         self.leaf.positions(out)
     }
 
+    /// Positions of the term in the current document, into `out` (cleared),
+    /// up to the first one above `limit` (the later ones are not decoded).
+    pub fn positions_upto(&mut self, out: &mut Vec<u32>, limit: u32) {
+        self.leaf.positions_upto(out, limit)
+    }
+
     /// Byte offsets `(start, end)` of the term's occurrences in the current
     /// document, into `out` (cleared).
     pub fn offsets(&mut self, out: &mut Vec<(u32, u32)>) {

@@ -157,6 +157,22 @@ impl<const W: usize> PackedStream<W> {
         hint: (u64, usize),
         mut f: impl FnMut([u32; W]),
     ) -> Result<(), Error> {
+        self.read_while(file, start, count, hint, |v| {
+            f(v);
+            true
+        })
+    }
+
+    /// [`PackedStream::read`] until `f` returns false: the blocks after
+    /// that entry are not decoded.
+    pub(super) fn read_while(
+        &mut self,
+        file: &IndexFile,
+        start: u64,
+        count: u32,
+        hint: (u64, usize),
+        mut f: impl FnMut([u32; W]) -> bool,
+    ) -> Result<(), Error> {
         if start + count as u64 > self.total {
             return Err(Self::corrupt(file, "position"));
         }
@@ -173,7 +189,9 @@ impl<const W: usize> PackedStream<W> {
                 for (w, slot) in v.iter_mut().enumerate() {
                     *slot = self.vals[w][j];
                 }
-                f(v);
+                if !f(v) {
+                    return Ok(());
+                }
             }
             idx = block * BLOCK as u64 + hi as u64;
         }
@@ -192,6 +210,26 @@ impl LeafCursor<'_> {
         let res = self.positions.read(self.pos_file, start, count, hint, |[delta]| {
             pos = pos.wrapping_add(delta);
             out.push(pos);
+        });
+        if let Err(e) = res {
+            self.fail(e);
+            out.clear();
+        }
+    }
+
+    /// The positions of the term in the current document up to the first
+    /// one above `limit`, into `out` (cleared): the position blocks past
+    /// `limit` are not decoded.
+    pub(super) fn positions_upto(&mut self, out: &mut Vec<u32>, limit: u32) {
+        out.clear();
+        let Some((start, count, hint)) = self.occurrences(true) else {
+            return;
+        };
+        let mut pos = 0u32;
+        let res = self.positions.read_while(self.pos_file, start, count, hint, |[delta]| {
+            pos = pos.wrapping_add(delta);
+            out.push(pos);
+            pos <= limit
         });
         if let Err(e) = res {
             self.fail(e);
