@@ -186,13 +186,7 @@ fn windows(
                 let mut mask = w.masks[slot];
                 w.masks[slot] = 0;
                 if let Some(t) = min_comp {
-                    let mut partial = 0.0f32;
-                    let mut m = mask;
-                    while m != 0 {
-                        let i = m.trailing_zeros() as usize;
-                        m &= m - 1;
-                        partial += w.scores[i * WINDOW as usize + slot];
-                    }
+                    let mut partial = clause_sum(mask, |i| w.scores[i * WINDOW as usize + slot]);
                     // The non-essential clauses, best first, while the
                     // document can still make it.
                     let mut competitive = true;
@@ -216,13 +210,7 @@ fn windows(
                     }
                 }
                 // The score in clause order, as the disjunction sums it.
-                let mut exact = 0.0f32;
-                let mut m = mask;
-                while m != 0 {
-                    let i = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    exact += w.scores[i * WINDOW as usize + slot];
-                }
+                let exact = clause_sum(mask, |i| w.scores[i * WINDOW as usize + slot]);
                 if min_comp.is_some_and(|t| exact < t) {
                     continue;
                 }
@@ -232,11 +220,7 @@ fn windows(
             }
         }
         // The non-essential clauses move past the window too.
-        for &i in &order[..ne] {
-            if subs[i].doc() <= end {
-                subs[i].seek(end + 1);
-            }
-        }
+        pass_window(subs, &order[..ne], end);
     }
 }
 
@@ -297,12 +281,7 @@ fn one_essential(
             }
         }
         // The score in clause order, as the disjunction sums it.
-        let mut exact = 0.0f32;
-        while mask != 0 {
-            let i = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            exact += scores[i];
-        }
+        let exact = clause_sum(mask, |i| scores[i]);
         if min_comp.is_some_and(|t| exact < t) {
             return;
         }
@@ -313,10 +292,28 @@ fn one_essential(
     if stopped {
         return false;
     }
-    for &i in &order[..ne] {
+    pass_window(subs, &order[..ne], end);
+    true
+}
+
+/// The sum, in clause order from 0, of `score(i)` over the clauses `i` set
+/// in `mask` (the order the disjunction sums in).
+#[inline]
+fn clause_sum(mut mask: u32, score: impl Fn(usize) -> f32) -> f32 {
+    let mut sum = 0.0f32;
+    while mask != 0 {
+        let i = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        sum += score(i);
+    }
+    sum
+}
+
+/// Moves the clauses `clauses` of `subs` still in the window past `end`.
+fn pass_window(subs: &mut [TermScorer<'_>], clauses: &[usize], end: DocId) {
+    for &i in clauses {
         if subs[i].doc() <= end {
             subs[i].seek(end + 1);
         }
     }
-    true
 }
