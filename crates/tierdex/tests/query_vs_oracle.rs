@@ -81,10 +81,24 @@ fn engine_call(f: impl FnOnce() -> tierdex::Result<SearchResults>) -> Result<Sea
     }
 }
 
+/// The oracle's number (the corpus position) of each document id.
+type OracleDocs = std::collections::HashMap<String, u32>;
+
+/// `r` with its hits numbered as the oracle numbers them: a reordered
+/// index numbers its documents otherwise.
+fn in_oracle_numbers(searcher: &Searcher, docs: &OracleDocs, mut r: SearchResults) -> Result<SearchResults, String> {
+    for h in &mut r.hits {
+        let id = searcher.doc_id(h.doc).map_err(|e| format!("doc_id({}): {e}", h.doc))?;
+        h.doc = *docs.get(&id).ok_or_else(|| format!("hit {id} is not in the corpus"))?;
+    }
+    Ok(r)
+}
+
 /// Runs `query` on the engine and compares; `Err` holds a full report.
 fn check(
     searcher: &Searcher,
     oracle: &OracleIndex,
+    docs: &OracleDocs,
     query: &Query,
     mode: Mode,
     k: usize,
@@ -92,6 +106,7 @@ fn check(
 ) -> Result<(), String> {
     let expected = oracle.search(query, mode, k);
     let got = engine_call(|| searcher.search_parsed(query, mode, k)).map_err(|e| format!("{e}\n{context}"))?;
+    let got = in_oracle_numbers(searcher, docs, got).map_err(|e| format!("{e}\n{context}"))?;
     compare(&got, &expected, k).map_err(|why| report(&got, &expected, k, context, &why))
 }
 
@@ -135,7 +150,23 @@ fn tier_for(n: u64) -> tierdex::storage::TierOptions {
 fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Tally) -> bool {
     let seed = gen::mix(base, corpus_no);
     let corpus = gen::corpus(seed, corpus_no);
-    let opts = gen::index_options(seed);
+    let mut opts = gen::index_options(seed);
+    // Half of the merged corpora have their documents reordered (small
+    // partitions and every term, so that small corpora are really
+    // reordered); hits are compared by id.
+    if opts.merge && corpus_no % 2 == 1 {
+        opts.reorder = Some(tierdex::indexing::reorder::BpParams {
+            min_doc_freq: 2,
+            min_partition: 2,
+            ..Default::default()
+        });
+    }
+    let oracle_docs: OracleDocs = corpus
+        .docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.id.clone(), i as u32))
+        .collect();
     let n = corpus.docs.len();
     let repro = |query: &str| {
         format!(
@@ -205,11 +236,11 @@ fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Ta
             corpus.description,
             repro(&format!(" TIERDEX_ORACLE_QUERY={query_no}"))
         );
-        if let Err(msg) = check(&searcher, &oracle, &query, mode, k, &context) {
+        if let Err(msg) = check(&searcher, &oracle, &oracle_docs, &query, mode, k, &context) {
             let small = shrink(&query, SHRINK_BUDGET, |q| {
-                check(&searcher, &oracle, q, mode, k, "").is_err()
+                check(&searcher, &oracle, &oracle_docs, q, mode, k, "").is_err()
             });
-            let small_msg = check(&searcher, &oracle, &small, mode, k, "shrunk query")
+            let small_msg = check(&searcher, &oracle, &oracle_docs, &small, mode, k, "shrunk query")
                 .err()
                 .unwrap_or_default();
             panic!("{msg}\n\nshrunk to: {small:?}\n{small_msg}\n\nthe oracle's semantics:\n{SEMANTICS}");
@@ -218,7 +249,7 @@ fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Ta
         tally.nonempty += u64::from(oracle.search(&query, Mode::Count, 0).total() > 0);
         if strings {
             if let Some(text) = gen::to_query_string(&query, &corpus.lexicon.fields) {
-                check_string(&searcher, &oracle, &query, &text, mode, k, &context);
+                check_string(&searcher, &oracle, &oracle_docs, &query, &text, mode, k, &context);
                 tally.string_cases += 1;
             }
         }
@@ -228,9 +259,11 @@ fn run_corpus(base: u64, corpus_no: u64, only_query: Option<u64>, tally: &mut Ta
 
 /// Runs the query-string form `text` of `query` through the parser and
 /// engine; the answer must be the oracle's for the AST.
+#[allow(clippy::too_many_arguments)]
 fn check_string(
     searcher: &Searcher,
     oracle: &OracleIndex,
+    docs: &OracleDocs,
     query: &Query,
     text: &str,
     mode: Mode,
@@ -240,7 +273,9 @@ fn check_string(
     let parsed = searcher.parse(text);
     let context = format!("query string {text:?} parsed as {parsed:?}\n{context}");
     let expected: OracleResult = oracle.search(query, mode, k);
-    let got = engine_call(|| searcher.search(text, mode, k)).unwrap_or_else(|e| panic!("{e}\n{context}"));
+    let got = engine_call(|| searcher.search(text, mode, k))
+        .and_then(|r| in_oracle_numbers(searcher, docs, r))
+        .unwrap_or_else(|e| panic!("{e}\n{context}"));
     if let Err(why) = compare(&got, &expected, k) {
         panic!(
             "{}\nthe oracle's semantics:\n{SEMANTICS}",
@@ -302,6 +337,12 @@ fn random_multi_field_queries_match_oracle() {
             base ^ 0xf1e1d5
         );
         let dir = tempfile::tempdir().expect("temporary directory");
+        let oracle_docs: OracleDocs = corpus
+            .docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.id.clone(), i as u32))
+            .collect();
         let docs = corpus.docs.iter().cloned().map(Ok::<Document, CorpusError>);
         let stats = build_index(docs, dir.path(), &opts).unwrap_or_else(|e| panic!("{where_}\nbuild_index: {e}"));
         assert_eq!(stats.docs, corpus.docs.len() as u64, "{where_}");
@@ -338,16 +379,16 @@ fn random_multi_field_queries_match_oracle() {
             let QueryCase { query, mode, k } = gen::query_case(gen::mix(seed, query_no), &corpus.lexicon);
             let context =
                 format!("query {query_no}: {query:?}\nmode {mode:?}, k {k}\n{where_} TIERDEX_ORACLE_QUERY={query_no}");
-            if let Err(msg) = check(&searcher, &oracle, &query, mode, k, &context) {
+            if let Err(msg) = check(&searcher, &oracle, &oracle_docs, &query, mode, k, &context) {
                 let small = shrink(&query, SHRINK_BUDGET, |q| {
-                    check(&searcher, &oracle, q, mode, k, "").is_err()
+                    check(&searcher, &oracle, &oracle_docs, q, mode, k, "").is_err()
                 });
                 panic!("{msg}\n\nshrunk to: {small:?}\n\nthe oracle's semantics:\n{SEMANTICS}");
             }
             cases += 1;
             nonempty += u64::from(oracle.search(&query, Mode::Count, 0).total() > 0);
             if let Some(text) = gen::to_query_string(&query, &names) {
-                check_string(&searcher, &oracle, &query, &text, mode, k, &context);
+                check_string(&searcher, &oracle, &oracle_docs, &query, &text, mode, k, &context);
                 strings += 1;
             }
         }
@@ -400,11 +441,17 @@ fn large_disjunctions_match_oracle() {
     let mut rng = gen::Rng::new(0x0b01_7a11);
     let docs = bulk_corpus(&mut rng);
     let oracle = OracleIndex::new(&docs, &Analyzer::new(Default::default()));
-    for (segment_docs, merge) in [(2500, false), (4000, true)] {
+    let oracle_docs: OracleDocs = docs.iter().enumerate().map(|(i, d)| (d.id.clone(), i as u32)).collect();
+    let reorder = Some(tierdex::indexing::reorder::BpParams {
+        min_doc_freq: 16,
+        ..Default::default()
+    });
+    for (segment_docs, merge, reorder) in [(2500, false, None), (4000, true, None), (4000, true, reorder)] {
         let opts = tierdex::indexing::IndexOptions {
             segment_docs,
             merge,
             threads: 1,
+            reorder,
             ..Default::default()
         };
         let dir = tempfile::tempdir().expect("temporary directory");
@@ -424,7 +471,7 @@ fn large_disjunctions_match_oracle() {
                 (Mode::TopKAndCount, 10),
             ] {
                 let context = format!("{text:?} {mode:?} k={k}, segments of {segment_docs}, merged {merge}");
-                if let Err(msg) = check(&searcher, &oracle, &query, mode, k, &context) {
+                if let Err(msg) = check(&searcher, &oracle, &oracle_docs, &query, mode, k, &context) {
                     panic!("{msg}");
                 }
             }

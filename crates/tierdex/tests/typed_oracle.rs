@@ -472,6 +472,12 @@ fn typed_queries_sorts_and_pages_match_a_scan() {
             schema: schema.clone(),
             segment_docs: [4, 17, 1000][c as usize % 3],
             merge: c % 2 == 0,
+            // A merged corpus in two has its documents reordered.
+            reorder: (c % 4 == 2).then_some(tierdex::indexing::reorder::BpParams {
+                min_doc_freq: 2,
+                min_partition: 2,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         if docs.is_empty() {

@@ -22,7 +22,8 @@ struct Builder {
     kind: ColumnKind,
     points: bool,
     doc_values: bool,
-    /// Each value's document, in increasing order.
+    /// Each value's document (in increasing order unless pushed otherwise:
+    /// then sorted when written).
     docs: Vec<u32>,
     /// Each value's code (for keywords, its string's number in `strings`).
     codes: Vec<u64>,
@@ -33,7 +34,8 @@ struct Builder {
 }
 
 /// The columns of one segment being built: values pushed document by
-/// document (documents in increasing order), written by
+/// document (in increasing order when they can be: a merge into a new
+/// document order pushes them in any order), written by
 /// [`ColumnsWriter::finish`].
 #[derive(Default)]
 pub struct ColumnsWriter {
@@ -77,19 +79,18 @@ impl ColumnsWriter {
     }
 
     /// Adds value `code` (of a number, date or boolean column) to document
-    /// `doc` (not below any document pushed before).
+    /// `doc`.
     pub fn push(&mut self, column: usize, doc: u32, code: u64) {
         let c = &mut self.columns[column];
-        debug_assert!(c.kind != ColumnKind::Keyword && c.docs.last().is_none_or(|&d| d <= doc));
+        debug_assert!(c.kind != ColumnKind::Keyword);
         c.docs.push(doc);
         c.codes.push(code);
     }
 
-    /// Adds keyword `value` to document `doc` (not below any document
-    /// pushed before).
+    /// Adds keyword `value` to document `doc`.
     pub fn push_keyword(&mut self, column: usize, doc: u32, value: &str) {
         let c = &mut self.columns[column];
-        debug_assert!(c.kind == ColumnKind::Keyword && c.docs.last().is_none_or(|&d| d <= doc));
+        debug_assert!(c.kind == ColumnKind::Keyword);
         let n = match c.numbers.get(value) {
             Some(&n) => n,
             None => {
@@ -133,6 +134,11 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 impl Builder {
     /// Appends the column's sections to `body` and describes them.
     fn write(mut self, max_doc: u32, body: &mut Vec<u8>) -> ColumnMeta {
+        if !self.docs.is_sorted() {
+            let mut pairs: Vec<(u32, u64)> = self.docs.iter().copied().zip(self.codes.iter().copied()).collect();
+            pairs.sort_by_key(|p| p.0);
+            (self.docs, self.codes) = pairs.into_iter().unzip();
+        }
         let mut dict = None;
         if self.kind == ColumnKind::Keyword {
             // Ordinals in string order.

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::index::Deletes;
+use crate::indexing::reorder::{bisect, BpParams, ForwardIndex};
 use crate::layout::{Format, PostingsFiles, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};
@@ -79,6 +80,7 @@ pub fn merge_live(
         threads,
         parallel_min_bytes,
         filter_docs,
+        reorder,
     } = *options;
     let readers: Vec<&SegmentReader> = sources.iter().map(|s| s.0).collect();
     let files: Vec<&PostingsFiles> = readers
@@ -114,16 +116,40 @@ pub fn merge_live(
         ));
     }
     let path = |e: &str| dir.join(format!("{name}.{e}"));
-
-    // Norms and statistics: concatenation and sums, over every field any
-    // source has (norms for the fields any source has norms for).
     let n_fields = metas.iter().map(|m| m.fields.len()).max().unwrap_or(0);
+    let ordered = match reorder {
+        Some(params) if max_doc > 1 => {
+            let order = reorder_documents(
+                &readers,
+                &files,
+                &maps,
+                format.layout,
+                n_fields,
+                max_doc as u32,
+                &params,
+                threads,
+            )?;
+            let mut new_of = vec![0 as DocId; max_doc as usize];
+            for (new, &old) in order.iter().enumerate() {
+                new_of[old as usize] = new as DocId;
+            }
+            for to in maps.iter_mut().flatten().filter(|to| **to != TERMINATED) {
+                *to = new_of[*to as usize];
+            }
+            order.iter().enumerate().all(|(new, &old)| new as u32 == old)
+        }
+        _ => true,
+    };
+
+    // Norms and statistics: norms by new number, statistics summed, over
+    // every field any source has (norms for the fields any source has
+    // norms for).
     let mut normed: Vec<u8> = metas.iter().flat_map(|m| m.normed_fields()).collect();
     normed.sort_unstable();
     normed.dedup();
     let mut norms: Vec<Option<Vec<u8>>> = vec![None; n_fields.max(normed.last().map_or(0, |&f| f as usize + 1))];
     for &f in &normed {
-        norms[f as usize] = Some(Vec::with_capacity(max_doc as usize));
+        norms[f as usize] = Some(vec![0; max_doc as usize]);
     }
     let mut stats = vec![FieldStats::default(); n_fields];
     for ((r, del), map) in sources.iter().zip(&maps) {
@@ -132,7 +158,7 @@ pub fn merge_live(
             let own = r.norms(Field::from_id(f));
             for (i, &to) in map.iter().enumerate() {
                 if to != TERMINATED {
-                    n.push(own.get(i).copied().unwrap_or(0));
+                    n[to as usize] = own.get(i).copied().unwrap_or(0);
                 }
             }
         }
@@ -169,6 +195,7 @@ pub fn merge_live(
             .bloom
             .map_or(u64::MAX, |b| b.doc_ceiling(filter_docs.unwrap_or(max_doc).max(max_doc))),
         drops_docs: maps.iter().any(|m| m.contains(&TERMINATED)),
+        ordered,
         dir,
         done: &done,
         progress,
@@ -178,7 +205,7 @@ pub fn merge_live(
         job.run(&ranges[0], &mut postings)?;
         let num_terms = postings.len();
         let files = postings.finish()?;
-        let docs_side = write_documents(&readers, &maps, &norms, &normed, max_doc, store, &path)?;
+        let docs_side = write_documents(&readers, &maps, ordered, &norms, &normed, max_doc, store, &path)?;
         ((files, num_terms), docs_side)
     } else {
         merge_in_parallel(
@@ -221,6 +248,10 @@ pub struct MergeOptions {
     /// a term keeps its filters up to that segment's ceiling, so the last
     /// merge finds them. `None`: the merged segment's own documents.
     pub filter_docs: Option<u64>,
+    /// Reorder the merged documents by recursive graph bisection
+    /// ([`crate::indexing::reorder`]) with these parameters; `None`: keep
+    /// the sources' order.
+    pub reorder: Option<BpParams>,
 }
 
 impl MergeOptions {
@@ -232,6 +263,7 @@ impl MergeOptions {
             threads,
             parallel_min_bytes: 32 << 20,
             filter_docs: None,
+            reorder: None,
         }
     }
 }
@@ -294,6 +326,9 @@ struct PostingsJob<'a> {
     /// Whether some source document is left out (deleted): then a term's
     /// merged documents are only known once merged.
     drops_docs: bool,
+    /// Whether the maps keep the sources' order (otherwise a term's
+    /// postings are gathered and sorted by new number before written).
+    ordered: bool,
     dir: &'a Path,
     /// Terms written so far, by all workers.
     done: &'a AtomicU64,
@@ -330,6 +365,7 @@ impl PostingsJob<'_> {
         let mut hits = Vec::new();
         let mut infos = Vec::new();
         let mut streamed = vec![Streamed::default(); self.files.len()];
+        let mut held = Held::default();
         while terms.next(&mut key, &mut hits) {
             let key = key.as_slice();
             hits.sort_by_key(|h| h.index);
@@ -390,8 +426,12 @@ impl PostingsJob<'_> {
                     let norm = *field_norms
                         .get(to as usize)
                         .ok_or_else(|| Error::Internal(format!("merged document {to} has no norm")))?;
-                    term.push(to, &pos, &off, (&after, &before), norm)
-                        .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?;
+                    match self.ordered {
+                        true => term
+                            .push(to, &pos, &off, (&after, &before), norm)
+                            .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?,
+                        false => held.hold(to, norm, &pos, &off, &after, &before),
+                    }
                     live = true;
                     c.advance();
                 }
@@ -403,6 +443,9 @@ impl PostingsJob<'_> {
             if !live {
                 continue;
             }
+            if !self.ordered {
+                held.write(term)?;
+            }
             postings.end_term(key)?;
             let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
             if n.is_multiple_of(65_536) {
@@ -412,6 +455,130 @@ impl PostingsJob<'_> {
         }
         Ok(())
     }
+}
+
+/// A term's postings gathered from its sources for a merge into a new
+/// document order, written sorted by their new numbers; the buffers are
+/// reused from term to term.
+#[derive(Default)]
+struct Held {
+    /// New number, norm, and where the posting's data starts in each pool.
+    postings: Vec<(DocId, u8, [u32; 3])>,
+    positions: Vec<u32>,
+    offsets: Vec<(u32, u32)>,
+    filters: Vec<u8>,
+    /// Bytes of one direction's filter (the same for every posting of a term).
+    filter_len: usize,
+}
+
+impl Held {
+    fn hold(&mut self, to: DocId, norm: u8, pos: &[u32], off: &[(u32, u32)], after: &[u8], before: &[u8]) {
+        let at = [
+            self.positions.len() as u32,
+            self.offsets.len() as u32,
+            self.filters.len() as u32,
+        ];
+        self.postings.push((to, norm, at));
+        self.positions.extend_from_slice(pos);
+        self.offsets.extend_from_slice(off);
+        self.filter_len = after.len();
+        self.filters.extend_from_slice(after);
+        self.filters.extend_from_slice(before);
+    }
+
+    /// Writes the held postings in document order to `term`, and empties.
+    fn write(&mut self, term: &mut crate::layout::TermWriter) -> Result<()> {
+        let ends = [
+            self.positions.len() as u32,
+            self.offsets.len() as u32,
+            self.filters.len() as u32,
+        ];
+        let mut spans: Vec<(DocId, u8, [u32; 3], [u32; 3])> = Vec::with_capacity(self.postings.len());
+        for (i, &(to, norm, at)) in self.postings.iter().enumerate() {
+            let end = self.postings.get(i + 1).map_or(ends, |n| n.2);
+            spans.push((to, norm, at, end));
+        }
+        spans.sort_unstable_by_key(|s| s.0);
+        let f = self.filter_len;
+        for (to, norm, at, end) in spans {
+            let filters = &self.filters[at[2] as usize..end[2] as usize];
+            term.push(
+                to,
+                &self.positions[at[0] as usize..end[0] as usize],
+                &self.offsets[at[1] as usize..end[1] as usize],
+                (&filters[..f.min(filters.len())], &filters[f.min(filters.len())..]),
+                norm,
+            )
+            .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?;
+        }
+        self.postings.clear();
+        self.positions.clear();
+        self.offsets.clear();
+        self.filters.clear();
+        Ok(())
+    }
+}
+
+/// The merged documents' new order by recursive graph bisection over the
+/// terms `params` selects: `order[new]` is the number by concatenation
+/// (what `maps` give).
+#[allow(clippy::too_many_arguments)]
+fn reorder_documents(
+    readers: &[&SegmentReader],
+    files: &[&PostingsFiles],
+    maps: &[Vec<DocId>],
+    layout: Layout,
+    n_fields: usize,
+    max_doc: u32,
+    params: &BpParams,
+    threads: usize,
+) -> Result<Vec<DocId>> {
+    let started = std::time::Instant::now();
+    let mut infos: Vec<TermInfo> = Vec::new();
+    let fwd = ForwardIndex::build(max_doc, |f| {
+        let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
+        let (mut key, mut hits) = (Vec::new(), Vec::new());
+        let mut number = 0u32;
+        while terms.next(&mut key, &mut hits) {
+            infos.clear();
+            for h in hits.iter() {
+                infos.push(files[h.index].resolve(files[h.index].terms().term_ref(h.value))?);
+            }
+            let df: u64 = infos.iter().map(|i| i.region.doc_freq as u64).sum();
+            if !params.selects(df, u64::from(max_doc)) {
+                continue;
+            }
+            for (h, info) in hits.iter().zip(&infos) {
+                let map = &maps[h.index];
+                let mut c = readers[h.index].cursor(info)?;
+                while c.doc() != TERMINATED {
+                    let to = map[c.doc() as usize];
+                    if to != TERMINATED {
+                        f(number, to);
+                    }
+                    c.advance();
+                }
+                if let Some(e) = c.take_error() {
+                    return Err(e);
+                }
+            }
+            number += 1;
+        }
+        Ok(())
+    })?;
+    let read = started.elapsed().as_secs_f64();
+    let order = bisect(&fwd, params, threads);
+    let identity: Vec<DocId> = (0..max_doc).collect();
+    tracing::info!(
+        docs = max_doc,
+        postings = fwd.len(),
+        cost_before = crate::indexing::reorder::log_gap_cost(&fwd, &identity, 128),
+        cost_after = crate::indexing::reorder::log_gap_cost(&fwd, &order, 128),
+        read_secs = read,
+        secs = started.elapsed().as_secs_f64(),
+        "documents reordered by recursive graph bisection"
+    );
+    Ok(order)
 }
 
 /// Where a merge worker is in one source's postings files: their data is
@@ -533,7 +700,7 @@ fn merge_in_parallel(
             })
             .collect();
         let t = std::time::Instant::now();
-        let docs_side = write_documents(readers, maps, norms, normed, max_doc, store, path);
+        let docs_side = write_documents(readers, maps, job.ordered, norms, normed, max_doc, store, path);
         tracing::debug!("merge {name}: documents' side in {:.2?}", t.elapsed());
         fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
             h.join()
@@ -578,9 +745,11 @@ const STORE_RELEASE_DOCS: u32 = 2048;
 
 /// Writes the documents' side of a merged segment: norms, columns, the
 /// document store and the ids; returns their files by extension.
+#[allow(clippy::too_many_arguments)]
 fn write_documents(
     readers: &[&SegmentReader],
     maps: &[Vec<DocId>],
+    ordered: bool,
     norms: &[Option<Vec<u8>>],
     normed: &[u8],
     max_doc: u64,
@@ -600,25 +769,33 @@ fn write_documents(
     let mut store = StoreWriter::create_for_merge(&path(ext::STORE), &path(ext::STORE_INDEX), store, &stores)?;
     let mut ids = IdsWriter::new();
     let mut id = String::new();
-    for (r, map) in readers.iter().zip(maps) {
-        for d in 0..r.max_doc() {
-            if map[d as usize] == TERMINATED {
-                continue;
-            }
-            let (source, local) = r.store_of(d)?;
-            store.copy_from(source, local)?;
-            r.external_id(d, &mut id)?;
-            ids.push(&id);
-            // The store's pages copied so far leave the process's memory
-            // as the copy goes (a large source's store would be resident
-            // whole until copied).
-            if d % STORE_RELEASE_DOCS == STORE_RELEASE_DOCS - 1 {
-                source.release();
+    // Source and local number of each merged document, in merged order.
+    let mut order = vec![(0u32, 0 as DocId); max_doc as usize];
+    for (src, map) in maps.iter().enumerate() {
+        for (d, &to) in map.iter().enumerate() {
+            if to != TERMINATED {
+                order[to as usize] = (src as u32, d as DocId);
             }
         }
-        for s in r.stores() {
-            s.release();
+    }
+    for (i, &(src, d)) in order.iter().enumerate() {
+        let r = readers[src as usize];
+        let (source, local) = r.store_of(d)?;
+        store.copy_from(source, local)?;
+        r.external_id(d, &mut id)?;
+        ids.push(&id);
+        // The store's pages copied so far leave the process's memory as
+        // the copy goes (a large source's store would be resident whole
+        // until copied); in a new order, at the end only.
+        if ordered && d % STORE_RELEASE_DOCS == STORE_RELEASE_DOCS - 1 {
+            source.release();
         }
+        if ordered && order.get(i + 1).is_none_or(|n| n.0 != src) {
+            r.stores().iter().for_each(|s| s.release());
+        }
+    }
+    for r in readers {
+        r.stores().iter().for_each(|s| s.release());
     }
     let store = store.finish()?;
     files.insert(ext::STORE.to_string(), store.data);

@@ -11,6 +11,7 @@
 
 mod byte_slices;
 pub mod merge;
+pub mod reorder;
 pub mod segment_writer;
 pub mod term_table;
 
@@ -77,6 +78,10 @@ pub struct IndexOptions {
     pub bloom: Option<BloomParams>,
     /// How later updates are merged (remembered by the index).
     pub strategy: crate::index::Strategy,
+    /// Reorder the documents of the final merge by recursive graph
+    /// bisection ([`reorder`]) with these parameters (with `merge` only;
+    /// `None`: documents keep the input's order).
+    pub reorder: Option<reorder::BpParams>,
 }
 
 impl IndexOptions {
@@ -110,6 +115,7 @@ impl Default for IndexOptions {
             codec: Codec::default(),
             bloom: Some(BloomParams::default()),
             strategy: Default::default(),
+            reorder: None,
         }
     }
 }
@@ -477,7 +483,8 @@ where
     // system before the merge takes its own.
     release_free_memory();
     let mut deletes: Vec<Option<DeletesMeta>> = vec![None; metas.len()];
-    if (opts.merge && metas.len() > 1) || !tombstones.is_empty() {
+    // One segment is merged (rewritten) too when its documents are reordered.
+    if (opts.merge && (metas.len() > 1 || opts.reorder.is_some())) || !tombstones.is_empty() {
         // Replaced records leave tombstones in the segments that hold them;
         // a merge leaves them out.
         let storage = Storage::new(TierOptions::on(Tier::Mmap))?;
@@ -502,11 +509,16 @@ where
                 0 => threads,
                 n => n,
             };
-            let options = merge::MergeOptions::new(StoreOptions::default(), merge_threads);
+            let options = merge::MergeOptions {
+                reorder: opts.reorder,
+                ..merge::MergeOptions::new(StoreOptions::default(), merge_threads)
+            };
             // A group's terms keep their filters up to the whole index's
-            // ceiling, for the last merge to find them.
+            // ceiling, for the last merge to find them; the last merge
+            // alone reorders.
             let group_options = merge::MergeOptions {
                 filter_docs: Some(total_docs - replaced),
+                reorder: None,
                 ..options
             };
             let merging = |sources: &[(&SegmentReader, Option<&Deletes>)], name: &str, last: bool| {

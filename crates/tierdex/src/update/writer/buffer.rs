@@ -235,7 +235,7 @@ impl IndexWriter {
                 Op::Add(doc) => {
                     map_dynamic(st, &doc)?;
                     if let Some(old) = st.ids.remove(&doc.id) {
-                        Self::delete_at(st, old);
+                        Self::delete_at(st, old, seq);
                         a.replaced += 1;
                     }
                     let slot = st.buffer.len() as u32;
@@ -247,7 +247,7 @@ impl IndexWriter {
                 }
                 Op::Delete(id) => match st.ids.remove(&id) {
                     Some(old) => {
-                        Self::delete_at(st, old);
+                        Self::delete_at(st, old, seq);
                         a.deleted += 1;
                     }
                     None => a.not_found += 1,
@@ -260,11 +260,12 @@ impl IndexWriter {
         Ok(a)
     }
 
-    pub(super) fn delete_at(st: &mut State, loc: Loc) {
+    /// Deletes the document at `loc`, by the batch of sequence number `seq`.
+    pub(super) fn delete_at(st: &mut State, loc: Loc, seq: u64) {
         match loc {
             Loc::Durable { seg, local } => {
                 if let Some(p) = st.durable.iter_mut().find(|p| p.number == seg) {
-                    p.pending.push(local);
+                    p.delete(seq, local);
                 }
             }
             Loc::Buffer(slot) => {

@@ -51,7 +51,8 @@ pub(super) fn remove_orphans(dir: &Path, manifest: &Manifest, at_open: bool) -> 
 }
 
 impl IndexWriter {
-    /// Writes the tombstones that changed, then the manifest (the commit
+    /// Writes the tombstones of the deletions up to `applied` (none made
+    /// after it: see [`Part::unwritten`]), then the manifest (the commit
     /// point) holding the log up to `applied`; checkpoints the log and
     /// removes the files no longer referenced. An error means the manifest
     /// was not replaced; once it is, what follows only tidies up (a failure
@@ -68,20 +69,18 @@ impl IndexWriter {
         for p in &mut st.durable {
             let mut meta = p.reader.meta().clone();
             meta.deletes = before.iter().find(|b| b.name == meta.name).and_then(|b| b.deletes);
-            if p.deletes_dirty {
-                if let Some(d) = &p.deletes {
-                    let generation = st.manifest.next_segment;
-                    st.manifest.next_segment += 1;
-                    let file = d.write(&dir.join(DeletesMeta::name_for(&meta.name, generation)))?;
-                    let dm = DeletesMeta {
-                        generation,
-                        count: d.count(),
-                        file,
-                    };
-                    report.bytes_written += dm.file.content_len;
-                    meta.deletes = Some(dm);
-                }
-                p.deletes_dirty = false;
+            if let Some(d) = p.due(applied, &st.analysis)? {
+                let generation = st.manifest.next_segment;
+                st.manifest.next_segment += 1;
+                let file = d.write(&dir.join(DeletesMeta::name_for(&meta.name, generation)))?;
+                let dm = DeletesMeta {
+                    generation,
+                    count: d.count(),
+                    file,
+                };
+                report.bytes_written += dm.file.content_len;
+                meta.deletes = Some(dm);
+                p.written = Some(d);
             }
             metas.push(meta);
         }

@@ -11,14 +11,17 @@ use super::*;
 
 /// Whether `p` is due for compaction: its deleted documents reach `ratio`
 /// of its documents (any deleted document when `ratio` is 0).
+/// Only the deletions a commit holds count: those made since are in the log
+/// after it, and the rewritten segment must still hold their documents.
 fn compactable(p: &Part, ratio: f64) -> bool {
-    let deleted = p.deletes.as_ref().map_or(0, |d| d.count()) as f64;
+    let deleted = p.written_count() as f64;
     deleted > 0.0 && deleted >= ratio * p.reader.max_doc() as f64
 }
 
 /// What the locked start of a compaction hands to its unlocked part.
 struct CompactionPlan {
-    /// The part rewritten, as it was when planned.
+    /// The part rewritten, as it was when planned, and the tombstones its
+    /// commit holds (the documents the rewrite leaves out).
     number: u64,
     reader: Arc<SegmentReader>,
     deletes: Option<Arc<Deletes>>,
@@ -155,9 +158,11 @@ impl IndexWriter {
         for p in &mut st.durable {
             p.materialise(&st.analysis)?;
         }
-        if st.durable.iter().any(|p| p.reader.chain().is_none() && p.live() == 0) {
+        // Segments whose documents the commit counts all deleted.
+        let dead = |p: &Part| p.reader.chain().is_none() && p.written_count() == p.reader.max_doc();
+        if st.durable.iter().any(dead) {
             let before: Vec<SegmentMeta> = st.manifest.segments.clone();
-            st.durable.retain(|p| p.reader.chain().is_some() || p.live() > 0);
+            st.durable.retain(|p| !dead(p));
             let applied = st.manifest.applied_seq;
             self.commit_manifest(st, &before, applied, report)?;
             st.dirty = true;
@@ -169,7 +174,8 @@ impl IndexWriter {
         else {
             return Ok(None);
         };
-        let (number, reader, deletes) = (p.number, p.reader.clone(), p.deletes.clone());
+        let deletes = p.written.as_ref().map(|w| Arc::new(w.grown(p.reader.max_doc())));
+        let (number, reader) = (p.number, p.reader.clone());
         let new_number = st.manifest.next_segment;
         st.manifest.next_segment += if reader.chain().is_some() { 2 } else { 1 };
         // No flush while the segment is rewritten (flushes and merges of the
@@ -268,11 +274,13 @@ impl IndexWriter {
         if let Some(now) = &old.deletes {
             gone.extend(now.docs().iter().filter(|&&d| !was.is_some_and(|x| x.contains(d))));
         }
+        let moved = |l: u32| map.get(l as usize).copied().filter(|&t| t != u32::MAX);
         let mut p = Part::new(plan.new_number, built.reader, None);
-        p.pending = gone
+        p.pending = gone.iter().filter_map(|&l| moved(l)).collect();
+        p.unwritten = old
+            .unwritten
             .iter()
-            .filter_map(|&l| map.get(l as usize).copied())
-            .filter(|&t| t != u32::MAX)
+            .filter_map(|&(s, l)| moved(l).map(|t| (s, t)))
             .collect();
         let old_number = plan.number;
         for loc in st.ids.values_mut() {

@@ -308,17 +308,22 @@ impl IndexWriter {
                     new_local += 1;
                 }
             }
-            part.pending.extend(
-                old.pending
-                    .iter()
-                    .filter_map(|&l| map.get(l as usize).copied())
-                    .filter(|&t| t != u32::MAX),
-            );
+            let moved = |l: u32| map.get(l as usize).copied().filter(|&t| t != u32::MAX);
+            // Deleted since the plan: pending, or materialised since.
+            part.pending.extend(old.pending.iter().filter_map(|&l| moved(l)));
+            if let Some(now) = &old.deletes {
+                part.pending.extend(now.docs().iter().filter_map(|&l| moved(l)));
+            }
+            part.unwritten
+                .extend(old.unwritten.iter().filter_map(|&(s, l)| moved(l).map(|t| (s, t))));
             replaced.push(old.number);
         }
+        // Flushed documents deleted since the plan, by batches after it: at
+        // the latest, by the last one.
+        let last = st.last_seq;
         for (i, (slot, _)) in plan.docs.iter().enumerate() {
             if st.buffer[*slot as usize].is_none() {
-                part.pending.push(new_local + i as u32);
+                part.delete(last, new_local + i as u32);
             }
         }
         // Ids that still point at a flushed copy now point at the new one.

@@ -73,7 +73,8 @@ impl IndexWriter {
 
     /// The locked last step of an in-place flush: the chained segment grows
     /// by the flushed part (its tombstones carried over, the documents
-    /// deleted meanwhile added), then the manifest commits it.
+    /// deleted meanwhile added), then the manifest commits it with the
+    /// deletions up to the plan.
     pub(super) fn commit_inplace(
         &self,
         st: &mut State,
@@ -100,13 +101,17 @@ impl IndexWriter {
             let o = &st.durable[i];
             p.deletes = o.deletes.as_ref().map(|d| Arc::new(d.grown(meta.max_doc)));
             p.pending = o.pending.clone();
-            p.deletes_dirty = o.deletes_dirty;
+            p.written = o.written.clone();
+            p.unwritten = o.unwritten.clone();
         }
+        // Flushed documents deleted since the plan, by batches after it: at
+        // the latest, by the last one.
+        let last = st.last_seq;
         for (i, (slot, d)) in plan.docs.iter().enumerate() {
             let local = base + i as u32;
             match st.ids.get_mut(&d.id) {
                 Some(loc) if *loc == Loc::Buffer(*slot) => *loc = Loc::Durable { seg: number, local },
-                _ => p.pending.push(local),
+                _ => p.delete(last, local),
             }
         }
         match old {

@@ -42,6 +42,8 @@ mod maintainer;
 mod recovery;
 mod refresh;
 mod state;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::fs::File;

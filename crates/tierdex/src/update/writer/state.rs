@@ -19,22 +19,33 @@ pub(super) struct Part {
     /// Segment number (durable) or refresh number.
     pub(super) number: u64,
     pub(super) reader: Arc<SegmentReader>,
+    /// The tombstones searches see: every deletion applied so far, but
+    /// `pending`.
     pub(super) deletes: Option<Arc<Deletes>>,
     pub(super) pending: Vec<u32>,
-    /// Tombstones changed since they were last written (durable parts).
-    pub(super) deletes_dirty: bool,
+    /// The tombstones the manifest holds (durable parts).
+    pub(super) written: Option<Arc<Deletes>>,
+    /// Deletions not in `written`, with the sequence number of the batch
+    /// that made each: a commit holding the log up to `applied` writes
+    /// those at or below it, and only those, so that the commit is a
+    /// prefix of the acknowledged writes (durable parts).
+    pub(super) unwritten: Vec<(u64, u32)>,
     /// Buffer indices of the documents (refresh parts), ascending.
     pub(super) slots: Vec<u32>,
 }
 
 impl Part {
+    /// Part `number` over `reader`, holding the tombstones `deletes` as
+    /// the manifest does.
     pub(super) fn new(number: u64, reader: SegmentReader, deletes: Option<Deletes>) -> Part {
+        let deletes = deletes.map(Arc::new);
         Part {
             number,
             reader: Arc::new(reader),
-            deletes: deletes.map(Arc::new),
+            written: deletes.clone(),
+            deletes,
             pending: Vec::new(),
-            deletes_dirty: false,
+            unwritten: Vec::new(),
             slots: Vec::new(),
         }
     }
@@ -53,8 +64,49 @@ impl Part {
         };
         self.deletes = Some(Arc::new(base));
         self.pending.clear();
-        self.deletes_dirty = true;
         Ok(())
+    }
+
+    /// Records the deletion of local document `local` by the batch of
+    /// sequence number `seq`.
+    pub(super) fn delete(&mut self, seq: u64, local: u32) {
+        self.pending.push(local);
+        self.unwritten.push((seq, local));
+    }
+
+    /// The documents the manifest counts as deleted.
+    pub(super) fn written_count(&self) -> u32 {
+        self.written.as_ref().map_or(0, |d| d.count())
+    }
+
+    /// The tombstones a commit holding the log up to `applied` writes, when
+    /// they differ from `written`; the deletions they take in leave
+    /// `unwritten`.
+    pub(super) fn due(&mut self, applied: u64, analysis: &Analysis) -> Result<Option<Arc<Deletes>>> {
+        let due = self.unwritten.iter().filter(|&&(s, _)| s <= applied).count();
+        if due == 0 {
+            return Ok(None);
+        }
+        let max_doc = self.reader.max_doc();
+        let out = match &self.deletes {
+            // Every deletion made so far is due and materialised.
+            Some(d) if due == self.unwritten.len() && self.pending.is_empty() => d.clone(),
+            _ => {
+                let docs: Vec<u32> = self
+                    .unwritten
+                    .iter()
+                    .filter(|&&(s, _)| s <= applied)
+                    .map(|&(_, l)| l)
+                    .collect();
+                let base = match &self.written {
+                    Some(w) => w.grown(max_doc),
+                    None => Deletes::none(max_doc),
+                };
+                Arc::new(base.with(&self.reader, analysis, &docs)?)
+            }
+        };
+        self.unwritten.retain(|&(s, _)| s > applied);
+        Ok(Some(out))
     }
 
     pub(super) fn view(&self) -> SegmentView {

@@ -1,0 +1,364 @@
+//! Document reordering by recursive graph bisection (BP; Dhulipala et al.,
+//! KDD 2016, with the move gains of Mackenzie et al.): documents that share
+//! terms get nearby numbers, so postings have smaller gaps (smaller
+//! blocks) and a block's score bound is closer to its documents' scores
+//! (more blocks skipped by top-k).
+//!
+//! The documents are split in two halves; documents swap between them while
+//! a swap lowers the estimated cost of the terms' postings (a term costs
+//! about `d * log2(n / (d + 1))` bits in a half of `n` documents where it is
+//! in `d`); then each half is split the same way, down to partitions of
+//! [`BpParams::min_partition`] documents. Only terms in at least
+//! [`BpParams::min_doc_freq`] documents take part: rarer terms cost little
+//! and would dominate the time.
+
+use serde::{Deserialize, Serialize};
+
+/// Parameters of the bisection (the defaults are Lucene's
+/// `BPIndexReorderer`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BpParams {
+    /// Terms in fewer documents are left out of the forward index.
+    pub min_doc_freq: u32,
+    /// Terms in more than this fraction of the documents are left out.
+    pub max_doc_freq_ratio: f32,
+    /// Partitions below twice this many documents are not split.
+    pub min_partition: u32,
+    /// Rounds of swaps per split, at most (fewer once none pays).
+    pub max_iters: u32,
+}
+
+impl Default for BpParams {
+    fn default() -> Self {
+        BpParams {
+            min_doc_freq: 4096,
+            max_doc_freq_ratio: 1.0,
+            min_partition: 32,
+            max_iters: 20,
+        }
+    }
+}
+
+impl BpParams {
+    /// Whether a term in `doc_freq` of `max_doc` documents takes part.
+    pub fn selects(&self, doc_freq: u64, max_doc: u64) -> bool {
+        doc_freq >= u64::from(self.min_doc_freq.max(2))
+            && doc_freq as f64 <= f64::from(self.max_doc_freq_ratio) * max_doc as f64
+    }
+}
+
+/// Each document's selected terms (numbered densely), in compressed-row
+/// form: document `d`'s terms are `terms[offsets[d]..offsets[d + 1]]`.
+#[derive(Debug, Default)]
+pub struct ForwardIndex {
+    offsets: Vec<u64>,
+    terms: Vec<u32>,
+    num_terms: u32,
+}
+
+impl ForwardIndex {
+    /// Built in two passes over the same postings: `visit(f)` calls
+    /// `f(term, doc)` for every posting of every selected term (terms
+    /// numbered densely from 0, documents below `max_doc`), once to count
+    /// and once to fill, the same postings both times.
+    pub fn build<E>(
+        max_doc: u32,
+        mut visit: impl FnMut(&mut dyn FnMut(u32, u32)) -> std::result::Result<(), E>,
+    ) -> std::result::Result<ForwardIndex, E> {
+        let mut counts = vec![0u64; max_doc as usize + 1];
+        let mut num_terms = 0u32;
+        visit(&mut |term, doc| {
+            counts[doc as usize + 1] += 1;
+            num_terms = num_terms.max(term + 1);
+        })?;
+        for i in 1..counts.len() {
+            counts[i] += counts[i - 1];
+        }
+        let offsets = counts.clone();
+        let mut terms = vec![0u32; *counts.last().unwrap_or(&0) as usize];
+        visit(&mut |term, doc| {
+            let at = &mut counts[doc as usize];
+            terms[*at as usize] = term;
+            *at += 1;
+        })?;
+        Ok(ForwardIndex {
+            offsets,
+            terms,
+            num_terms,
+        })
+    }
+
+    /// Documents.
+    pub fn docs(&self) -> u32 {
+        (self.offsets.len().max(1) - 1) as u32
+    }
+
+    /// Postings held (document-term pairs).
+    pub fn len(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// True when no document holds a selected term.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    fn terms(&self, doc: u32) -> &[u32] {
+        &self.terms[self.offsets[doc as usize] as usize..self.offsets[doc as usize + 1] as usize]
+    }
+}
+
+/// What one thread of the bisection reuses from split to split.
+struct Scratch {
+    /// Per term: documents of the left and right halves holding it (zero
+    /// between splits).
+    left: Vec<u32>,
+    right: Vec<u32>,
+    /// Per term, this round: what moving one of its documents to the other
+    /// half gains (for a document on the left, on the right).
+    to_right: Vec<f32>,
+    to_left: Vec<f32>,
+    /// The terms of the split's documents, once each.
+    touched: Vec<u32>,
+    gains: Vec<(f32, u32)>,
+}
+
+impl Scratch {
+    fn new(num_terms: u32) -> Scratch {
+        Scratch {
+            left: vec![0; num_terms as usize],
+            right: vec![0; num_terms as usize],
+            to_right: vec![0.0; num_terms as usize],
+            to_left: vec![0.0; num_terms as usize],
+            touched: Vec::new(),
+            gains: Vec::new(),
+        }
+    }
+}
+
+/// The new order of `fwd`'s documents: `order[new] = old`. Runs on up to
+/// `threads` threads (the two halves of a split go on in parallel).
+pub fn bisect(fwd: &ForwardIndex, params: &BpParams, threads: usize) -> Vec<u32> {
+    let mut docs: Vec<u32> = (0..fwd.docs()).collect();
+    if fwd.is_empty() {
+        return docs;
+    }
+    // log2(d + 1) for every degree a half can hold.
+    let log: Vec<f32> = (0..=fwd.docs() as usize + 1).map(|d| ((d + 1) as f32).log2()).collect();
+    recurse(
+        &mut docs,
+        fwd,
+        params,
+        &log,
+        threads.max(1),
+        &mut Scratch::new(fwd.num_terms),
+    );
+    docs
+}
+
+fn recurse(
+    docs: &mut [u32],
+    fwd: &ForwardIndex,
+    params: &BpParams,
+    log: &[f32],
+    threads: usize,
+    scratch: &mut Scratch,
+) {
+    if docs.len() < 2 * params.min_partition.max(2) as usize {
+        return;
+    }
+    split(docs, fwd, params, log, scratch);
+    let mid = docs.len() / 2;
+    let (left, right) = docs.split_at_mut(mid);
+    if threads > 1 {
+        std::thread::scope(|s| {
+            s.spawn(|| recurse(left, fwd, params, log, threads / 2, &mut Scratch::new(fwd.num_terms)));
+            recurse(right, fwd, params, log, threads - threads / 2, scratch);
+        });
+    } else {
+        recurse(left, fwd, params, log, 1, scratch);
+        recurse(right, fwd, params, log, 1, scratch);
+    }
+}
+
+/// Swaps documents between `docs`' halves while that pays.
+fn split(docs: &mut [u32], fwd: &ForwardIndex, params: &BpParams, log: &[f32], scratch: &mut Scratch) {
+    let mid = docs.len() / 2;
+    let Scratch {
+        left,
+        right,
+        to_right,
+        to_left,
+        touched,
+        gains,
+    } = scratch;
+    touched.clear();
+    for (i, &d) in docs.iter().enumerate() {
+        for &t in fwd.terms(d) {
+            let t = t as usize;
+            if left[t] == 0 && right[t] == 0 {
+                touched.push(t as u32);
+            }
+            match i < mid {
+                true => left[t] += 1,
+                false => right[t] += 1,
+            }
+        }
+    }
+    let n_right = docs.len() - mid;
+    for _ in 0..params.max_iters {
+        // The gain of moving a document to the other half: for each of its
+        // terms, log2(d_to + 1) - log2(d_from) (the derivative of the cost,
+        // the document itself left out of its half's degree).
+        for &t in touched.iter() {
+            let (l, r) = (left[t as usize] as usize, right[t as usize] as usize);
+            to_right[t as usize] = log[r] - log[l.saturating_sub(1)];
+            to_left[t as usize] = log[l] - log[r.saturating_sub(1)];
+        }
+        gains.clear();
+        for (i, &d) in docs.iter().enumerate() {
+            let per_term = if i < mid { &*to_right } else { &*to_left };
+            let g: f32 = fwd.terms(d).iter().map(|&t| per_term[t as usize]).sum();
+            gains.push((g, d));
+        }
+        let (gl, gr) = gains.split_at_mut(mid);
+        gl.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        gr.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        let mut swaps = 0;
+        for i in 0..mid.min(n_right) {
+            if gl[i].0 + gr[i].0 <= 0.0 {
+                break;
+            }
+            for &t in fwd.terms(gl[i].1) {
+                left[t as usize] -= 1;
+                right[t as usize] += 1;
+            }
+            for &t in fwd.terms(gr[i].1) {
+                right[t as usize] -= 1;
+                left[t as usize] += 1;
+            }
+            (gl[i].1, gr[i].1) = (gr[i].1, gl[i].1);
+            swaps += 1;
+        }
+        for (slot, &(_, d)) in docs.iter_mut().zip(gains.iter()) {
+            *slot = d;
+        }
+        if swaps == 0 {
+            break;
+        }
+    }
+    for &t in touched.iter() {
+        left[t as usize] = 0;
+        right[t as usize] = 0;
+    }
+}
+
+/// The cost the bisection lowers: for each term, `d * log2(n / (d + 1))`
+/// summed over consecutive partitions of `size` documents of `order`.
+pub fn log_gap_cost(fwd: &ForwardIndex, order: &[u32], size: usize) -> f64 {
+    let mut deg = vec![0u32; fwd.num_terms as usize];
+    let mut cost = 0.0;
+    for chunk in order.chunks(size.max(1)) {
+        for &d in chunk {
+            fwd.terms(d).iter().for_each(|&t| deg[t as usize] += 1);
+        }
+        let n = chunk.len() as f64;
+        for &d in chunk {
+            for &t in fwd.terms(d) {
+                let k = deg[t as usize];
+                if k > 0 {
+                    cost += f64::from(k) * (n / f64::from(k + 1)).log2();
+                    deg[t as usize] = 0;
+                }
+            }
+        }
+    }
+    cost
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+
+    /// Documents drawn from `topics` disjoint vocabularies, shuffled.
+    fn topical(docs: u32, topics: u32, seed: u64) -> ForwardIndex {
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+        let per = 20u32;
+        let lists: Vec<Vec<u32>> = (0..docs)
+            .map(|_| {
+                let topic = rng.random_range(0..topics);
+                let mut t: Vec<u32> = (0..8).map(|_| topic * per + rng.random_range(0..per)).collect();
+                t.sort_unstable();
+                t.dedup();
+                t
+            })
+            .collect();
+        ForwardIndex::build::<()>(docs, |f| {
+            for (d, ts) in lists.iter().enumerate() {
+                ts.iter().for_each(|&t| f(t, d as u32));
+            }
+            Ok(())
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_order_is_a_permutation_and_groups_topics() {
+        let fwd = topical(4096, 16, 7);
+        let params = BpParams {
+            min_doc_freq: 2,
+            ..BpParams::default()
+        };
+        for threads in [1, 3] {
+            let order = bisect(&fwd, &params, threads);
+            let mut seen = order.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..4096).collect::<Vec<_>>(), "a permutation");
+            let before = log_gap_cost(&fwd, &(0..4096).collect::<Vec<_>>(), 64);
+            let after = log_gap_cost(&fwd, &order, 64);
+            assert!(after < 0.6 * before, "{threads} threads: cost {before} -> {after}");
+        }
+    }
+
+    #[test]
+    fn threads_do_not_change_the_order() {
+        let fwd = topical(3000, 9, 3);
+        let params = BpParams {
+            min_doc_freq: 2,
+            min_partition: 8,
+            ..BpParams::default()
+        };
+        let one = bisect(&fwd, &params, 1);
+        assert_ne!(one, (0..3000).collect::<Vec<_>>());
+        for threads in [2, 4] {
+            assert_eq!(bisect(&fwd, &params, threads), one, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn the_forward_index_holds_every_posting() {
+        let fwd = ForwardIndex::build::<()>(4, |f| {
+            for (t, d) in [(0, 3), (1, 0), (2, 3), (0, 1)] {
+                f(t, d);
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(fwd.docs(), 4);
+        assert_eq!(fwd.len(), 4);
+        assert_eq!(fwd.terms(0), &[1]);
+        assert_eq!(fwd.terms(1), &[0]);
+        assert_eq!(fwd.terms(2), &[] as &[u32]);
+        assert_eq!(fwd.terms(3), &[0, 2]);
+    }
+
+    #[test]
+    fn small_or_empty_inputs_keep_their_order() {
+        let empty = ForwardIndex::build::<()>(0, |_| Ok(())).unwrap();
+        assert!(bisect(&empty, &BpParams::default(), 2).is_empty());
+        let few = topical(40, 2, 1);
+        assert_eq!(bisect(&few, &BpParams::default(), 2), (0..40).collect::<Vec<_>>());
+    }
+}
