@@ -44,7 +44,8 @@ pub const LUCENE_ADVICE: [&str; 3] = ["normal", "random", "sequential"];
 /// by `+`: `tierdex@split:direct` (split layout, direct tier),
 /// `tierdex@direct:ram` (direct codec, ram tier), `tierdex@split+direct`
 /// (`grouped` and `compressed` are the defaults and may be left out);
-/// `nobloom` builds the index without phrase Bloom filters.
+/// `nobloom` builds the index without phrase Bloom filters, `noreorder`
+/// keeps the documents in input order (`tierdex index --reorder off`).
 /// `tierdex-baseline` (with the same variants) is another build of tierdex,
 /// the binary named by the environment variable `TIERDEX_BASELINE_BIN`
 /// (e.g. the previous release), indexing and answering with its own index:
@@ -75,6 +76,9 @@ pub struct EngineSpec {
     /// tierdex index built without phrase Bloom filters (`tierdex index --bloom off`).
     #[serde(default)]
     pub no_bloom: bool,
+    /// tierdex index with its documents in input order (`tierdex index --reorder off`).
+    #[serde(default)]
+    pub no_reorder: bool,
     /// The baseline build of tierdex (`TIERDEX_BASELINE_BIN`), not this one.
     #[serde(default)]
     pub baseline: bool,
@@ -125,6 +129,7 @@ impl EngineSpec {
             layout: None,
             codec: None,
             no_bloom: false,
+            no_reorder: false,
             baseline,
             bp,
         };
@@ -138,13 +143,17 @@ impl EngineSpec {
                     out.no_bloom = true;
                     continue;
                 }
+                if o == "noreorder" {
+                    out.no_reorder = true;
+                    continue;
+                }
                 let slot = if LAYOUTS.contains(&o) {
                     &mut layout
                 } else if CODECS.contains(&o) {
                     &mut codec
                 } else {
                     bail!(
-                        "unknown index option `{o}` in `{spec}` (layouts: {}; codecs: {}; nobloom)",
+                        "unknown index option `{o}` in `{spec}` (layouts: {}; codecs: {}; nobloom; noreorder)",
                         LAYOUTS.join(", "),
                         CODECS.join(", ")
                     );
@@ -216,6 +225,7 @@ impl EngineSpec {
             self.layout.as_deref(),
             self.codec.as_deref(),
             self.no_bloom.then_some("nobloom"),
+            self.no_reorder.then_some("noreorder"),
         ]
         .into_iter()
         .flatten()
@@ -250,6 +260,9 @@ impl EngineSpec {
         if self.no_bloom {
             args.extend(["--bloom".to_string(), "off".to_string()]);
         }
+        if self.no_reorder {
+            args.extend(["--reorder".to_string(), "off".to_string()]);
+        }
         args
     }
 
@@ -277,10 +290,15 @@ impl EngineSpec {
     pub fn access(&self) -> String {
         let layout = if self.is_tierdex() {
             format!(
-                "; {} layout, {} codec{}",
+                "; {} layout, {} codec{}{}",
                 self.layout.as_deref().unwrap_or(LAYOUTS[0]),
                 self.codec.as_deref().unwrap_or(CODECS[0]),
-                if self.no_bloom { ", no phrase filters" } else { "" }
+                if self.no_bloom { ", no phrase filters" } else { "" },
+                if self.no_reorder {
+                    ", documents in input order"
+                } else {
+                    ""
+                }
             )
         } else if self.bp {
             "; documents reordered by recursive graph bisection (BPIndexReorderer)".to_string()
@@ -861,6 +879,10 @@ mod tests {
         assert_eq!(s.index_key(), "tierdex@split+nobloom");
         assert_eq!(s.index_args(), vec!["--layout", "split", "--bloom", "off"]);
         assert!(s.access().ends_with("no phrase filters"));
+        let s = EngineSpec::parse("tierdex@noreorder").unwrap();
+        assert_eq!(s.index_key(), "tierdex@noreorder");
+        assert_eq!(s.index_args(), vec!["--reorder", "off"]);
+        assert!(s.access().ends_with("documents in input order"));
         let s = EngineSpec::parse("lucene:random").unwrap();
         assert_eq!(s.read_advice.as_deref(), Some("random"));
         assert!(EngineSpec::parse("lucene").unwrap().access().contains("NORMAL"));

@@ -93,9 +93,11 @@ pub struct Args {
     /// Reorder the documents of the final merge by recursive graph
     /// bisection, so that documents sharing terms get nearby numbers:
     /// smaller postings and more blocks skipped by top-k queries, at the
-    /// cost of indexing time (needs the merge).
-    #[arg(long, value_enum, default_value_t = OnOff::Off)]
-    reorder: OnOff,
+    /// cost of indexing time (on Wikipedia, 180,131 articles: about 10 s
+    /// on 2 cores, queries 1.16x faster). On by default with the merge
+    /// (off with --no-merge).
+    #[arg(long, value_enum)]
+    reorder: Option<OnOff>,
     /// Terms in fewer documents are left out of the reordering (they cost
     /// its time and gain little).
     #[arg(long, default_value_t = BpParams::default().min_doc_freq)]
@@ -250,13 +252,13 @@ pub fn run(a: Args) -> Result<()> {
             min_doc_ceiling: a.bloom_min_doc_ceiling,
         }),
         strategy: a.strategy,
-        reorder: (a.reorder == OnOff::On).then_some(BpParams {
+        reorder: (a.reorder.unwrap_or(OnOff::On) == OnOff::On && !a.no_merge).then_some(BpParams {
             min_doc_freq: a.reorder_min_doc_freq,
             ..BpParams::default()
         }),
     };
-    if a.reorder == OnOff::On && a.no_merge {
-        anyhow::bail!("--reorder on needs the merge: drop --no-merge");
+    if a.reorder == Some(OnOff::On) && a.no_merge {
+        anyhow::bail!("--reorder on reorders the final merge's documents: it cannot go with --no-merge");
     }
     if let Some(b) = opts.bloom {
         b.shape()

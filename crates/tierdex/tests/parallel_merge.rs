@@ -9,7 +9,7 @@
 mod support;
 
 use support::gen::{self, Rng};
-use support::merge::merge_into;
+use support::merge::{merge_into, merge_into_with};
 use tierdex::indexing::{build_index, IndexOptions};
 use tierdex::schema::TERMINATED;
 use tierdex::search::{Mode, Searcher};
@@ -185,6 +185,84 @@ fn parallel_merges_answer_like_serial_ones() {
     }
     assert!(checked > 1000, "only {checked} answers checked");
     assert!(parallel_ranges > 8, "too few cases with many terms ({parallel_ranges})");
+}
+
+/// A reordered merge (issue #25) writes the same segment whatever its
+/// threads and however many passes its terms' held postings take: serial
+/// with the default hold, and on 2 to 6 threads holding a few hundred bytes
+/// at a time (most terms in several passes) must agree term by term and
+/// file by file, and answer alike; both hold every live document of the
+/// sources, with the same counts.
+#[test]
+fn reordered_merges_agree_whatever_threads_and_passes() {
+    let mut reordered = 0;
+    for case in 0..16u64 {
+        let seed = gen::mix(SEED ^ 0xb1, case);
+        let corpus = gen::corpus(seed, case);
+        if corpus.docs.len() < 8 {
+            continue;
+        }
+        let mut rng = Rng::new(gen::mix(seed, 2));
+        let mut opts: IndexOptions = gen::index_options(seed);
+        opts.merge = false;
+        opts.segment_docs = (corpus.docs.len() / rng.range(2, 5)).max(1);
+        opts.threads = 1;
+        let docs = with_replaced_ids(&corpus.docs, &mut rng);
+        let root = tempfile::tempdir().unwrap();
+        let src_dir = root.path().join("src");
+        build_index(docs.iter().cloned().map(Ok), &src_dir, &opts).unwrap();
+        let src = Index::open(&src_dir, OpenOptions::default()).unwrap();
+        let ctx = format!(
+            "case {case} ({}, {} segments)",
+            corpus.description,
+            src.segments().len()
+        );
+        let bp = tierdex::indexing::reorder::BpParams {
+            min_doc_freq: 2,
+            min_partition: 2,
+            ..Default::default()
+        };
+        let options = |threads, hold_bytes| tierdex::indexing::merge::MergeOptions {
+            reorder: Some(bp),
+            hold_bytes,
+            ..tierdex::indexing::merge::MergeOptions::new(Default::default(), threads)
+        };
+        merge_into_with(&src, &root.path().join("serial"), options(1, 32 << 20));
+        merge_into_with(&src, &root.path().join("passes"), options(rng.range(2, 6), 300));
+        merge_into(&src, &root.path().join("plain"), 1);
+        let open = |d: &str| {
+            Index::open(
+                &root.path().join(d),
+                OpenOptions {
+                    verify: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let (serial, passes) = (open("serial"), open("passes"));
+        same_postings(&serial, &passes, &ctx);
+        for e in ["nrm", "sto", "sti", "ids", "col"] {
+            let read = |d: &str| std::fs::read(root.path().join(d).join(format!("seg000000.{e}"))).ok();
+            assert_eq!(read("serial"), read("passes"), "{ctx}: .{e}");
+        }
+        let s_src = Searcher::open(&src_dir).unwrap();
+        let s_serial = Searcher::open(&root.path().join("serial")).unwrap();
+        let s_passes = Searcher::open(&root.path().join("passes")).unwrap();
+        assert_eq!(s_serial.num_docs(), s_src.num_docs(), "{ctx}");
+        let s_plain = Searcher::open(&root.path().join("plain")).unwrap();
+        let in_order = (0..s_serial.num_docs() as u32)
+            .map(|d| s_serial.doc_id(d).unwrap())
+            .eq((0..s_plain.num_docs() as u32).map(|d| s_plain.doc_id(d).unwrap()));
+        reordered += usize::from(!in_order);
+        for _ in 0..20 {
+            let q = gen::query(&mut rng, &corpus.lexicon);
+            let want = answer(&s_serial, &q, Mode::TopKAndCount, 10);
+            assert_eq!(answer(&s_passes, &q, Mode::TopKAndCount, 10), want, "{ctx}: {q:?}");
+            assert_eq!(answer(&s_src, &q, Mode::Count, 0), (Vec::new(), want.1), "{ctx}: {q:?}");
+        }
+    }
+    assert!(reordered > 4, "only {reordered} merges changed the order");
 }
 
 /// A build whose segments are too many for one merge (`merge_fan_in`, set

@@ -81,6 +81,7 @@ pub fn merge_live(
         parallel_min_bytes,
         filter_docs,
         reorder,
+        hold_bytes,
     } = *options;
     let readers: Vec<&SegmentReader> = sources.iter().map(|s| s.0).collect();
     let files: Vec<&PostingsFiles> = readers
@@ -196,6 +197,8 @@ pub fn merge_live(
             .map_or(u64::MAX, |b| b.doc_ceiling(filter_docs.unwrap_or(max_doc).max(max_doc))),
         drops_docs: maps.iter().any(|m| m.contains(&TERMINATED)),
         ordered,
+        max_doc: max_doc as u32,
+        hold_bytes,
         dir,
         done: &done,
         progress,
@@ -252,6 +255,10 @@ pub struct MergeOptions {
     /// ([`crate::indexing::reorder`]) with these parameters; `None`: keep
     /// the sources' order.
     pub reorder: Option<BpParams>,
+    /// Reordered, a term's postings are held in memory to be sorted: at
+    /// most about this many bytes at a time (a larger term is written in
+    /// passes over ranges of new document numbers).
+    pub hold_bytes: u64,
 }
 
 impl MergeOptions {
@@ -264,6 +271,7 @@ impl MergeOptions {
             parallel_min_bytes: 32 << 20,
             filter_docs: None,
             reorder: None,
+            hold_bytes: 32 << 20,
         }
     }
 }
@@ -329,6 +337,10 @@ struct PostingsJob<'a> {
     /// Whether the maps keep the sources' order (otherwise a term's
     /// postings are gathered and sorted by new number before written).
     ordered: bool,
+    /// Documents of the merged segment.
+    max_doc: u32,
+    /// See [`MergeOptions::hold_bytes`].
+    hold_bytes: u64,
     dir: &'a Path,
     /// Terms written so far, by all workers.
     done: &'a AtomicU64,
@@ -398,53 +410,71 @@ impl PostingsJob<'_> {
                 )
             })?;
             // Streamed document by document into the encoder: a term's
-            // decoded postings are never held whole.
+            // decoded postings are never held whole. In a new document
+            // order they are held and sorted by new number, in passes over
+            // ranges of new numbers when they would take more than
+            // `hold_bytes`.
             let term = postings.term_writer();
             term.start(filter_bytes.is_some());
             let mut live = false;
-            for (h, info) in hits.iter().copied().zip(&infos) {
-                let r = &self.readers[h.index];
-                let mut c = r.cursor(info)?;
-                let map = &self.maps[h.index];
-                while c.doc() != TERMINATED {
-                    let to = map[c.doc() as usize];
-                    if to == TERMINATED {
-                        c.advance();
-                        continue;
-                    }
-                    c.positions(&mut pos);
-                    c.offsets(&mut off);
-                    after.clear();
-                    before.clear();
-                    if let Some(fb) = filter_bytes {
-                        for (dir, out) in [(Direction::After, &mut after), (Direction::Before, &mut before)] {
-                            if !c.copy_filter(dir, out) {
-                                out.resize(fb, 0xff);
+            let passes = match self.ordered {
+                true => 1,
+                false => held_bytes(&infos, filter_bytes)
+                    .div_ceil(self.hold_bytes.max(1))
+                    .clamp(1, u64::from(self.max_doc).max(1)),
+            };
+            for pass in 0..passes {
+                let bound = |p: u64| (u64::from(self.max_doc) * p / passes) as DocId;
+                let (lo, hi) = match passes {
+                    1 => (0, TERMINATED),
+                    _ => (bound(pass), bound(pass + 1)),
+                };
+                for (h, info) in hits.iter().copied().zip(&infos) {
+                    let r = &self.readers[h.index];
+                    let mut c = r.cursor(info)?;
+                    let map = &self.maps[h.index];
+                    while c.doc() != TERMINATED {
+                        let to = map[c.doc() as usize];
+                        if to == TERMINATED || to < lo || to >= hi {
+                            c.advance();
+                            continue;
+                        }
+                        c.positions(&mut pos);
+                        c.offsets(&mut off);
+                        after.clear();
+                        before.clear();
+                        if let Some(fb) = filter_bytes {
+                            for (dir, out) in [(Direction::After, &mut after), (Direction::Before, &mut before)] {
+                                if !c.copy_filter(dir, out) {
+                                    out.resize(fb, 0xff);
+                                }
                             }
                         }
+                        let norm = *field_norms
+                            .get(to as usize)
+                            .ok_or_else(|| Error::Internal(format!("merged document {to} has no norm")))?;
+                        match self.ordered {
+                            true => term
+                                .push(to, &pos, &off, (&after, &before), norm)
+                                .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?,
+                            false => held.hold(to, norm, &pos, &off, &after, &before),
+                        }
+                        live = true;
+                        c.advance();
                     }
-                    let norm = *field_norms
-                        .get(to as usize)
-                        .ok_or_else(|| Error::Internal(format!("merged document {to} has no norm")))?;
-                    match self.ordered {
-                        true => term
-                            .push(to, &pos, &off, (&after, &before), norm)
-                            .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?,
-                        false => held.hold(to, norm, &pos, &off, &after, &before),
+                    if let Some(e) = c.take_error() {
+                        return Err(e);
                     }
-                    live = true;
-                    c.advance();
                 }
-                if let Some(e) = c.take_error() {
-                    return Err(e);
+                if !self.ordered {
+                    held.write(term)?;
                 }
+            }
+            for (h, info) in hits.iter().zip(&infos) {
                 streamed[h.index].passed(self.files[h.index], info);
             }
             if !live {
                 continue;
-            }
-            if !self.ordered {
-                held.write(term)?;
             }
             postings.end_term(key)?;
             let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -519,6 +549,21 @@ impl Held {
     }
 }
 
+/// About the bytes a term's postings take held for a reordered merge
+/// (positions, offsets, filters and each posting's entry), from the
+/// sources' statistics.
+fn held_bytes(infos: &[TermInfo], filter_bytes: Option<usize>) -> u64 {
+    let per_doc = 16 + 2 * filter_bytes.unwrap_or(0) as u64;
+    infos
+        .iter()
+        .map(|i| {
+            let r = &i.region;
+            let offsets = if r.off_len > 0 { r.total_term_freq * 8 } else { 0 };
+            r.total_term_freq * 4 + offsets + u64::from(r.doc_freq) * per_doc
+        })
+        .sum()
+}
+
 /// The merged documents' new order by recursive graph bisection over the
 /// terms `params` selects: `order[new]` is the number by concatenation
 /// (what `maps` give).
@@ -535,17 +580,33 @@ fn reorder_documents(
 ) -> Result<Vec<DocId>> {
     let started = std::time::Instant::now();
     let mut infos: Vec<TermInfo> = Vec::new();
+    // A term's documents (deleted ones included) in all sources.
+    let doc_freq = |hits: &[fst::map::IndexedValue], infos: &mut Vec<TermInfo>| -> Result<u64> {
+        infos.clear();
+        for h in hits.iter() {
+            infos.push(files[h.index].resolve(files[h.index].terms().term_ref(h.value))?);
+        }
+        Ok(infos.iter().map(|i| i.region.doc_freq as u64).sum())
+    };
+    let mut selected = Vec::new();
+    {
+        let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
+        let (mut key, mut hits) = (Vec::new(), Vec::new());
+        while terms.next(&mut key, &mut hits) {
+            let df = doc_freq(&hits, &mut infos)?;
+            if params.selects(df, u64::from(max_doc)) {
+                selected.push(df);
+            }
+        }
+    }
+    let cap = params.doc_freq_cap(selected);
     let fwd = ForwardIndex::build(max_doc, |f| {
         let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
         let (mut key, mut hits) = (Vec::new(), Vec::new());
         let mut number = 0u32;
         while terms.next(&mut key, &mut hits) {
-            infos.clear();
-            for h in hits.iter() {
-                infos.push(files[h.index].resolve(files[h.index].terms().term_ref(h.value))?);
-            }
-            let df: u64 = infos.iter().map(|i| i.region.doc_freq as u64).sum();
-            if !params.selects(df, u64::from(max_doc)) {
+            let df = doc_freq(&hits, &mut infos)?;
+            if !params.selects(df, u64::from(max_doc)) || df > cap {
                 continue;
             }
             for (h, info) in hits.iter().zip(&infos) {
@@ -572,6 +633,7 @@ fn reorder_documents(
     tracing::info!(
         docs = max_doc,
         postings = fwd.len(),
+        doc_freq_cap = cap,
         cost_before = crate::indexing::reorder::log_gap_cost(&fwd, &identity, 128),
         cost_after = crate::indexing::reorder::log_gap_cost(&fwd, &order, 128),
         read_secs = read,

@@ -35,6 +35,7 @@ use crate::layout::{Codec, Format, Layout};
 use crate::schema::{Analysis, Document, Schema};
 use crate::storage::{Storage, Tier, TierOptions};
 use crate::store::{train_dictionary, StoreOptions};
+use reorder::BpParams;
 pub use segment_writer::SegmentWriter;
 
 /// How to build an index.
@@ -509,8 +510,17 @@ where
                 0 => threads,
                 n => n,
             };
+            // The reordering's forward index takes at most a sixteenth of
+            // the memory budget.
+            let reorder = opts.reorder.map(|p| match (p.max_postings, opts.memory_budget) {
+                (0, Some(budget)) => BpParams {
+                    max_postings: (budget as u64 / 16 / 4).max(1),
+                    ..p
+                },
+                _ => p,
+            });
             let options = merge::MergeOptions {
-                reorder: opts.reorder,
+                reorder,
                 ..merge::MergeOptions::new(StoreOptions::default(), merge_threads)
             };
             // A group's terms keep their filters up to the whole index's

@@ -27,6 +27,10 @@ pub struct BpParams {
     pub min_partition: u32,
     /// Rounds of swaps per split, at most (fewer once none pays).
     pub max_iters: u32,
+    /// Most postings the forward index holds (4 bytes each; 0: no limit):
+    /// beyond it, the most frequent terms are left out first (they carry
+    /// the least about which documents belong together).
+    pub max_postings: u64,
 }
 
 impl Default for BpParams {
@@ -36,6 +40,7 @@ impl Default for BpParams {
             max_doc_freq_ratio: 1.0,
             min_partition: 32,
             max_iters: 20,
+            max_postings: 0,
         }
     }
 }
@@ -45,6 +50,29 @@ impl BpParams {
     pub fn selects(&self, doc_freq: u64, max_doc: u64) -> bool {
         doc_freq >= u64::from(self.min_doc_freq.max(2))
             && doc_freq as f64 <= f64::from(self.max_doc_freq_ratio) * max_doc as f64
+    }
+
+    /// The highest document frequency a term may have and take part, given
+    /// the frequencies of the terms [`Self::selects`] takes: all of them
+    /// while their postings fit in [`Self::max_postings`], otherwise the
+    /// most frequent left out until they do.
+    pub fn doc_freq_cap(&self, mut selected: Vec<u64>) -> u64 {
+        let mut total: u64 = selected.iter().sum();
+        if self.max_postings == 0 || total <= self.max_postings {
+            return u64::MAX;
+        }
+        selected.sort_unstable();
+        while let Some(&df) = selected.last() {
+            if total <= self.max_postings {
+                return df;
+            }
+            // Every term of this frequency goes.
+            while selected.last() == Some(&df) {
+                selected.pop();
+                total -= df;
+            }
+        }
+        0
     }
 }
 
@@ -219,8 +247,7 @@ fn split(docs: &mut [u32], fwd: &ForwardIndex, params: &BpParams, log: &[f32], s
         gains.clear();
         for (i, &d) in docs.iter().enumerate() {
             let per_term = if i < mid { &*to_right } else { &*to_left };
-            let g: f32 = fwd.terms(d).iter().map(|&t| per_term[t as usize]).sum();
-            gains.push((g, d));
+            gains.push((sum_over(per_term, fwd.terms(d)), d));
         }
         let (gl, gr) = gains.split_at_mut(mid);
         gl.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
@@ -252,6 +279,21 @@ fn split(docs: &mut [u32], fwd: &ForwardIndex, params: &BpParams, log: &[f32], s
         left[t as usize] = 0;
         right[t as usize] = 0;
     }
+}
+
+/// The sum of `per_term` over `terms`, on four accumulators (one would
+/// wait on each addition's latency).
+#[inline]
+fn sum_over(per_term: &[f32], terms: &[u32]) -> f32 {
+    let mut acc = [0f32; 4];
+    let mut quads = terms.chunks_exact(4);
+    for q in quads.by_ref() {
+        for (a, &t) in acc.iter_mut().zip(q) {
+            *a += per_term[t as usize];
+        }
+    }
+    let rest: f32 = quads.remainder().iter().map(|&t| per_term[t as usize]).sum();
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + rest
 }
 
 /// The cost the bisection lowers: for each term, `d * log2(n / (d + 1))`
@@ -335,6 +377,19 @@ mod tests {
         for threads in [2, 4] {
             assert_eq!(bisect(&fwd, &params, threads), one, "{threads} threads");
         }
+    }
+
+    #[test]
+    fn the_most_frequent_terms_go_first_beyond_the_postings_limit() {
+        let p = BpParams {
+            max_postings: 100,
+            ..BpParams::default()
+        };
+        assert_eq!(p.doc_freq_cap(vec![10, 20, 30]), u64::MAX);
+        assert_eq!(p.doc_freq_cap(vec![50, 10, 60, 40]), 50);
+        assert_eq!(p.doc_freq_cap(vec![60, 60, 5]), 5);
+        assert_eq!(p.doc_freq_cap(vec![200]), 0);
+        assert_eq!(BpParams::default().doc_freq_cap(vec![u64::MAX / 4; 3]), u64::MAX);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Merging an index's segments into a new index directory, for tests that
-//! compare merges (serial and parallel, merged and single builds).
+//! compare merges (serial and parallel, merged and single builds, in input
+//! order and reordered).
 
 use std::path::Path;
 
@@ -10,7 +11,14 @@ use tierdex::Index;
 /// Merges the segments of the index in `src` into one segment in `out` on
 /// `threads` threads (parallel whatever the size), with a manifest, so
 /// that it opens as an index.
+#[allow(dead_code)]
 pub fn merge_into(src: &Index, out: &Path, threads: usize) {
+    merge_into_with(src, out, MergeOptions::new(StoreOptions::default(), threads));
+}
+
+/// [`merge_into`] with `options` (parallel whatever the size).
+#[allow(dead_code)]
+pub fn merge_into_with(src: &Index, out: &Path, options: MergeOptions) {
     std::fs::create_dir_all(out).unwrap();
     let sources: Vec<_> = src
         .segments()
@@ -21,7 +29,7 @@ pub fn merge_into(src: &Index, out: &Path, threads: usize) {
     let format = src.manifest().postings_format();
     let options = MergeOptions {
         parallel_min_bytes: 0,
-        ..MergeOptions::new(StoreOptions::default(), threads)
+        ..options
     };
     let meta = merge_live(out, &sources, "seg000000", format, &options, &|_| {}).unwrap();
     let mut m = src.manifest().clone();
