@@ -549,6 +549,10 @@ impl Held {
     }
 }
 
+/// Terms walked by the reordering's passes over the dictionaries between
+/// two releases of their pages.
+const DICT_RELEASE_TERMS: u64 = 65_536;
+
 /// About the bytes a term's postings take held for a reordered merge
 /// (positions, offsets, filters and each posting's entry), from the
 /// sources' statistics.
@@ -580,34 +584,57 @@ fn reorder_documents(
 ) -> Result<Vec<DocId>> {
     let started = std::time::Instant::now();
     let mut infos: Vec<TermInfo> = Vec::new();
-    // A term's documents (deleted ones included) in all sources.
-    let doc_freq = |hits: &[fst::map::IndexedValue], infos: &mut Vec<TermInfo>| -> Result<u64> {
-        infos.clear();
-        for h in hits.iter() {
-            infos.push(files[h.index].resolve(files[h.index].terms().term_ref(h.value))?);
+    // A term's documents (deleted ones included) in all sources: from the
+    // dictionary where it holds them (reading the term's region would
+    // bring every page of the postings into memory).
+    let doc_freq = |hits: &[fst::map::IndexedValue]| -> Result<u64> {
+        let mut df = 0;
+        for h in hits {
+            let f = files[h.index];
+            df += match f.terms().doc_freq_of(h.value) {
+                Some(d) => u64::from(d),
+                None => u64::from(f.resolve(f.terms().term_ref(h.value))?.region.doc_freq),
+            };
         }
-        Ok(infos.iter().map(|i| i.region.doc_freq as u64).sum())
+        Ok(df)
     };
     let mut selected = Vec::new();
     {
         let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
         let (mut key, mut hits) = (Vec::new(), Vec::new());
+        let mut walked = 0u64;
         while terms.next(&mut key, &mut hits) {
-            let df = doc_freq(&hits, &mut infos)?;
+            walked += 1;
+            if walked.is_multiple_of(DICT_RELEASE_TERMS) {
+                files.iter().for_each(|f| f.terms().release());
+            }
+            let df = doc_freq(&hits)?;
             if params.selects(df, u64::from(max_doc)) {
                 selected.push(df);
             }
         }
+        readers.iter().for_each(|r| r.release());
     }
     let cap = params.doc_freq_cap(selected);
     let fwd = ForwardIndex::build(max_doc, |f| {
         let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
         let (mut key, mut hits) = (Vec::new(), Vec::new());
         let mut number = 0u32;
+        // The postings read leave the process's memory as the pass goes.
+        let mut streamed = vec![Streamed::default(); files.len()];
+        let mut walked = 0u64;
         while terms.next(&mut key, &mut hits) {
-            let df = doc_freq(&hits, &mut infos)?;
+            walked += 1;
+            if walked.is_multiple_of(DICT_RELEASE_TERMS) {
+                files.iter().for_each(|f| f.terms().release());
+            }
+            let df = doc_freq(&hits)?;
             if !params.selects(df, u64::from(max_doc)) || df > cap {
                 continue;
+            }
+            infos.clear();
+            for h in hits.iter() {
+                infos.push(files[h.index].resolve(files[h.index].terms().term_ref(h.value))?);
             }
             for (h, info) in hits.iter().zip(&infos) {
                 let map = &maps[h.index];
@@ -622,9 +649,11 @@ fn reorder_documents(
                 if let Some(e) = c.take_error() {
                     return Err(e);
                 }
+                streamed[h.index].passed(files[h.index], info);
             }
             number += 1;
         }
+        readers.iter().for_each(|r| r.release());
         Ok(())
     })?;
     let read = started.elapsed().as_secs_f64();
@@ -804,6 +833,8 @@ fn merge_in_parallel(
 /// Documents whose stored records a merge copies between releases of the
 /// source store's mapped pages.
 const STORE_RELEASE_DOCS: u32 = 2048;
+/// The same in a merge into a new document order (see [`write_documents`]).
+const STORE_RELEASE_DOCS_REORDERED: u32 = 256;
 
 /// Writes the documents' side of a merged segment: norms, columns, the
 /// document store and the ids; returns their files by extension.
@@ -848,12 +879,18 @@ fn write_documents(
         ids.push(&id);
         // The store's pages copied so far leave the process's memory as
         // the copy goes (a large source's store would be resident whole
-        // until copied); in a new order, at the end only.
+        // until copied).
         if ordered && d % STORE_RELEASE_DOCS == STORE_RELEASE_DOCS - 1 {
             source.release();
         }
         if ordered && order.get(i + 1).is_none_or(|n| n.0 != src) {
             r.stores().iter().for_each(|s| s.release());
+        }
+        // In a new order every source is read all along, a page here and
+        // there (each bringing its neighbours): all of them are released
+        // every few hundred documents.
+        if !ordered && i as u32 % STORE_RELEASE_DOCS_REORDERED == STORE_RELEASE_DOCS_REORDERED - 1 {
+            readers.iter().flat_map(|r| r.stores()).for_each(|s| s.release());
         }
     }
     for r in readers {
