@@ -126,6 +126,31 @@ fn errors_are_clear() {
     let out = tierdex(&["index", bad.to_str().unwrap(), "--out", &idx]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
 
+    // Reordering is the final merge's: asked for without one, refused.
+    let i4 = tmp.path().join("i4");
+    let out = tierdex(&[
+        "index",
+        bad.to_str().unwrap(),
+        "--skip-bad",
+        "--no-merge",
+        "--reorder",
+        "on",
+        "--out",
+        i4.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot go with --no-merge"));
+    assert!(!i4.exists(), "nothing written");
+    let out = tierdex(&[
+        "index",
+        bad.to_str().unwrap(),
+        "--reorder",
+        "maybe",
+        "--out",
+        i4.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value 'maybe'"));
+
     let out = tierdex(&["search", tmp.path().to_str().unwrap(), "x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a tierdex index"));
 

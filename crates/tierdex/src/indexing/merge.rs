@@ -598,8 +598,10 @@ fn reorder_documents(
         }
         Ok(df)
     };
-    let mut selected = Vec::new();
-    {
+    // Every term of the sources with its document frequency, in order; the
+    // dictionaries' pages are released as the walk goes, every source's at
+    // its end.
+    let walk = |visit: &mut dyn FnMut(&[fst::map::IndexedValue], u64) -> Result<()>| -> Result<()> {
         let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
         let (mut key, mut hits) = (Vec::new(), Vec::new());
         let mut walked = 0u64;
@@ -608,29 +610,26 @@ fn reorder_documents(
             if walked.is_multiple_of(DICT_RELEASE_TERMS) {
                 files.iter().for_each(|f| f.terms().release());
             }
-            let df = doc_freq(&hits)?;
-            if params.selects(df, u64::from(max_doc)) {
-                selected.push(df);
-            }
+            visit(&hits, doc_freq(&hits)?)?;
         }
         readers.iter().for_each(|r| r.release());
-    }
+        Ok(())
+    };
+    let mut selected = Vec::new();
+    walk(&mut |_, df| {
+        if params.selects(df, u64::from(max_doc)) {
+            selected.push(df);
+        }
+        Ok(())
+    })?;
     let cap = params.doc_freq_cap(selected);
     let fwd = ForwardIndex::build(max_doc, |f| {
-        let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
-        let (mut key, mut hits) = (Vec::new(), Vec::new());
         let mut number = 0u32;
         // The postings read leave the process's memory as the pass goes.
         let mut streamed = vec![Streamed::default(); files.len()];
-        let mut walked = 0u64;
-        while terms.next(&mut key, &mut hits) {
-            walked += 1;
-            if walked.is_multiple_of(DICT_RELEASE_TERMS) {
-                files.iter().for_each(|f| f.terms().release());
-            }
-            let df = doc_freq(&hits)?;
+        walk(&mut |hits, df| {
             if !params.selects(df, u64::from(max_doc)) || df > cap {
-                continue;
+                return Ok(());
             }
             infos.clear();
             for h in hits.iter() {
@@ -652,9 +651,8 @@ fn reorder_documents(
                 streamed[h.index].passed(files[h.index], info);
             }
             number += 1;
-        }
-        readers.iter().for_each(|r| r.release());
-        Ok(())
+            Ok(())
+        })
     })?;
     let read = started.elapsed().as_secs_f64();
     let order = bisect(&fwd, params, threads);
