@@ -459,10 +459,20 @@ fn large_disjunctions_match_oracle() {
             return;
         }
         let searcher = Searcher::open(dir.path()).expect("open");
-        for q in 0..40 {
-            let n = 1 + q % 5;
-            let text: Vec<&str> = (0..n).map(|_| *rng.pick(&BULK_WORDS[2..])).collect();
-            let text = text.join(" ");
+        let mut texts: Vec<String> = (0..40)
+            .map(|q| {
+                let n = 1 + q % 5;
+                let text: Vec<&str> = (0..n).map(|_| *rng.pick(&BULK_WORDS[2..])).collect();
+                text.join(" ")
+            })
+            .collect();
+        // The commonest words beside rarer ones: clauses whose maxima stay
+        // below the threshold trail (they neither start nor bound windows).
+        for w in &BULK_WORDS[4..] {
+            texts.push(format!("alpha {w}"));
+            texts.push(format!("{w} beta alpha"));
+        }
+        for text in texts {
             let query = tierdex::query::parse(&text).expect("query");
             for (mode, k) in [
                 (Mode::TopK, 1),

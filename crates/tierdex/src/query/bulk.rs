@@ -102,20 +102,43 @@ fn windows(
     let mut order: Vec<usize> = (0..n).collect();
     let mut win_max = vec![0.0f32; n];
     let mut prefix = vec![0.0f32; n + 1];
+    // Clauses by increasing maximum over the whole segment, and those whose
+    // summed maxima stay below the threshold (*trailing*: no window needs
+    // them essential, so they neither start nor bound windows and are only
+    // probed, as Lucene's MaxScore bulk scorer does; a very common term
+    // beside a rarer one would otherwise cut every window at its blocks).
+    let mut by_max: Vec<usize> = (0..n).collect();
+    by_max.sort_by(|&a, &b| maxima[a].total_cmp(&maxima[b]));
+    let mut trailing = vec![false; n];
     loop {
         if deadline.tick() {
             return false;
         }
-        let start = subs.iter().map(|s| s.doc()).min().unwrap_or(TERMINATED);
+        let min_comp = top.prune_below();
+        if let Some(t) = min_comp {
+            let mut sum = 0.0f32;
+            for &i in &by_max {
+                sum += maxima[i];
+                if sum >= t {
+                    break;
+                }
+                trailing[i] = true;
+            }
+        }
+        let start = (0..n).filter(|&i| !trailing[i]).map(|i| subs[i].doc()).min().unwrap_or(TERMINATED);
         if start == TERMINATED {
             return true;
         }
-        let min_comp = top.prune_below();
         let mut end = start.saturating_add(WINDOW - 1).min(TERMINATED - 1);
         // Block maxima over the window (the window ends with the first
-        // block to end), when they can prune.
+        // block to end), when they can prune; a trailing clause counts
+        // with its segment maximum.
         if min_comp.is_some() {
             for (i, s) in subs.iter_mut().enumerate() {
+                if trailing[i] {
+                    win_max[i] = maxima[i];
+                    continue;
+                }
                 let e = s.shallow_advance(start);
                 if e == TERMINATED {
                     win_max[i] = 0.0;
@@ -145,13 +168,18 @@ fn windows(
         }
         if ne == n {
             // Nothing in the window can make the top-k.
-            for s in subs.iter_mut() {
-                s.seek(end + 1);
-            }
+            pass_window(subs, &order, &trailing, end);
             continue;
         }
+        // A trailing clause essential here (others' block maxima are
+        // lower) starts at the window.
+        for &i in &order[ne..] {
+            if subs[i].doc() < start {
+                subs[i].seek(start);
+            }
+        }
         if n - ne == 1 {
-            if !one_essential(subs, base, top, deleted, deadline, end, &order, &prefix[..=ne]) {
+            if !one_essential(subs, base, top, deleted, deadline, end, &order, &prefix[..=ne], &trailing) {
                 return false;
             }
             continue;
@@ -220,7 +248,7 @@ fn windows(
             }
         }
         // The non-essential clauses move past the window too.
-        pass_window(subs, &order[..ne], end);
+        pass_window(subs, &order[..ne], &trailing, end);
     }
 }
 
@@ -228,7 +256,8 @@ fn windows(
 /// documents are scored and tested one by one as they are decoded (no
 /// buffers); the non-essential clauses `order[..prefix.len() - 1]`, whose
 /// summed maxima are `prefix`, are probed while a document can still make
-/// it, then moved past the window. False when `deadline` stopped it.
+/// it, then moved past the window (but for the `trailing` ones). False
+/// when `deadline` stopped it.
 #[allow(clippy::too_many_arguments)]
 fn one_essential(
     subs: &mut [TermScorer<'_>],
@@ -239,6 +268,7 @@ fn one_essential(
     end: DocId,
     order: &[usize],
     prefix: &[f32],
+    trailing: &[bool],
 ) -> bool {
     let ne = prefix.len() - 1;
     let e = order[ne];
@@ -292,7 +322,7 @@ fn one_essential(
     if stopped {
         return false;
     }
-    pass_window(subs, &order[..ne], end);
+    pass_window(subs, &order[..ne], trailing, end);
     true
 }
 
@@ -309,10 +339,11 @@ fn clause_sum(mut mask: u32, score: impl Fn(usize) -> f32) -> f32 {
     sum
 }
 
-/// Moves the clauses `clauses` of `subs` still in the window past `end`.
-fn pass_window(subs: &mut [TermScorer<'_>], clauses: &[usize], end: DocId) {
+/// Moves the clauses `clauses` of `subs` still in the window past `end`,
+/// but for the trailing ones (probed by seeking when needed).
+fn pass_window(subs: &mut [TermScorer<'_>], clauses: &[usize], trailing: &[bool], end: DocId) {
     for &i in clauses {
-        if subs[i].doc() <= end {
+        if !trailing[i] && subs[i].doc() <= end {
             subs[i].seek(end + 1);
         }
     }
