@@ -472,6 +472,14 @@ fn large_disjunctions_match_oracle() {
             texts.push(format!("alpha {w}"));
             texts.push(format!("{w} beta alpha"));
         }
+        // Conjunctions of words over both fields (groups of per-field
+        // terms, `query::bulk_and`), common and rarer words together.
+        for (i, w) in BULK_WORDS.iter().enumerate() {
+            let v = BULK_WORDS[(i * 5 + 3) % BULK_WORDS.len()];
+            texts.push(format!("+alpha +{w}"));
+            texts.push(format!("+{w} +{v}"));
+            texts.push(format!("+beta +{w} +alpha"));
+        }
         for text in texts {
             let query = tierdex::query::parse(&text).expect("query");
             for (mode, k) in [
@@ -489,7 +497,7 @@ fn large_disjunctions_match_oracle() {
     }
 }
 
-/// The same disjunctions after deleting every seventh document: ids,
+/// The same disjunctions (and conjunctions) after deleting every seventh document: ids,
 /// score bits and counts equal those of an index built from the live
 /// documents.
 #[test]
@@ -536,9 +544,14 @@ fn large_disjunctions_skip_deleted_documents() {
             .collect();
         (hits, r.count)
     };
-    for q in 0..30 {
+    for q in 0..40 {
         let n = 1 + q % 4;
         let text: Vec<&str> = (0..n).map(|_| *rng.pick(&BULK_WORDS[2..])).collect();
+        // Every fourth query requires all its words.
+        let text: Vec<String> = match q % 4 == 3 {
+            true => text.iter().map(|w| format!("+{w}")).collect(),
+            false => text.iter().map(|w| w.to_string()).collect(),
+        };
         let query = tierdex::query::parse(&text.join(" ")).expect("query");
         for (mode, k) in [(Mode::TopK, 10), (Mode::TopKAndCount, 10), (Mode::TopKAndCount, 1000)] {
             assert_eq!(

@@ -309,15 +309,15 @@ impl Weight for BooleanWeight {
                 Some(subs) => job.run(&mut Conjunction::new(subs)),
             },
             Shape::AndOfTermOrs(ors) => {
-                let mut subs = Vec::with_capacity(ors.len());
+                let mut groups = Vec::with_capacity(ors.len());
                 for terms in &ors {
                     let present = term_scorers(terms, b)?;
                     if present.is_empty() {
                         return Ok(true);
                     }
-                    subs.push(Disjunction::new(present));
+                    groups.push(present);
                 }
-                job.run(&mut Conjunction::new(subs))
+                job.run_and_of_ors(groups, b.seg.max_doc())
             }
             Shape::Other => match self.scorer(b)? {
                 Some(mut s) => job.run(&mut s),

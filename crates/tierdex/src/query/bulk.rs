@@ -36,13 +36,13 @@ pub fn pays(cost: u64, max_doc: DocId) -> bool {
 /// The buffers of one window, reused across windows, segments and queries
 /// (one per thread); every mask and matched bit is clear between uses.
 #[derive(Default)]
-struct Window {
+pub(crate) struct Window {
     /// Scores by clause then slot (`clause * WINDOW + doc - start`).
-    scores: Vec<f32>,
+    pub(crate) scores: Vec<f32>,
     /// Per slot, the clauses that matched it.
-    masks: Vec<u32>,
+    pub(crate) masks: Vec<u32>,
     /// Slots with a match.
-    matched: Vec<u64>,
+    pub(crate) matched: Vec<u64>,
 }
 
 impl Window {
@@ -79,9 +79,15 @@ pub fn top_k_or(
 ) -> bool {
     let n = subs.len();
     assert!((1..=MAX_CLAUSES).contains(&n), "bulk disjunction of {n} clauses");
+    with_window(n, |w| windows(subs, base, top, deleted, deadline, w))
+}
+
+/// Runs `f` with this thread's window buffers, room for `clauses` clauses;
+/// `f` returns false when it stopped midway (what it left set is cleared).
+pub(crate) fn with_window(clauses: usize, f: impl FnOnce(&mut Window) -> bool) -> bool {
     let mut w = WINDOWS.with(|w| w.take());
-    w.reserve(n);
-    let finished = windows(subs, base, top, deleted, deadline, &mut w);
+    w.reserve(clauses);
+    let finished = f(&mut w);
     if !finished {
         w.clear();
     }

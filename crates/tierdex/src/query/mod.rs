@@ -11,7 +11,8 @@
 //!   builds its segment scorer and runs the collection loops compiled for
 //!   it. [`scorer`] defines the cursor contract; [`bm25`] the similarity.
 //! * [`collector`] holds the loops: top-k with block-max pruning, counts;
-//!   [`bulk`] the window-at-a-time top-k of disjunctions of terms;
+//!   [`bulk`] the window-at-a-time top-k of disjunctions of terms,
+//!   [`bulk_and`] that of conjunctions of term disjunctions;
 //!   [`count`] decides when bitsets count faster.
 //! * [`highlight`] builds snippets from stored offsets.
 
@@ -19,6 +20,7 @@ pub mod ast;
 internal!(bm25);
 internal!(boolean);
 internal!(bulk);
+internal!(bulk_and);
 internal!(collector);
 internal!(column);
 internal!(count);

@@ -26,8 +26,8 @@ use crate::error::Result;
 use crate::index::{Index, SegmentReader};
 use crate::layout::TermCursor;
 use crate::query::bm25::{Bm25, NormCache};
-use crate::query::boolean::Disjunction;
-use crate::query::bulk;
+use crate::query::boolean::{Conjunction, Disjunction};
+use crate::query::{bulk, bulk_and};
 use crate::query::collector::{self, Cutoff, Deadline, TopK};
 use crate::query::scorer::Scorer;
 use crate::query::term::TermScorer;
@@ -357,6 +357,28 @@ impl SegmentJob<'_> {
         };
         let finished = bulk::top_k_or(&mut subs, self.base, top, self.deleted, self.deadline);
         match subs.iter_mut().find_map(|s| s.take_error()) {
+            Some(e) => Err(e),
+            None => Ok(finished),
+        }
+    }
+
+    /// Runs the conjunction of the disjunctions of term scorers `groups`
+    /// (each at least one) over a segment of `max_doc` documents: a window
+    /// at a time when collecting hits without a count over groups dense
+    /// enough ([`crate::query::bulk_and`]), else through the nested
+    /// conjunction and disjunction scorers.
+    pub fn run_and_of_ors(&mut self, groups: Vec<Vec<TermScorer<'_>>>, max_doc: DocId) -> Result<bool> {
+        let terms = groups.iter().map(Vec::len).sum::<usize>();
+        let costs = groups.iter().map(|g| g.iter().map(|s| s.cost()).sum::<u64>());
+        let bulk = terms <= bulk_and::MAX_TERMS && self.count.is_none() && bulk_and::pays(costs, max_doc);
+        let Some(top) = self.top.as_deref_mut().filter(|_| bulk) else {
+            let subs: Vec<_> = groups.into_iter().map(Disjunction::new).collect();
+            return self.run(&mut Conjunction::new(subs));
+        };
+        let group: Vec<usize> = groups.iter().enumerate().flat_map(|(g, t)| std::iter::repeat_n(g, t.len())).collect();
+        let mut flat: Vec<TermScorer<'_>> = groups.into_iter().flatten().collect();
+        let finished = bulk_and::top_k_and(&mut flat, &group, self.base, top, self.deleted, self.deadline);
+        match flat.iter_mut().find_map(|s| s.take_error()) {
             Some(e) => Err(e),
             None => Ok(finished),
         }
