@@ -377,7 +377,7 @@ impl Weight for BooleanWeight {
         let mut acc = if self.must.is_empty() {
             let mut acc = BitSet::new(seg.max_doc());
             for p in &self.should {
-                acc.union_with(&p.matches(seg, cutoff)?);
+                p.union_into(seg, cutoff, &mut acc)?;
             }
             acc
         } else {

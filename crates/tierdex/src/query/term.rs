@@ -92,16 +92,21 @@ impl Weight for TermWeight {
     }
 
     fn matches(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>) -> Result<BitSet> {
-        collector::check(cutoff)?;
         let mut set = BitSet::new(seg.max_doc());
+        self.union_into(seg, cutoff, &mut set)?;
+        Ok(set)
+    }
+
+    fn union_into(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>, acc: &mut BitSet) -> Result<()> {
+        collector::check(cutoff)?;
         if let Some(info) = seg.term_info(&self.key)? {
             let mut c = seg.cursor(&info)?;
-            c.union_into(set.words_mut());
+            c.union_into(acc.words_mut());
             if let Some(e) = c.take_error() {
                 return Err(e);
             }
         }
-        Ok(set)
+        Ok(())
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -113,6 +113,14 @@ pub trait Weight: fmt::Debug + Send + Sync + 'static {
         Ok(BitSet::new(seg.max_doc()))
     }
 
+    /// Adds the node's documents of `seg` to `acc` (a disjunction's matches
+    /// so far), as [`Weight::matches`] would collect them; a term sets its
+    /// bits in place.
+    fn union_into(&self, seg: &SegmentReader, cutoff: Option<&Cutoff>, acc: &mut BitSet) -> Result<()> {
+        acc.union_with(&self.matches(seg, cutoff)?);
+        Ok(())
+    }
+
     /// Removes from `acc` (a conjunction's matches so far in `seg`) the
     /// documents the node does not match, when the node can confirm
     /// documents one by one more cheaply than [`Weight::matches`] collects

@@ -433,21 +433,10 @@ impl<'a> LeafCursor<'a> {
     /// exhausted. Bits of one word are gathered in a register first.
     pub(super) fn union_into(&mut self, words: &mut [u64]) {
         while self.doc != TERMINATED {
-            let mut word = usize::MAX;
-            let mut acc = 0u64;
             for &d in &self.docs[self.i..self.n] {
-                let w = (d >> 6) as usize;
-                if w != word {
-                    if let Some(slot) = words.get_mut(word) {
-                        *slot |= acc;
-                    }
-                    word = w;
-                    acc = 0;
+                if let Some(slot) = words.get_mut((d >> 6) as usize) {
+                    *slot |= 1 << (d & 63);
                 }
-                acc |= 1 << (d & 63);
-            }
-            if let Some(slot) = words.get_mut(word) {
-                *slot |= acc;
             }
             let next = self.block + 1;
             if next >= self.n_blocks || !self.ensure_entry(next) {
