@@ -433,9 +433,33 @@ impl<'a> LeafCursor<'a> {
     /// exhausted. Bits of one word are gathered in a register first.
     pub(super) fn union_into(&mut self, words: &mut [u64]) {
         while self.doc != TERMINATED {
-            for &d in &self.docs[self.i..self.n] {
-                if let Some(slot) = words.get_mut((d >> 6) as usize) {
-                    *slot |= 1 << (d & 63);
+            let docs = &self.docs[self.i..self.n];
+            let span = docs.last().map_or(0, |&l| l - docs[0]) as usize;
+            if span < 2 * docs.len() {
+                // Dense (32 documents or more per word on average): each
+                // word's bits are gathered in a register, then stored.
+                let mut word = usize::MAX;
+                let mut acc = 0u64;
+                for &d in docs {
+                    let w = (d >> 6) as usize;
+                    if w != word {
+                        if let Some(slot) = words.get_mut(word) {
+                            *slot |= acc;
+                        }
+                        word = w;
+                        acc = 0;
+                    }
+                    acc |= 1 << (d & 63);
+                }
+                if let Some(slot) = words.get_mut(word) {
+                    *slot |= acc;
+                }
+            } else {
+                // Sparse: each bit set in place (no branch to mispredict).
+                for &d in docs {
+                    if let Some(slot) = words.get_mut((d >> 6) as usize) {
+                        *slot |= 1 << (d & 63);
+                    }
                 }
             }
             let next = self.block + 1;
