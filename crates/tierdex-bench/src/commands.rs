@@ -49,7 +49,8 @@ pub fn categorize(text: &str) -> &'static str {
 }
 
 /// Reads a search-benchmark-game command file, skipping lines that are not
-/// `MODE<TAB>QUERY` with a known mode (the file has stray log lines).
+/// `MODE<TAB>QUERY` with a known mode (the file has stray log lines); a
+/// third column (a workload file's) is the query's category.
 /// Keeps every `sample`-th valid line (1: all).
 pub fn read_command_file(path: &Path, sample: usize) -> Result<Vec<BenchQuery>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -58,6 +59,11 @@ pub fn read_command_file(path: &Path, sample: usize) -> Result<Vec<BenchQuery>> 
     for line in text.lines() {
         let Some((mode, query)) = line.split_once('\t') else {
             continue;
+        };
+        // A workload file (`tierdex-bench workload`) adds each query's category.
+        let (query, category) = match query.split_once('\t') {
+            Some((q, c)) => (q, Some(c.trim())),
+            None => (query, None),
         };
         if !MODES.contains(&mode) || query.trim().is_empty() {
             continue;
@@ -68,7 +74,7 @@ pub fn read_command_file(path: &Path, sample: usize) -> Result<Vec<BenchQuery>> 
         }
         out.push(BenchQuery {
             source: "commands".into(),
-            category: categorize(query).into(),
+            category: category.filter(|c| !c.is_empty()).unwrap_or(categorize(query)).into(),
             mode: mode.into(),
             text: query.into(),
         });
@@ -103,5 +109,13 @@ mod tests {
         assert_eq!(all.len(), 3);
         assert_eq!(all[1].line(), "COUNT\t+a +b");
         assert_eq!(read_command_file(&p, 2).unwrap().len(), 2);
+        // A workload file's third column is the category, not query text.
+        std::fs::write(&p, "TOP_10\t+of +to\tand\nCOUNT\ta b\t\n").unwrap();
+        let w = read_command_file(&p, 1).unwrap();
+        assert_eq!(
+            (w[0].line().as_str(), w[0].category.as_str()),
+            ("TOP_10\t+of +to", "and")
+        );
+        assert_eq!((w[1].line().as_str(), w[1].category.as_str()), ("COUNT\ta b", "or"));
     }
 }

@@ -116,6 +116,11 @@ fn answer(ctx: &Ctx<'_>, thread: usize, line: &str) -> String {
     let Some((mode_name, query)) = line.split_once('\t') else {
         return error("expected MODE<TAB>QUERY");
     };
+    if query.contains('\t') && !query.trim_start().starts_with('{') {
+        // A workload file's category column would otherwise be searched
+        // (a JSON request may hold tabs as white space).
+        return error("expected MODE<TAB>QUERY, found a third column (a query holds no tab)");
+    }
     let Some((mode, k)) = tierdex::search::protocol_mode(mode_name.trim()) else {
         return error(&format!("unknown mode `{mode_name}`"));
     };

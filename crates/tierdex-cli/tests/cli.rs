@@ -556,6 +556,17 @@ fn hard_inputs_get_clear_answers() {
             "{lines:?}"
         );
     }
+    // A third tab-separated column (a workload's category) is refused on
+    // its line, not searched as part of the query.
+    let out = run(&["query-stream", idx_s], b"COUNT\tbee\tand\nCOUNT\tbee\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout).unwrap().lines().map(json).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0]["error"].as_str().is_some_and(|e| e.contains("a third column")),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1]["count"], 1);
     let out = run(
         &["search", idx_s, "-", "--json", "--mode", "count"],
         b"bee\n\xc3(\nbee\n",
