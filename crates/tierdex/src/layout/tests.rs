@@ -210,7 +210,11 @@ proptest! {
                             // A partial read first: up to the first
                             // position above the limit, then the whole.
                             let limit = target % 97;
-                            c.positions_upto(&mut pos, limit);
+                            pos.clear();
+                            c.positions_while(|p| {
+                                pos.push(p);
+                                p <= limit
+                            });
                             let upto = w.2.iter().position(|&p| p > limit).map_or(w.2.len(), |i| i + 1);
                             prop_assert_eq!(&pos[..], &w.2[..upto]);
                         }

@@ -353,13 +353,11 @@ impl<'a> PhraseScorer<'a> {
         self.starts
             .extend(self.positions[lead].iter().filter_map(|&p| p.checked_sub(r)));
         for k in 1..n {
-            let Some(&last) = self.starts.last() else {
+            if self.starts.is_empty() {
                 return 0;
-            };
+            }
             let j = self.by_freq[k].1;
-            let limit = (last as u64 + self.rel[j] as u64).min(u32::MAX as u64) as u32;
-            self.terms[j].positions_upto(&mut self.positions[j], limit);
-            keep_continued(&mut self.starts, &self.positions[j], self.rel[j]);
+            keep_continued(&mut self.terms[j], &mut self.starts, self.rel[j]);
         }
         let count = self.starts.len() as u32;
         match self.count_only {
@@ -380,54 +378,91 @@ impl PhraseScorer<'_> {
         };
         self.terms[lead].positions(&mut self.positions[lead]);
         let (rl, ro) = (self.rel[lead] as u64, self.rel[other] as u64);
-        let Some(&last) = self.positions[lead].last() else {
+        let targets = &self.positions[lead];
+        if targets.is_empty() {
             return 0;
-        };
-        let limit = (last as u64 + ro).saturating_sub(rl).min(u32::MAX as u64) as u32;
-        self.terms[other].positions_upto(&mut self.positions[other], limit);
-        let (list, targets) = (&self.positions[other], &self.positions[lead]);
-        let (mut j, mut count) = (0, 0);
-        for &p in targets {
-            // The phrase starts at p - rl; the other term must be at that + ro.
-            let Some(want) = (p as u64 + ro).checked_sub(rl) else {
-                continue;
-            };
-            while j < list.len() && (list[j] as u64) < want {
-                j += 1;
-            }
-            if j == list.len() {
-                break;
-            }
-            if list[j] as u64 == want && p as u64 >= rl {
-                count += 1;
-                if self.count_only {
-                    break;
-                }
-            }
         }
+        // The other term's positions are matched as they are decoded: a
+        // lead position p (a phrase start at p - rl, when p >= rl) needs
+        // the other at p - rl + ro; decoding stops past the last one.
+        let count_only = self.count_only;
+        let (mut t, mut count) = (0, 0);
+        self.terms[other].positions_while(|q| {
+            let q = q as u64;
+            // The lead position that would pair with q.
+            let Some(want) = (q + rl).checked_sub(ro) else {
+                return true;
+            };
+            while t < targets.len() && (targets[t] as u64) < want {
+                t += 1;
+            }
+            if t == targets.len() {
+                return false;
+            }
+            if targets[t] as u64 == want && want >= rl {
+                count += 1;
+                t += 1;
+                return !count_only;
+            }
+            true
+        });
         count
     }
 }
 
-/// Keeps the `starts` (increasing) whose position `start + rel` is in
-/// `positions` (increasing).
-fn keep_continued(starts: &mut Vec<u32>, positions: &[u32], rel: u32) {
-    let (mut j, mut kept) = (0, 0);
-    for i in 0..starts.len() {
-        let s = starts[i];
-        let want = s as u64 + rel as u64;
-        while j < positions.len() && (positions[j] as u64) < want {
-            j += 1;
-        }
-        if j == positions.len() {
-            break;
-        }
-        if positions[j] as u64 == want {
-            starts[kept] = s;
-            kept += 1;
+/// Keeps the `starts` (increasing) whose position `start + rel` holds the
+/// term of `cursor` in its current document, matching its positions as
+/// they are decoded (none past the last start's).
+fn keep_continued(cursor: &mut TermCursor<'_>, starts: &mut Vec<u32>, rel: u32) {
+    let mut c = Continued::new(starts, rel);
+    cursor.positions_while(|q| c.offer(q));
+    c.finish();
+}
+
+/// Candidate phrase starts filtered by a term's positions, offered in
+/// increasing order: a start stays when the term is at `start + rel`.
+struct Continued<'s> {
+    starts: &'s mut Vec<u32>,
+    rel: u32,
+    /// The first start not yet passed, and how many are kept.
+    at: usize,
+    kept: usize,
+}
+
+impl<'s> Continued<'s> {
+    fn new(starts: &'s mut Vec<u32>, rel: u32) -> Self {
+        Continued {
+            starts,
+            rel,
+            at: 0,
+            kept: 0,
         }
     }
-    starts.truncate(kept);
+
+    /// Takes the next position; false once no later one can keep a start.
+    #[inline]
+    fn offer(&mut self, q: u32) -> bool {
+        let Some(s) = q.checked_sub(self.rel) else {
+            return true;
+        };
+        while self.at < self.starts.len() && self.starts[self.at] < s {
+            self.at += 1;
+        }
+        if self.at == self.starts.len() {
+            return false;
+        }
+        if self.starts[self.at] == s {
+            self.starts[self.kept] = s;
+            self.kept += 1;
+            self.at += 1;
+        }
+        true
+    }
+
+    /// Drops the starts not kept.
+    fn finish(self) {
+        self.starts.truncate(self.kept);
+    }
 }
 
 impl Scorer for PhraseScorer<'_> {
@@ -519,7 +554,18 @@ impl Scorer for PhraseScorer<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::keep_continued;
+    use super::Continued;
+
+    /// [`super::keep_continued`] over positions in a slice.
+    fn keep_continued(starts: &mut Vec<u32>, positions: &[u32], rel: u32) {
+        let mut c = Continued::new(starts, rel);
+        for &q in positions {
+            if !c.offer(q) {
+                break;
+            }
+        }
+        c.finish();
+    }
     use proptest::prelude::*;
 
     proptest! {

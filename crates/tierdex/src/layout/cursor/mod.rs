@@ -289,10 +289,11 @@ impl<'a> TermCursor<'a> {
         self.leaf.positions(out)
     }
 
-    /// Positions of the term in the current document, into `out` (cleared),
-    /// up to the first one above `limit` (the later ones are not decoded).
-    pub fn positions_upto(&mut self, out: &mut Vec<u32>, limit: u32) {
-        self.leaf.positions_upto(out, limit)
+    /// Calls `f` with each position of the term in the current document,
+    /// in order, until it returns false (the later ones are not decoded).
+    #[inline]
+    pub fn positions_while(&mut self, f: impl FnMut(u32) -> bool) {
+        self.leaf.positions_while(f)
     }
 
     /// Byte offsets `(start, end)` of the term's occurrences in the current

@@ -217,23 +217,20 @@ impl LeafCursor<'_> {
         }
     }
 
-    /// The positions of the term in the current document up to the first
-    /// one above `limit`, into `out` (cleared): the position blocks past
-    /// `limit` are not decoded.
-    pub(super) fn positions_upto(&mut self, out: &mut Vec<u32>, limit: u32) {
-        out.clear();
+    /// Calls `f` with each position of the term in the current document,
+    /// in order, until it returns false (the blocks after are not decoded).
+    #[inline]
+    pub(super) fn positions_while(&mut self, mut f: impl FnMut(u32) -> bool) {
         let Some((start, count, hint)) = self.occurrences(true) else {
             return;
         };
         let mut pos = 0u32;
         let res = self.positions.read_while(self.pos_file, start, count, hint, |[delta]| {
             pos = pos.wrapping_add(delta);
-            out.push(pos);
-            pos <= limit
+            f(pos)
         });
         if let Err(e) = res {
             self.fail(e);
-            out.clear();
         }
     }
 
