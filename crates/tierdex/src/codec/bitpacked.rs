@@ -1,6 +1,9 @@
 //! Frame-of-reference bit packing of 128-integer blocks (SIMD).
 //!
 //! A block is one header byte (the bit width) followed by `16 * bits` bytes.
+//! A block of strictly increasing values (document numbers) spanning at
+//! most [`DENSE_SPAN`] may instead be a bit set ([`DENSE`] header): counts
+//! and bit-set queries then OR its words instead of decoding it.
 
 use bitpacking::{BitPacker, BitPacker4x};
 
@@ -20,9 +23,74 @@ pub fn pack_block(values: &[u32; BLOCK], out: &mut Vec<u8>) {
     write_packed(out, bits, |dst| packer.compress(values, dst, bits));
 }
 
-/// Appends a packed block of strictly increasing `values`, delta-coded from
-/// `previous` (the last value of the preceding block, `None` for the first).
+/// Header byte of a dense block: then the span less one (a byte), the first
+/// value delta-coded from the previous block's last (a VByte), and the bit
+/// set of the span (`span.div_ceil(8)` bytes, bit `i` for `first + i`).
+pub const DENSE: u8 = 0x80;
+
+/// Widest span (last value - first + 1) a block is written densely within:
+/// two thirds of its values set or more, so it takes at most 40 bytes.
+pub const DENSE_SPAN: u32 = 192;
+
+/// A dense block read by [`dense_block`].
+#[derive(Debug, Clone, Copy)]
+pub struct Dense<'a> {
+    /// The first value.
+    pub first: u32,
+    /// The bit set: bit `i` (LSB first within each byte) for `first + i`.
+    pub bits: &'a [u8],
+    /// Bytes the block takes.
+    pub len: usize,
+}
+
+/// The dense block at the start of `data` (see [`DENSE`]), delta-coded
+/// from `previous`; `None` when it is not one or is damaged (its bit set
+/// must hold [`BLOCK`] values ending on its last bit).
+#[inline]
+pub fn dense_block(previous: Option<u32>, data: &[u8]) -> Option<Dense<'_>> {
+    if *data.first()? != DENSE {
+        return None;
+    }
+    let span = *data.get(1)? as u32 + 1;
+    let mut at = 2;
+    let delta = super::read_u32(data, &mut at)?;
+    let first = match previous {
+        Some(p) => p.checked_add(1)?.checked_add(delta)?,
+        None => delta,
+    };
+    first.checked_add(span - 1)?;
+    let bits = data.get(at..at + span.div_ceil(8) as usize)?;
+    let ones: u32 = bits.iter().map(|b| b.count_ones()).sum();
+    // The span's last bit set, and none past it.
+    let last_set = bits.last().is_some_and(|&b| b as u32 >> ((span - 1) % 8) == 1);
+    if ones != BLOCK as u32 || !last_set || bits[0] & 1 == 0 {
+        return None;
+    }
+    Some(Dense {
+        first,
+        bits,
+        len: at + bits.len(),
+    })
+}
+
+/// Appends a block of strictly increasing `values`, delta-coded from
+/// `previous` (the last value of the preceding block, `None` for the
+/// first): a bit set when they span at most [`DENSE_SPAN`], else packed.
 pub fn pack_sorted_block(previous: Option<u32>, values: &[u32; BLOCK], out: &mut Vec<u8>) {
+    let (first, last) = (values[0], values[BLOCK - 1]);
+    let span = last - first + 1;
+    if span <= DENSE_SPAN {
+        out.push(DENSE);
+        out.push((span - 1) as u8);
+        super::write_u32(out, previous.map_or(first, |p| first - p - 1));
+        let at = out.len();
+        out.resize(at + span.div_ceil(8) as usize, 0);
+        for &v in values {
+            let i = (v - first) as usize;
+            out[at + i / 8] |= 1 << (i % 8);
+        }
+        return;
+    }
     let packer = BitPacker4x::new();
     let bits = packer.num_bits_strictly_sorted(previous, values);
     write_packed(out, bits, |dst| {
@@ -50,6 +118,22 @@ pub fn unpack_block(data: &[u8], out: &mut [u32; BLOCK]) -> Option<usize> {
 /// Unpacks a block written by [`pack_sorted_block`] with the same `previous`.
 #[inline]
 pub fn unpack_sorted_block(previous: Option<u32>, data: &[u8], out: &mut [u32; BLOCK]) -> Option<usize> {
+    if data.first() == Some(&DENSE) {
+        let d = dense_block(previous, data)?;
+        let mut n = 0;
+        for (k, chunk) in d.bits.chunks(8).enumerate() {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            let mut w = u64::from_le_bytes(word);
+            let at = d.first + (k * 64) as u32;
+            while w != 0 {
+                out[n] = at + w.trailing_zeros();
+                n += 1;
+                w &= w - 1;
+            }
+        }
+        return Some(d.len);
+    }
     let (bits, body) = block_body(data)?;
     BitPacker4x::new().decompress_strictly_sorted(previous, body, out, bits);
     Some(packed_len(bits))
@@ -97,10 +181,36 @@ mod tests {
         }
 
         #[test]
+        fn dense_roundtrip(gaps in proptest::collection::vec(1u32..3, BLOCK), start in proptest::option::of(0u32..1000)) {
+            let mut values = [0u32; BLOCK];
+            let mut v = start.unwrap_or(0);
+            for (i, g) in gaps.iter().enumerate() {
+                v += if i == 0 && start.is_none() { g - 1 } else { *g };
+                values[i] = v;
+            }
+            let mut buf = Vec::new();
+            pack_sorted_block(start, &values, &mut buf);
+            let span = values[BLOCK - 1] - values[0] + 1;
+            prop_assert_eq!(buf[0] == DENSE, span <= DENSE_SPAN);
+            let mut out = [0; BLOCK];
+            prop_assert_eq!(unpack_sorted_block(start, &buf, &mut out), Some(buf.len()));
+            prop_assert_eq!(out, values);
+            if let Some(d) = dense_block(start, &buf) {
+                prop_assert_eq!((d.first, d.len), (values[0], buf.len()));
+            }
+        }
+
+        #[test]
         fn garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..600)) {
             let mut out = [0; BLOCK];
             let _ = unpack_block(&data, &mut out);
             let _ = unpack_sorted_block(Some(3), &data, &mut out);
+            let mut dense = data.clone();
+            if let Some(b) = dense.first_mut() {
+                *b = DENSE;
+            }
+            let _ = unpack_sorted_block(Some(3), &dense, &mut out);
+            let _ = unpack_sorted_block(None, &dense, &mut out);
         }
     }
 }

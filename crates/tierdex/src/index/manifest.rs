@@ -22,11 +22,13 @@ use crate::storage::{mode, FileInfo};
 /// File name of the manifest inside an index directory.
 pub const MANIFEST: &str = "manifest.json";
 /// Current on-disk format version (4: term skip tables may have a second
-/// level, flagged in each table's length).
-pub const FORMAT_VERSION: u32 = 4;
+/// level, flagged in each table's length; 5: full document blocks may be
+/// bit sets, flagged in their header byte).
+pub const FORMAT_VERSION: u32 = 5;
 
 /// Oldest format this build reads: version 3 differs only in having no
-/// second skip level, which readers take as absent.
+/// second skip level, which readers take as absent, and 3 and 4 in having
+/// no dense blocks, which readers recognise by their header.
 pub const OLDEST_READABLE_FORMAT: u32 = 3;
 
 /// Per-field statistics of a segment (or, summed, of the index).

@@ -462,13 +462,79 @@ impl<'a> LeafCursor<'a> {
                     }
                 }
             }
-            let next = self.block + 1;
+            let mut next = self.block + 1;
+            // Dense blocks are ORed in as the bit sets they are, undecoded.
+            while next < self.n_blocks && self.ensure_entry(next) && self.union_dense(next, words) {
+                next += 1;
+            }
+            if self.error.is_some() {
+                break;
+            }
             if next >= self.n_blocks || !self.ensure_entry(next) {
                 self.doc = TERMINATED;
                 break;
             }
             self.decode_block(next);
         }
+    }
+
+    /// ORs block `b` (its entry parsed) into `words` when it is a dense
+    /// block (see [`codec::DENSE`]); false, with nothing done, when it is
+    /// not. A damaged block fails the cursor (and counts as done).
+    fn union_dense(&mut self, b: usize, words: &mut [u64]) -> bool {
+        // Only full blocks are packed (a term's last may be VBytes).
+        let full = b + 1 < self.n_blocks || self.df as usize == BLOCK * self.n_blocks;
+        if self.codec == Codec::Direct || !full {
+            return false;
+        }
+        let e = *self.entry(b);
+        let prev_last = if b == 0 { None } else { Some(self.entry(b - 1).last_doc) };
+        // A first block's values count from the chunk's start.
+        let base = if prev_last.is_none() { self.base } else { 0 };
+        let start = self.blocks_start + e.block_off as usize;
+        let end = start + e.block_len as usize;
+        let data = match self.block_win.get(self.file, start..end) {
+            Ok(d) => d,
+            Err(err) => {
+                self.fail(err);
+                return true;
+            }
+        };
+        if data.first() != Some(&codec::DENSE) {
+            return false;
+        }
+        let ok = match codec::dense_block(prev_last, data) {
+            // (The block's frequencies follow its documents.)
+            Some(d) if d.len < data.len() => {
+                let first = d.first as u64 + base as u64;
+                let last = first + (d.bits.len() as u64 * 8 - d.bits.last().map_or(8, |b| b.leading_zeros()) as u64) - 1;
+                if last == e.last_doc as u64 {
+                    for (k, &byte) in d.bits.iter().enumerate() {
+                        let at = first + 8 * k as u64;
+                        let (w, shift) = ((at >> 6) as usize, at & 63);
+                        if let Some(slot) = words.get_mut(w) {
+                            *slot |= (byte as u64) << shift;
+                        }
+                        if shift > 56 {
+                            if let Some(slot) = words.get_mut(w + 1) {
+                                *slot |= (byte as u64) >> (64 - shift);
+                            }
+                        }
+                    }
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => false,
+        };
+        if !ok {
+            let err = self.corrupt("doc block");
+            self.fail(err);
+            return true;
+        }
+        io::record_needed(e.block_len as u64);
+        true
     }
 
     /// Calls `f` with every document `<= upto` (below [`TERMINATED`]) from
