@@ -29,7 +29,8 @@ pub fn pack_block(values: &[u32; BLOCK], out: &mut Vec<u8>) {
 pub const DENSE: u8 = 0x80;
 
 /// Widest span (last value - first + 1) a block is written densely within:
-/// two thirds of its values set or more, so it takes at most 40 bytes.
+/// two thirds of its values set or more, so it takes at most 31 bytes
+/// (256 measured no faster on Wikipedia, and 0.06% smaller postings).
 pub const DENSE_SPAN: u32 = 192;
 
 /// A dense block read by [`dense_block`].
