@@ -155,6 +155,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Strictly increasing values with these gaps after `start` (from 0,
+    /// the first gap less one, without one).
+    fn sorted(gaps: &[u32], start: Option<u32>) -> [u32; BLOCK] {
+        let mut values = [0u32; BLOCK];
+        let mut v = start.unwrap_or(0);
+        for (i, g) in gaps.iter().enumerate() {
+            v += if i == 0 && start.is_none() { g - 1 } else { *g };
+            values[i] = v;
+        }
+        values
+    }
+
     proptest! {
         #[test]
         fn roundtrip(values in proptest::collection::vec(0u32..1 << 20, BLOCK)) {
@@ -168,12 +180,7 @@ mod tests {
 
         #[test]
         fn sorted_roundtrip(gaps in proptest::collection::vec(1u32..5000, BLOCK), start in proptest::option::of(0u32..1000)) {
-            let mut values = [0u32; BLOCK];
-            let mut v = start.unwrap_or(0);
-            for (i, g) in gaps.iter().enumerate() {
-                v += if i == 0 && start.is_none() { g - 1 } else { *g };
-                values[i] = v;
-            }
+            let values = sorted(&gaps, start);
             let mut buf = Vec::new();
             pack_sorted_block(start, &values, &mut buf);
             let mut out = [0; BLOCK];
@@ -183,12 +190,7 @@ mod tests {
 
         #[test]
         fn dense_roundtrip(gaps in proptest::collection::vec(1u32..3, BLOCK), start in proptest::option::of(0u32..1000)) {
-            let mut values = [0u32; BLOCK];
-            let mut v = start.unwrap_or(0);
-            for (i, g) in gaps.iter().enumerate() {
-                v += if i == 0 && start.is_none() { g - 1 } else { *g };
-                values[i] = v;
-            }
+            let values = sorted(&gaps, start);
             let mut buf = Vec::new();
             pack_sorted_block(start, &values, &mut buf);
             let span = values[BLOCK - 1] - values[0] + 1;

@@ -95,6 +95,109 @@ pub(crate) fn with_window(clauses: usize, f: impl FnOnce(&mut Window) -> bool) -
     finished
 }
 
+/// The per-clause score bounds of window-at-a-time MaxScore, shared by the
+/// bulk disjunction and [`crate::query::bulk_and`]: clauses whose summed
+/// segment maxima stay below the threshold *trail* (no window needs them
+/// essential, so they neither start nor bound windows and are only probed,
+/// as Lucene's MaxScore bulk scorer does; a very common term beside a rarer
+/// one would otherwise cut every window at its blocks); in each window the
+/// clauses are ordered by their bound there, and the prefix whose summed
+/// bounds stay below the threshold is non-essential.
+pub(crate) struct Bounds {
+    /// Each clause's maximum over the segment.
+    pub(crate) maxima: Vec<f32>,
+    /// Clauses by increasing segment maximum.
+    by_max: Vec<usize>,
+    /// Clauses that trail (once set, for the rest of the segment).
+    pub(crate) trailing: Vec<bool>,
+    /// Each clause's bound over the current window.
+    pub(crate) win_max: Vec<f32>,
+    /// Clauses by increasing window bound, and the prefix sums of those bounds.
+    pub(crate) order: Vec<usize>,
+    pub(crate) prefix: Vec<f32>,
+}
+
+impl Bounds {
+    /// The bounds of `subs`, none trailing yet.
+    pub(crate) fn new(subs: &[TermScorer<'_>]) -> Self {
+        let n = subs.len();
+        let maxima: Vec<f32> = subs.iter().map(|s| s.max_score()).collect();
+        let mut by_max: Vec<usize> = (0..n).collect();
+        by_max.sort_by(|&a, &b| maxima[a].total_cmp(&maxima[b]));
+        Bounds {
+            maxima,
+            by_max,
+            trailing: vec![false; n],
+            win_max: vec![0.0; n],
+            order: (0..n).collect(),
+            prefix: vec![0.0; n + 1],
+        }
+    }
+
+    /// Marks the clauses that trail under the threshold `min_comp`.
+    pub(crate) fn mark_trailing(&mut self, min_comp: Option<f32>) {
+        let Some(t) = min_comp else {
+            return;
+        };
+        let mut sum = 0.0f32;
+        for &i in &self.by_max {
+            sum += self.maxima[i];
+            if sum >= t {
+                break;
+            }
+            self.trailing[i] = true;
+        }
+    }
+
+    /// Bounds each clause over the window from `start` (at most [`WINDOW`]
+    /// documents, ending with the first block of a clause that does not
+    /// trail to end) and returns the window's end. With a threshold
+    /// (`pruning`), a clause counts with its block maximum, a trailing one
+    /// with its segment maximum; without, every one with its segment
+    /// maximum. A clause with no document in the window adds nothing.
+    pub(crate) fn window(&mut self, subs: &mut [TermScorer<'_>], start: DocId, pruning: bool) -> DocId {
+        let mut end = start.saturating_add(WINDOW - 1).min(TERMINATED - 1);
+        if pruning {
+            for (i, s) in subs.iter_mut().enumerate() {
+                if self.trailing[i] {
+                    self.win_max[i] = self.maxima[i];
+                    continue;
+                }
+                let e = s.shallow_advance(start);
+                if e == TERMINATED {
+                    self.win_max[i] = 0.0;
+                } else {
+                    self.win_max[i] = s.block_max_score();
+                    end = end.min(e);
+                }
+            }
+        } else {
+            self.win_max.copy_from_slice(&self.maxima);
+        }
+        for (m, s) in self.win_max.iter_mut().zip(subs.iter()) {
+            if s.doc() > end {
+                *m = 0.0;
+            }
+        }
+        end
+    }
+
+    /// Orders the clauses by their window bound and returns how many lead
+    /// the order as non-essential under `min_comp` (none without one).
+    pub(crate) fn partition(&mut self, min_comp: Option<f32>) -> usize {
+        let win_max = &self.win_max;
+        self.order.sort_by(|&a, &b| win_max[a].total_cmp(&win_max[b]));
+        let mut ne = 0;
+        for (j, &i) in self.order.iter().enumerate() {
+            self.prefix[j + 1] = self.prefix[j] + win_max[i];
+            if min_comp.is_some_and(|t| self.prefix[j + 1] < t) {
+                ne = j + 1;
+            }
+        }
+        ne
+    }
+}
+
 fn windows(
     subs: &mut [TermScorer<'_>],
     base: DocId,
@@ -104,77 +207,24 @@ fn windows(
     w: &mut Window,
 ) -> bool {
     let n = subs.len();
-    let maxima: Vec<f32> = subs.iter().map(|s| s.max_score()).collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut win_max = vec![0.0f32; n];
-    let mut prefix = vec![0.0f32; n + 1];
-    // Clauses by increasing maximum over the whole segment, and those whose
-    // summed maxima stay below the threshold (*trailing*: no window needs
-    // them essential, so they neither start nor bound windows and are only
-    // probed, as Lucene's MaxScore bulk scorer does; a very common term
-    // beside a rarer one would otherwise cut every window at its blocks).
-    let mut by_max: Vec<usize> = (0..n).collect();
-    by_max.sort_by(|&a, &b| maxima[a].total_cmp(&maxima[b]));
-    let mut trailing = vec![false; n];
+    let mut bounds = Bounds::new(subs);
     loop {
         if deadline.tick() {
             return false;
         }
         let min_comp = top.prune_below();
-        if let Some(t) = min_comp {
-            let mut sum = 0.0f32;
-            for &i in &by_max {
-                sum += maxima[i];
-                if sum >= t {
-                    break;
-                }
-                trailing[i] = true;
-            }
-        }
+        bounds.mark_trailing(min_comp);
+        let trailing = &bounds.trailing;
         let start = (0..n).filter(|&i| !trailing[i]).map(|i| subs[i].doc()).min().unwrap_or(TERMINATED);
         if start == TERMINATED {
             return true;
         }
-        let mut end = start.saturating_add(WINDOW - 1).min(TERMINATED - 1);
-        // Block maxima over the window (the window ends with the first
-        // block to end), when they can prune; a trailing clause counts
-        // with its segment maximum.
-        if min_comp.is_some() {
-            for (i, s) in subs.iter_mut().enumerate() {
-                if trailing[i] {
-                    win_max[i] = maxima[i];
-                    continue;
-                }
-                let e = s.shallow_advance(start);
-                if e == TERMINATED {
-                    win_max[i] = 0.0;
-                } else {
-                    win_max[i] = s.block_max_score();
-                    end = end.min(e);
-                }
-            }
-        } else {
-            win_max.copy_from_slice(&maxima);
-        }
-        // A clause with no document in the window adds nothing there.
-        for (m, s) in win_max.iter_mut().zip(subs.iter()) {
-            if s.doc() > end {
-                *m = 0.0;
-            }
-        }
-        // Clauses by increasing maximum; the prefix whose summed maxima
-        // stay below the threshold is non-essential.
-        order.sort_by(|&a, &b| win_max[a].total_cmp(&win_max[b]));
-        let mut ne = 0;
-        for (j, &i) in order.iter().enumerate() {
-            prefix[j + 1] = prefix[j] + win_max[i];
-            if min_comp.is_some_and(|t| prefix[j + 1] < t) {
-                ne = j + 1;
-            }
-        }
+        let end = bounds.window(subs, start, min_comp.is_some());
+        let ne = bounds.partition(min_comp);
+        let (order, prefix, trailing) = (&bounds.order, &bounds.prefix, &bounds.trailing);
         if ne == n {
             // Nothing in the window can make the top-k.
-            pass_window(subs, &order, &trailing, end);
+            pass_window(subs, order, trailing, end);
             continue;
         }
         // A trailing clause essential here (others' block maxima are
@@ -185,7 +235,7 @@ fn windows(
             }
         }
         if n - ne == 1 {
-            if !one_essential(subs, base, top, deleted, deadline, end, &order, &prefix[..=ne], &trailing) {
+            if !one_essential(subs, base, top, deleted, deadline, end, order, &prefix[..=ne], trailing) {
                 return false;
             }
             continue;
@@ -254,7 +304,7 @@ fn windows(
             }
         }
         // The non-essential clauses move past the window too.
-        pass_window(subs, &order[..ne], &trailing, end);
+        pass_window(subs, &order[..ne], trailing, end);
     }
 }
 

@@ -65,43 +65,36 @@ struct Conjunction<'t, 's> {
     groups: usize,
     /// Each group's terms as a bit mask.
     group_mask: Vec<u32>,
-    maxima: Vec<f32>,
     costs: Vec<u64>,
-    /// Terms by increasing segment maximum, and which of them trail.
-    by_max: Vec<usize>,
-    trailing: Vec<bool>,
-    /// The current window's per-term bounds, terms by increasing bound.
-    win_max: Vec<f32>,
-    order: Vec<usize>,
+    /// The terms' bounds: which trail, and those of the current window.
+    bounds: bulk::Bounds,
     /// Scratch for the ordered sum of a candidate's scores per group.
     group_sums: Vec<f32>,
 }
 
 impl<'t, 's> Conjunction<'t, 's> {
     fn new(terms: &'t mut [TermScorer<'s>], group: &'t [usize]) -> Self {
-        let n = terms.len();
         let groups = group.last().map_or(0, |&g| g + 1);
         let mut group_mask = vec![0u32; groups];
         for (i, &g) in group.iter().enumerate() {
             group_mask[g] |= 1 << i;
         }
-        let maxima: Vec<f32> = terms.iter().map(|s| s.max_score()).collect();
         let costs: Vec<u64> = terms.iter().map(|s| s.cost()).collect();
-        let mut by_max: Vec<usize> = (0..n).collect();
-        by_max.sort_by(|&a, &b| maxima[a].total_cmp(&maxima[b]));
+        let bounds = bulk::Bounds::new(terms);
         Conjunction {
             terms,
             group,
             groups,
             group_mask,
-            maxima,
             costs,
-            by_max,
-            trailing: vec![false; n],
-            win_max: vec![0.0; n],
-            order: (0..n).collect(),
+            bounds,
             group_sums: vec![0.0; groups],
         }
+    }
+
+    /// The summed costs (document frequencies) of the terms in `mask`.
+    fn mask_cost(&self, mask: u32) -> u64 {
+        (0..self.terms.len()).filter(|&i| mask & (1 << i) != 0).map(|i| self.costs[i]).sum()
     }
 
     /// The score of a candidate whose matching terms are `mask`, summed as
@@ -130,7 +123,7 @@ impl<'t, 's> Conjunction<'t, 's> {
         // A competitive match has a term that does not trail (brought up
         // to `target` when only probed so far).
         let mut start = TERMINATED;
-        for (s, &trailing) in self.terms.iter_mut().zip(&self.trailing) {
+        for (s, &trailing) in self.terms.iter_mut().zip(&self.bounds.trailing) {
             if !trailing {
                 start = start.min(if s.doc() < target { s.seek(target) } else { s.doc() });
             }
@@ -158,75 +151,28 @@ impl<'t, 's> Conjunction<'t, 's> {
     ) -> bool {
         let n = self.terms.len();
         let mut target: DocId = 0;
-        let mut prefix = vec![0.0f32; n + 1];
-        let group_costs: Vec<u64> = self
-            .group_mask
-            .iter()
-            .map(|&m| (0..n).filter(|&i| m & (1 << i) != 0).map(|i| self.costs[i]).sum())
-            .collect();
+        let group_costs: Vec<u64> = self.group_mask.iter().map(|&m| self.mask_cost(m)).collect();
         let cheapest = (0..self.groups).min_by_key(|&g| group_costs[g]).expect("a group");
         loop {
             if deadline.tick() {
                 return false;
             }
             let min_comp = top.prune_below();
-            if let Some(t) = min_comp {
-                let mut sum = 0.0f32;
-                for &i in &self.by_max {
-                    sum += self.maxima[i];
-                    if sum >= t {
-                        break;
-                    }
-                    self.trailing[i] = true;
-                }
-            }
+            self.bounds.mark_trailing(min_comp);
             let start = self.lower_bound(target);
             if start == TERMINATED {
                 return true;
             }
-            let mut end = start.saturating_add(WINDOW - 1).min(TERMINATED - 1);
-            if min_comp.is_some() {
-                for i in 0..n {
-                    if self.trailing[i] {
-                        self.win_max[i] = self.maxima[i];
-                        continue;
-                    }
-                    let e = self.terms[i].shallow_advance(start);
-                    if e == TERMINATED {
-                        self.win_max[i] = 0.0;
-                    } else {
-                        self.win_max[i] = self.terms[i].block_max_score();
-                        end = end.min(e);
-                    }
-                }
-            } else {
-                self.win_max.copy_from_slice(&self.maxima);
-            }
-            for i in 0..n {
-                if self.terms[i].doc() > end {
-                    self.win_max[i] = 0.0;
-                }
-            }
-            // Terms by increasing bound; the prefix whose summed bounds
-            // stay below the threshold is non-essential.
-            let win_max = &self.win_max;
-            self.order.sort_by(|&a, &b| win_max[a].total_cmp(&win_max[b]));
-            let mut ne = 0;
-            for (j, &i) in self.order.iter().enumerate() {
-                prefix[j + 1] = prefix[j] + win_max[i];
-                if min_comp.is_some_and(|t| prefix[j + 1] < t) {
-                    ne = j + 1;
-                }
-            }
+            let end = self.bounds.window(self.terms, start, min_comp.is_some());
+            let ne = self.bounds.partition(min_comp);
             if ne == n {
                 target = end.saturating_add(1);
                 continue;
             }
             // The lead: the essential terms, or the cheapest group's terms
             // when they are fewer documents.
-            let essential: u32 = self.order[ne..].iter().fold(0, |m, &i| m | 1 << i);
-            let cost = |m: u32| -> u64 { (0..n).filter(|&i| m & (1 << i) != 0).map(|i| self.costs[i]).sum() };
-            let lead = match cost(essential) <= group_costs[cheapest] {
+            let essential: u32 = self.bounds.order[ne..].iter().fold(0, |m, &i| m | 1 << i);
+            let lead = match self.mask_cost(essential) <= group_costs[cheapest] {
                 true => essential,
                 false => self.group_mask[cheapest],
             };
@@ -271,8 +217,9 @@ impl<'t, 's> Conjunction<'t, 's> {
             });
         }
         // The other terms, best bound first (probed in that order).
-        let others: Vec<usize> = self.order.iter().rev().copied().filter(|&i| lead & (1 << i) == 0).collect();
-        let others_bound: f32 = others.iter().map(|&i| self.win_max[i]).sum();
+        let win_max = &self.bounds.win_max;
+        let others: Vec<usize> = self.bounds.order.iter().rev().copied().filter(|&i| lead & (1 << i) == 0).collect();
+        let others_bound: f32 = others.iter().map(|&i| win_max[i]).sum();
         let mut min_comp = top.prune_below();
         let words = ((end - start + 1) as usize).div_ceil(64);
         for word in 0..words {
@@ -311,7 +258,7 @@ impl<'t, 's> Conjunction<'t, 's> {
                     }
                     for &i in others.iter().filter(|&&i| self.group[i] == g) {
                         probed |= 1 << i;
-                        left -= self.win_max[i];
+                        left -= self.bounds.win_max[i];
                         if let Some(x) = probe(&mut self.terms[i], doc) {
                             w.scores[i * WINDOW as usize + slot] = x;
                             mask |= 1 << i;
@@ -334,7 +281,7 @@ impl<'t, 's> Conjunction<'t, 's> {
                         ok = false;
                         break;
                     }
-                    left -= self.win_max[i];
+                    left -= self.bounds.win_max[i];
                     if let Some(x) = probe(&mut self.terms[i], doc) {
                         w.scores[i * WINDOW as usize + slot] = x;
                         mask |= 1 << i;
