@@ -598,10 +598,11 @@ fn reorder_documents(
         }
         Ok(df)
     };
-    // Every term of the sources with its document frequency, in order; the
-    // dictionaries' pages are released as the walk goes, every source's at
-    // its end.
-    let walk = |visit: &mut dyn FnMut(&[fst::map::IndexedValue], u64) -> Result<()>| -> Result<()> {
+    // One walk over every term of the sources (the dictionaries' pages
+    // released as it goes, every source's at its end) keeps the terms the
+    // parameters select, with where each source holds them.
+    let mut candidates: Vec<(u64, Vec<fst::map::IndexedValue>)> = Vec::new();
+    {
         let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
         let (mut key, mut hits) = (Vec::new(), Vec::new());
         let mut walked = 0u64;
@@ -610,27 +611,19 @@ fn reorder_documents(
             if walked.is_multiple_of(DICT_RELEASE_TERMS) {
                 files.iter().for_each(|f| f.terms().release());
             }
-            visit(&hits, doc_freq(&hits)?)?;
+            let df = doc_freq(&hits)?;
+            if params.selects(df, u64::from(max_doc)) {
+                candidates.push((df, hits.clone()));
+            }
         }
         readers.iter().for_each(|r| r.release());
-        Ok(())
-    };
-    let mut selected = Vec::new();
-    walk(&mut |_, df| {
-        if params.selects(df, u64::from(max_doc)) {
-            selected.push(df);
-        }
-        Ok(())
-    })?;
-    let cap = params.doc_freq_cap(selected);
+    }
+    let cap = params.doc_freq_cap(candidates.iter().map(|c| c.0).collect());
+    candidates.retain(|c| c.0 <= cap);
     let fwd = ForwardIndex::build(max_doc, |f| {
-        let mut number = 0u32;
         // The postings read leave the process's memory as the pass goes.
         let mut streamed = vec![Streamed::default(); files.len()];
-        walk(&mut |hits, df| {
-            if !params.selects(df, u64::from(max_doc)) || df > cap {
-                return Ok(());
-            }
+        for (number, (_, hits)) in candidates.iter().enumerate() {
             infos.clear();
             for h in hits.iter() {
                 infos.push(files[h.index].resolve(files[h.index].terms().term_ref(h.value))?);
@@ -641,7 +634,7 @@ fn reorder_documents(
                 while c.doc() != TERMINATED {
                     let to = map[c.doc() as usize];
                     if to != TERMINATED {
-                        f(number, to);
+                        f(number as u32, to);
                     }
                     c.advance();
                 }
@@ -650,12 +643,15 @@ fn reorder_documents(
                 }
                 streamed[h.index].passed(files[h.index], info);
             }
-            number += 1;
-            Ok(())
-        })
+        }
+        files.iter().for_each(|f| f.terms().release());
+        readers.iter().for_each(|r| r.release());
+        Ok(())
     })?;
     let read = started.elapsed().as_secs_f64();
+    let bisecting = std::time::Instant::now();
     let order = bisect(&fwd, params, threads);
+    let bisect_secs = bisecting.elapsed().as_secs_f64();
     let identity: Vec<DocId> = (0..max_doc).collect();
     tracing::info!(
         docs = max_doc,
@@ -664,6 +660,7 @@ fn reorder_documents(
         cost_before = crate::indexing::reorder::log_gap_cost(&fwd, &identity, 128),
         cost_after = crate::indexing::reorder::log_gap_cost(&fwd, &order, 128),
         read_secs = read,
+        bisect_secs,
         secs = started.elapsed().as_secs_f64(),
         "documents reordered by recursive graph bisection"
     );

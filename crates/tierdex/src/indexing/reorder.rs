@@ -165,53 +165,107 @@ impl Scratch {
     }
 }
 
+/// Partitions at least this large are split by parallel tasks (their
+/// halves in parallel, their documents' gains computed in parallel).
+const PARALLEL_DOCS: usize = 4096;
+
+/// What every split shares.
+struct Bisection<'a> {
+    fwd: &'a ForwardIndex,
+    params: &'a BpParams,
+    /// log2(d + 1) for every degree a half can hold.
+    log: Vec<f32>,
+    /// Partitions at least this large are split by parallel tasks
+    /// ([`usize::MAX`]: no thread pool).
+    parallel_docs: usize,
+    /// Scratch space the finished parallel tasks left for the next ones.
+    spare: std::sync::Mutex<Vec<Scratch>>,
+}
+
+impl Bisection<'_> {
+    fn scratch(&self) -> Scratch {
+        let spare = self.spare.lock().map(|mut s| s.pop());
+        spare.ok().flatten().unwrap_or_else(|| Scratch::new(self.fwd.num_terms))
+    }
+
+    fn give_back(&self, scratch: Scratch) {
+        if let Ok(mut spare) = self.spare.lock() {
+            spare.push(scratch);
+        }
+    }
+}
+
 /// The new order of `fwd`'s documents: `order[new] = old`. Runs on up to
-/// `threads` threads (the two halves of a split go on in parallel).
+/// `threads` threads (the halves of a split go on as parallel tasks, and a
+/// large split's gains are computed in parallel); the order does not depend
+/// on the number of threads.
 pub fn bisect(fwd: &ForwardIndex, params: &BpParams, threads: usize) -> Vec<u32> {
+    bisect_from(fwd, params, threads, PARALLEL_DOCS)
+}
+
+/// [`bisect`], with parallel tasks from partitions of `parallel_docs`.
+fn bisect_from(fwd: &ForwardIndex, params: &BpParams, threads: usize, parallel_docs: usize) -> Vec<u32> {
     let mut docs: Vec<u32> = (0..fwd.docs()).collect();
     if fwd.is_empty() {
         return docs;
     }
-    // log2(d + 1) for every degree a half can hold.
-    let log: Vec<f32> = (0..=fwd.docs() as usize + 1).map(|d| ((d + 1) as f32).log2()).collect();
-    recurse(
-        &mut docs,
+    let pool = match threads > 1 {
+        true => rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("tierdex-bp-{i}"))
+            .build()
+            .inspect_err(|e| tracing::warn!("bisection on one thread: no thread pool ({e})"))
+            .ok(),
+        false => None,
+    };
+    let bp = Bisection {
         fwd,
         params,
-        &log,
-        threads.max(1),
-        &mut Scratch::new(fwd.num_terms),
-    );
+        log: (0..=fwd.docs() as usize + 1).map(|d| ((d + 1) as f32).log2()).collect(),
+        parallel_docs: if pool.is_some() { parallel_docs } else { usize::MAX },
+        spare: std::sync::Mutex::new(Vec::new()),
+    };
+    let mut scratch = Scratch::new(fwd.num_terms);
+    match &pool {
+        Some(pool) => pool.install(|| recurse(&mut docs, &bp, &mut scratch)),
+        None => recurse(&mut docs, &bp, &mut scratch),
+    }
     docs
 }
 
-fn recurse(
-    docs: &mut [u32],
-    fwd: &ForwardIndex,
-    params: &BpParams,
-    log: &[f32],
-    threads: usize,
-    scratch: &mut Scratch,
-) {
-    if docs.len() < 2 * params.min_partition.max(2) as usize {
+fn recurse(docs: &mut [u32], bp: &Bisection, scratch: &mut Scratch) {
+    if docs.len() < 2 * bp.params.min_partition.max(2) as usize {
         return;
     }
-    split(docs, fwd, params, log, scratch);
+    split(docs, bp, scratch);
+    let parallel = docs.len() >= bp.parallel_docs;
     let mid = docs.len() / 2;
     let (left, right) = docs.split_at_mut(mid);
-    if threads > 1 {
-        std::thread::scope(|s| {
-            s.spawn(|| recurse(left, fwd, params, log, threads / 2, &mut Scratch::new(fwd.num_terms)));
-            recurse(right, fwd, params, log, threads - threads / 2, scratch);
-        });
+    if parallel {
+        rayon::join(
+            || {
+                let mut own = bp.scratch();
+                recurse(left, bp, &mut own);
+                bp.give_back(own);
+            },
+            || recurse(right, bp, scratch),
+        );
     } else {
-        recurse(left, fwd, params, log, 1, scratch);
-        recurse(right, fwd, params, log, 1, scratch);
+        recurse(left, bp, scratch);
+        recurse(right, bp, scratch);
     }
 }
 
+/// Gains in descending order, ties by document: a total order, so that a
+/// parallel sort and a serial one agree.
+fn by_gain(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
 /// Swaps documents between `docs`' halves while that pays.
-fn split(docs: &mut [u32], fwd: &ForwardIndex, params: &BpParams, log: &[f32], scratch: &mut Scratch) {
+fn split(docs: &mut [u32], bp: &Bisection, scratch: &mut Scratch) {
+    let (fwd, log) = (bp.fwd, &bp.log);
+    let parallel = docs.len() >= bp.parallel_docs;
     let mid = docs.len() / 2;
     let Scratch {
         left,
@@ -235,7 +289,7 @@ fn split(docs: &mut [u32], fwd: &ForwardIndex, params: &BpParams, log: &[f32], s
         }
     }
     let n_right = docs.len() - mid;
-    for _ in 0..params.max_iters {
+    for _ in 0..bp.params.max_iters {
         // The gain of moving a document to the other half: for each of its
         // terms, log2(d_to + 1) - log2(d_from) (the derivative of the cost,
         // the document itself left out of its half's degree).
@@ -244,14 +298,25 @@ fn split(docs: &mut [u32], fwd: &ForwardIndex, params: &BpParams, log: &[f32], s
             to_right[t as usize] = log[r] - log[l.saturating_sub(1)];
             to_left[t as usize] = log[l] - log[r.saturating_sub(1)];
         }
-        gains.clear();
-        for (i, &d) in docs.iter().enumerate() {
-            let per_term = if i < mid { &*to_right } else { &*to_left };
-            gains.push((sum_over(per_term, fwd.terms(d)), d));
-        }
-        let (gl, gr) = gains.split_at_mut(mid);
-        gl.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-        gr.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        let (to_right, to_left) = (&*to_right, &*to_left);
+        let gain = |(i, &d): (usize, &u32)| {
+            let per_term = if i < mid { to_right } else { to_left };
+            (sum_over(per_term, fwd.terms(d)), d)
+        };
+        let (gl, gr) = if parallel {
+            use rayon::prelude::*;
+            docs.par_iter().enumerate().map(gain).collect_into_vec(gains);
+            let (gl, gr) = gains.split_at_mut(mid);
+            rayon::join(|| gl.par_sort_unstable_by(by_gain), || gr.par_sort_unstable_by(by_gain));
+            (gl, gr)
+        } else {
+            gains.clear();
+            gains.extend(docs.iter().enumerate().map(gain));
+            let (gl, gr) = gains.split_at_mut(mid);
+            gl.sort_unstable_by(by_gain);
+            gr.sort_unstable_by(by_gain);
+            (gl, gr)
+        };
         let mut swaps = 0;
         for i in 0..mid.min(n_right) {
             if gl[i].0 + gr[i].0 <= 0.0 {
@@ -270,6 +335,16 @@ fn split(docs: &mut [u32], fwd: &ForwardIndex, params: &BpParams, log: &[f32], s
         }
         for (slot, &(_, d)) in docs.iter_mut().zip(gains.iter()) {
             *slot = d;
+        }
+        // Each half in document order: the next round reads the forward
+        // index in ascending order, not at random.
+        let (dl, dr) = docs.split_at_mut(mid);
+        if parallel {
+            use rayon::prelude::*;
+            rayon::join(|| dl.par_sort_unstable(), || dr.par_sort_unstable());
+        } else {
+            dl.sort_unstable();
+            dr.sort_unstable();
         }
         if swaps == 0 {
             break;
@@ -376,6 +451,11 @@ mod tests {
         assert_ne!(one, (0..3000).collect::<Vec<_>>());
         for threads in [2, 4] {
             assert_eq!(bisect(&fwd, &params, threads), one, "{threads} threads");
+            // Parallel tasks and parallel gains down to small partitions.
+            for parallel_docs in [16, 700] {
+                let order = bisect_from(&fwd, &params, threads, parallel_docs);
+                assert_eq!(order, one, "{threads} threads, parallel from {parallel_docs}");
+            }
         }
     }
 
