@@ -480,8 +480,39 @@ fn large_disjunctions_match_oracle() {
             texts.push(format!("+{w} +{v}"));
             texts.push(format!("+beta +{w} +alpha"));
         }
-        for text in texts {
-            let query = tierdex::query::parse(&text).expect("query");
+        let mut queries: Vec<(String, Query)> = texts
+            .into_iter()
+            .map(|t| {
+                let q = tierdex::query::parse(&t).expect("query");
+                (t, q)
+            })
+            .collect();
+        // The same conjunctions with filter clauses (scored 0): dense ones
+        // the words' windows lead, sparse ones (title words) that lead the
+        // nested conjunction, a phrase (confirmed two-phase), and a
+        // conjunction of filters.
+        let filters = [
+            "alpha",
+            "gamma",
+            "title:gamma",
+            "title:mu",
+            "\"beta alpha\"",
+            "+title:beta +eta",
+        ];
+        for (i, w) in BULK_WORDS.iter().enumerate() {
+            let v = BULK_WORDS[(i * 7 + 2) % BULK_WORDS.len()];
+            for text in [
+                format!("+alpha +{w}"),
+                format!("+{w} +{v}"),
+                format!("+beta +{w} +{v}"),
+                w.to_string(),
+            ] {
+                let filter = filters[(i + text.len()) % filters.len()];
+                let q = with_filter(tierdex::query::parse(&text).expect("query"), filter);
+                queries.push((format!("{text} FILTER {filter}"), q));
+            }
+        }
+        for (text, query) in queries {
             for (mode, k) in [
                 (Mode::TopK, 1),
                 (Mode::TopK, 10),
@@ -495,6 +526,23 @@ fn large_disjunctions_match_oracle() {
             }
         }
     }
+}
+
+/// `q` with `filter` (query text) as a filter clause.
+fn with_filter(q: Query, filter: &str) -> Query {
+    use tierdex::query::ast::{Clause, Occur};
+    let mut clauses = match q {
+        Query::Boolean(c) => c,
+        other => vec![Clause {
+            occur: Occur::Must,
+            query: other,
+        }],
+    };
+    clauses.push(Clause {
+        occur: Occur::Filter,
+        query: tierdex::query::parse(filter).expect("filter"),
+    });
+    Query::Boolean(clauses)
 }
 
 /// The same disjunctions (and conjunctions) after deleting every seventh document: ids,

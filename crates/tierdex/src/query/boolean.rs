@@ -9,6 +9,7 @@ use crate::common::BitSet;
 use crate::error::{Error, Result};
 use crate::index::SegmentReader;
 use crate::query::collector::{self, Cutoff};
+use crate::query::column::ConstantWeight;
 use crate::query::scorer::{advance_by, first_error, seek_by, Scorer};
 use crate::query::term::{TermScorer, TermWeight};
 use crate::query::weight::{
@@ -38,8 +39,9 @@ enum Shape<'w> {
     TermOr(Vec<&'w TermWeight>),
     /// Required terms only.
     TermAnd(Vec<&'w TermWeight>),
-    /// Required disjunctions of terms only (`+a +b` over several fields).
-    AndOfTermOrs(Vec<Vec<&'w TermWeight>>),
+    /// Required disjunctions of terms (`+a +b` over several fields), and
+    /// filter clauses when the flag says so.
+    AndOfTermOrs(Vec<Vec<&'w TermWeight>>, bool),
     /// Anything else: boxed scorers.
     Other,
 }
@@ -129,19 +131,37 @@ impl BooleanWeight {
         if let Some(terms) = all_terms(&self.must) {
             return Shape::TermAnd(terms);
         }
-        let ors: Option<Vec<Vec<&TermWeight>>> = self
-            .must
-            .iter()
-            .map(|p| {
-                let b = p.as_any().downcast_ref::<BooleanWeight>()?;
-                match b.shape() {
-                    Shape::TermOr(t) => Some(t),
-                    _ => None,
-                }
-            })
-            .collect();
-        ors.map_or(Shape::Other, Shape::AndOfTermOrs)
+        let (mut ors, mut filtered) = (Vec::new(), false);
+        for p in &self.must {
+            match p.as_any().downcast_ref::<BooleanWeight>().map(BooleanWeight::shape) {
+                Some(Shape::TermOr(t)) => ors.push(t),
+                _ if is_filter(&**p) => filtered = true,
+                _ => return Shape::Other,
+            }
+        }
+        match ors.is_empty() {
+            true => Shape::Other,
+            false => Shape::AndOfTermOrs(ors, filtered),
+        }
     }
+}
+
+/// Whether `p` is a filter clause (matches scored 0).
+fn is_filter(p: &dyn Weight) -> bool {
+    p.as_any()
+        .downcast_ref::<ConstantWeight>()
+        .is_some_and(|c| c.boost().to_bits() == 0)
+}
+
+/// The cost of the cheapest clause other than clause `i` (what leads the
+/// conjunction `i` is part of, as far as it can tell).
+fn other_min(costs: &[f64], i: usize) -> Option<f64> {
+    costs
+        .iter()
+        .enumerate()
+        .filter(|&(j, _)| j != i)
+        .map(|(_, &c)| c)
+        .reduce(f64::min)
 }
 
 /// The scorers of the terms present in the segment.
@@ -204,12 +224,7 @@ pub(crate) fn conjunction<'a>(plans: &[Plan], b: Build<'a>) -> Result<Option<Box
     let costs: Vec<f64> = plans.iter().map(|p| p.iteration_cost()).collect();
     for (i, p) in plans.iter().enumerate() {
         let mut bi = b;
-        bi.lead_cost = costs
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i)
-            .map(|(_, &c)| c)
-            .reduce(f64::min);
+        bi.lead_cost = other_min(&costs, i);
         match p.scorer(bi)? {
             Some(s) => subs.push(s),
             None => return Ok(None),
@@ -308,7 +323,8 @@ impl Weight for BooleanWeight {
                 Some(mut subs) if subs.len() == 1 => job.run(&mut subs[0]),
                 Some(subs) => job.run(&mut Conjunction::new(subs)),
             },
-            Shape::AndOfTermOrs(ors) => {
+            Shape::AndOfTermOrs(ors, filtered) => {
+                let max_doc = b.seg.max_doc();
                 let mut groups = Vec::with_capacity(ors.len());
                 for terms in &ors {
                     let present = term_scorers(terms, b)?;
@@ -317,7 +333,33 @@ impl Weight for BooleanWeight {
                     }
                     groups.push(present);
                 }
-                job.run_and_of_ors(groups, b.seg.max_doc())
+                if !filtered {
+                    return job.run_and_of_ors(groups, Vec::new(), max_doc);
+                }
+                // A filter much sparser than the cheapest word leads the
+                // nested conjunction to its few documents; otherwise the
+                // words' windows lead and the filters confirm.
+                let cheapest = groups.iter().map(|g| g.iter().map(|s| s.cost()).sum::<u64>()).min();
+                let cheapest = cheapest.unwrap_or(0) as f64;
+                let leads = |p: &Plan| p.estimated_matches(f64::from(max_doc)) * (SPARSE_LEAD as f64) < cheapest;
+                if self.must.iter().any(|p| is_filter(&**p) && leads(p)) || !job.takes_bulk_and(&groups, max_doc) {
+                    return match self.scorer(b)? {
+                        Some(mut s) => job.run(&mut s),
+                        None => Ok(true),
+                    };
+                }
+                // Built as the nested conjunction builds them.
+                let costs: Vec<f64> = self.must.iter().map(|p| p.iteration_cost()).collect();
+                let mut filters = Vec::new();
+                for (i, p) in self.must.iter().enumerate().filter(|(_, p)| is_filter(&***p)) {
+                    let mut bi = b;
+                    bi.lead_cost = other_min(&costs, i);
+                    match p.scorer(bi)? {
+                        Some(s) => filters.push(s),
+                        None => return Ok(true),
+                    }
+                }
+                job.run_and_of_ors(groups, filters, max_doc)
             }
             Shape::Other => match self.scorer(b)? {
                 Some(mut s) => job.run(&mut s),

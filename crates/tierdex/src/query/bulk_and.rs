@@ -17,15 +17,21 @@
 //! competitive is skipped unread; terms whose segment maxima together stay
 //! below the threshold (*trailing*) neither start nor bound windows.
 //!
+//! Filter clauses (scored 0) confirm each candidate that can still be
+//! competitive before its groups are probed; the planner sends a filter
+//! much sparser than the words to the nested scorers instead, where it
+//! leads.
+//!
 //! Scores are summed as the nested scorers sum them (each group's matching
-//! terms in clause order, then the groups in order), so both paths return
-//! the same hits with the same scores.
+//! terms in clause order, then the groups in order; a filter adds 0), so
+//! both paths return the same hits with the same scores.
 
 use crate::common::BitSet;
 use crate::query::bulk::{self, WINDOW};
 use crate::query::collector::{Deadline, TopK};
 use crate::query::scorer::Scorer;
 use crate::query::term::TermScorer;
+use crate::query::weight::BoxedScorer;
 use crate::schema::{DocId, TERMINATED};
 
 /// Most terms over all groups (a candidate keeps a bit mask of them).
@@ -43,11 +49,14 @@ pub fn pays(costs: impl IntoIterator<Item = u64>, max_doc: DocId) -> bool {
 /// Collects into `top` the best matches of the conjunction of the groups
 /// of `terms` (`group[i]` is term `i`'s group; terms come group by group,
 /// groups numbered from 0 in order, at least one term each; at most
-/// [`MAX_TERMS`] terms), documents numbered from `base`; documents in
-/// `deleted` are skipped. Returns false when `deadline` stopped it.
-pub fn top_k_and(
-    terms: &mut [TermScorer<'_>],
+/// [`MAX_TERMS`] terms), documents numbered from `base`, that every one
+/// of `filters` matches; documents in `deleted` are skipped. Returns false
+/// when `deadline` stopped it.
+#[allow(clippy::too_many_arguments)]
+pub fn top_k_and<'s>(
+    terms: &mut [TermScorer<'s>],
     group: &[usize],
+    filters: &mut [BoxedScorer<'s>],
     base: DocId,
     top: &mut TopK,
     deleted: Option<&BitSet>,
@@ -55,13 +64,15 @@ pub fn top_k_and(
 ) -> bool {
     let n = terms.len();
     assert!((1..=MAX_TERMS).contains(&n) && group.len() == n, "bulk conjunction of {n} terms");
-    bulk::with_window(n, |w| Conjunction::new(terms, group).run(base, top, deleted, deadline, w))
+    bulk::with_window(n, |w| Conjunction::new(terms, group, filters).run(base, top, deleted, deadline, w))
 }
 
 /// The state of one segment's bulk conjunction.
 struct Conjunction<'t, 's> {
     terms: &'t mut [TermScorer<'s>],
     group: &'t [usize],
+    /// Unscored clauses every match must also match.
+    filters: &'t mut [BoxedScorer<'s>],
     groups: usize,
     /// Each group's terms as a bit mask.
     group_mask: Vec<u32>,
@@ -73,7 +84,7 @@ struct Conjunction<'t, 's> {
 }
 
 impl<'t, 's> Conjunction<'t, 's> {
-    fn new(terms: &'t mut [TermScorer<'s>], group: &'t [usize]) -> Self {
+    fn new(terms: &'t mut [TermScorer<'s>], group: &'t [usize], filters: &'t mut [BoxedScorer<'s>]) -> Self {
         let groups = group.last().map_or(0, |&g| g + 1);
         let mut group_mask = vec![0u32; groups];
         for (i, &g) in group.iter().enumerate() {
@@ -84,6 +95,7 @@ impl<'t, 's> Conjunction<'t, 's> {
         Conjunction {
             terms,
             group,
+            filters,
             groups,
             group_mask,
             costs,
@@ -245,6 +257,9 @@ impl<'t, 's> Conjunction<'t, 's> {
                 }
                 let mut left = others_bound;
                 if min_comp.is_some_and(|t| partial + left < t) {
+                    continue;
+                }
+                if !self.filters.iter_mut().all(|f| f.matches_at(doc)) {
                     continue;
                 }
                 // Every group needs a match: first the groups without one

@@ -574,6 +574,11 @@ impl ConstantWeight {
         let key = QueryKey::Other(format!("constant {boost}"), vec![inner.key().clone()]);
         ConstantWeight { inner, boost, key }
     }
+
+    /// The score of every match.
+    pub fn boost(&self) -> f32 {
+        self.boost
+    }
 }
 
 impl Weight for ConstantWeight {

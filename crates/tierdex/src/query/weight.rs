@@ -370,23 +370,52 @@ impl SegmentJob<'_> {
         }
     }
 
-    /// Runs the conjunction of the disjunctions of term scorers `groups`
-    /// (each at least one) over a segment of `max_doc` documents: a window
-    /// at a time when collecting hits without a count over groups dense
-    /// enough ([`crate::query::bulk_and`]), else through the nested
-    /// conjunction and disjunction scorers.
-    pub fn run_and_of_ors(&mut self, groups: Vec<Vec<TermScorer<'_>>>, max_doc: DocId) -> Result<bool> {
+    /// Whether [`Self::run_and_of_ors`] takes `groups` a window at a time:
+    /// hits without a count, at most [`bulk_and::MAX_TERMS`] terms, and
+    /// even the cheapest group dense enough ([`bulk_and::pays`]).
+    pub fn takes_bulk_and(&self, groups: &[Vec<TermScorer<'_>>], max_doc: DocId) -> bool {
         let terms = groups.iter().map(Vec::len).sum::<usize>();
         let costs = groups.iter().map(|g| g.iter().map(|s| s.cost()).sum::<u64>());
-        let bulk = terms <= bulk_and::MAX_TERMS && self.count.is_none() && bulk_and::pays(costs, max_doc);
+        self.top.is_some() && self.count.is_none() && terms <= bulk_and::MAX_TERMS && bulk_and::pays(costs, max_doc)
+    }
+
+    /// Runs the conjunction of the disjunctions of term scorers `groups`
+    /// (each at least one) and of the unscored `filters` over a segment of
+    /// `max_doc` documents: a window at a time when
+    /// [`Self::takes_bulk_and`] ([`crate::query::bulk_and`]), else through
+    /// the nested conjunction and disjunction scorers.
+    pub fn run_and_of_ors<'s>(
+        &mut self,
+        groups: Vec<Vec<TermScorer<'s>>>,
+        mut filters: Vec<BoxedScorer<'s>>,
+        max_doc: DocId,
+    ) -> Result<bool> {
+        let bulk = self.takes_bulk_and(&groups, max_doc);
         let Some(top) = self.top.as_deref_mut().filter(|_| bulk) else {
-            let subs: Vec<_> = groups.into_iter().map(Disjunction::new).collect();
+            if filters.is_empty() {
+                let subs: Vec<_> = groups.into_iter().map(Disjunction::new).collect();
+                return self.run(&mut Conjunction::new(subs));
+            }
+            let mut subs: Vec<BoxedScorer<'s>> = groups
+                .into_iter()
+                .map(|g| Box::new(Disjunction::new(g)) as BoxedScorer<'s>)
+                .collect();
+            subs.extend(filters);
             return self.run(&mut Conjunction::new(subs));
         };
         let group: Vec<usize> = groups.iter().enumerate().flat_map(|(g, t)| std::iter::repeat_n(g, t.len())).collect();
-        let mut flat: Vec<TermScorer<'_>> = groups.into_iter().flatten().collect();
-        let finished = bulk_and::top_k_and(&mut flat, &group, self.base, top, self.deleted, self.deadline);
-        match flat.iter_mut().find_map(|s| s.take_error()) {
+        let mut flat: Vec<TermScorer<'s>> = groups.into_iter().flatten().collect();
+        let finished = bulk_and::top_k_and(
+            &mut flat,
+            &group,
+            &mut filters,
+            self.base,
+            top,
+            self.deleted,
+            self.deadline,
+        );
+        let error = flat.iter_mut().find_map(|s| s.take_error());
+        match error.or_else(|| filters.iter_mut().find_map(|f| f.take_error())) {
             Some(e) => Err(e),
             None => Ok(finished),
         }
