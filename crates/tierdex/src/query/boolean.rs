@@ -139,9 +139,12 @@ impl BooleanWeight {
                 _ => return Shape::Other,
             }
         }
-        match ors.is_empty() {
-            true => Shape::Other,
-            false => Shape::AndOfTermOrs(ors, filtered),
+        // A single word (or disjunction) with filters: the nested scorers
+        // (measured: the bulk conjunction did not pay for one group).
+        match ors.len() {
+            0 => Shape::Other,
+            1 if filtered => Shape::Other,
+            _ => Shape::AndOfTermOrs(ors, filtered),
         }
     }
 }
@@ -325,6 +328,26 @@ impl Weight for BooleanWeight {
             },
             Shape::AndOfTermOrs(ors, filtered) => {
                 let max_doc = b.seg.max_doc();
+                // With filters, the nested scorers count, and a filter much
+                // sparser than the cheapest word leads them to its few
+                // documents; otherwise the words' windows lead and the
+                // filters confirm (judged from the plans' estimates, before
+                // any scorer is built).
+                if filtered {
+                    let estimate = |p: &Plan| p.estimated_matches(f64::from(max_doc));
+                    let sparse = || {
+                        let words = self.must.iter().filter(|p| !is_filter(&***p));
+                        let cheapest = words.map(estimate).fold(f64::INFINITY, f64::min);
+                        let mut filters = self.must.iter().filter(|p| is_filter(&***p));
+                        filters.any(|p| estimate(p) * (SPARSE_LEAD as f64) < cheapest)
+                    };
+                    if job.top.is_none() || job.count.is_some() || sparse() {
+                        return match self.scorer(b)? {
+                            Some(mut s) => job.run(&mut s),
+                            None => Ok(true),
+                        };
+                    }
+                }
                 let mut groups = Vec::with_capacity(ors.len());
                 for terms in &ors {
                     let present = term_scorers(terms, b)?;
@@ -336,13 +359,7 @@ impl Weight for BooleanWeight {
                 if !filtered {
                     return job.run_and_of_ors(groups, Vec::new(), max_doc);
                 }
-                // A filter much sparser than the cheapest word leads the
-                // nested conjunction to its few documents; otherwise the
-                // words' windows lead and the filters confirm.
-                let cheapest = groups.iter().map(|g| g.iter().map(|s| s.cost()).sum::<u64>()).min();
-                let cheapest = cheapest.unwrap_or(0) as f64;
-                let leads = |p: &Plan| p.estimated_matches(f64::from(max_doc)) * (SPARSE_LEAD as f64) < cheapest;
-                if self.must.iter().any(|p| is_filter(&**p) && leads(p)) || !job.takes_bulk_and(&groups, max_doc) {
+                if !job.takes_bulk_and(&groups, max_doc) {
                     return match self.scorer(b)? {
                         Some(mut s) => job.run(&mut s),
                         None => Ok(true),
