@@ -137,7 +137,8 @@ impl ForwardIndex {
     }
 }
 
-/// What one thread of the bisection reuses from split to split.
+/// What a task of the bisection reuses from split to split (one per
+/// running task; spares are kept in [`Bisection::spare`]).
 struct Scratch {
     /// Per term: documents of the left and right halves holding it (zero
     /// between splits).
