@@ -830,3 +830,87 @@ fn ids_queries_match_a_scan() {
         assert_eq!(counted.count, Some(want.len() as u64), "{ctx}: count alone");
     }
 }
+
+/// Score-ordered top-k of words with typed filters (issue #21): the
+/// window-at-a-time disjunction and conjunction take filters, dense ones as
+/// bit sets ANDed into each window's candidates, broad ones over a rare
+/// word as doc-value checks. The top-k (pruned) must equal the first hits
+/// of the unfiltered query's every match filtered by the scan, ids and
+/// score bits, and the counted search (the nested scorers); over several
+/// segments, with deletes, on every tier.
+#[test]
+fn filtered_top_k_matches_the_unfiltered_ranking() {
+    for c in 0..4u64 {
+        let mut rng = Rng::new(0x0f17_7e4d + c);
+        let schema = mapping();
+        let docs: Vec<Document> = (0..3000).map(|i| doc(&mut rng, i, i as i64)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let opts = IndexOptions {
+            schema: schema.clone(),
+            segment_docs: [900, 5000][c as usize % 2],
+            merge: false,
+            ..Default::default()
+        };
+        build_index(docs.iter().cloned().map(Ok), dir.path(), &opts).unwrap();
+        let mut live: HashMap<String, &Document> = docs.iter().map(|d| (d.id.clone(), d)).collect();
+        if c % 2 == 1 {
+            let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
+            let victims: Vec<String> = live.keys().filter(|_| rng.chance(0.15)).cloned().collect();
+            for v in &victims {
+                live.remove(v);
+            }
+            w.delete(victims).unwrap();
+            w.flush().unwrap();
+        }
+        let rows: HashMap<String, Row> = live.values().map(|d| (d.id.clone(), row(&schema, d))).collect();
+        let open = tierdex::index::OpenOptions {
+            tier: tier(c),
+            ..Default::default()
+        };
+        let s = Searcher::open_with(dir.path(), open).unwrap();
+        let mut words: Vec<&str> = WORDS.to_vec();
+        words.push("quince");
+        for case in 0..150 {
+            let n = 1 + rng.range(0, 2);
+            let text: Vec<&str> = (0..n).map(|_| *rng.pick(&words)).collect();
+            let filters: Vec<Filter> = (0..1 + rng.range(0, 2)).map(|_| filter(&mut rng, &schema)).collect();
+            let word_clause = |w: &str| Clause {
+                occur: Occur::Must,
+                query: Query::Term {
+                    field: None,
+                    text: w.to_string(),
+                },
+            };
+            let plain = Query::Boolean(text.iter().map(|w| word_clause(w)).collect());
+            let mut clauses: Vec<Clause> = text.iter().map(|w| word_clause(w)).collect();
+            clauses.extend(filters.iter().map(|f| Clause {
+                occur: Occur::Filter,
+                query: f.query.clone(),
+            }));
+            let query = Query::Boolean(clauses);
+            let k = [1, 10, 40][case % 3];
+            let ctx = format!("corpus {c}, case {case}: {query:?}, k {k}");
+            let mut all = SearchRequest::new(&plain, 3000);
+            all.mode = Mode::TopK;
+            let all = s.search_request(&all).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let keep = |id: &String| filters.iter().all(|f| (f.test)(&rows[id]));
+            let want: Vec<(String, u32)> = ids(&s, &all)
+                .into_iter()
+                .zip(&all.hits)
+                .filter(|(id, _)| keep(id))
+                .map(|(id, h)| (id, h.score.to_bits()))
+                .collect();
+            let mut req = SearchRequest::new(&query, k);
+            for mode in [Mode::TopK, Mode::TopKAndCount] {
+                req.mode = mode;
+                let got = s.search_request(&req).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                let got: Vec<(String, u32)> = ids(&s, &got)
+                    .into_iter()
+                    .zip(&got.hits)
+                    .map(|(id, h)| (id, h.score.to_bits()))
+                    .collect();
+                assert_eq!(got, want[..k.min(want.len())], "{ctx}: {mode:?}");
+            }
+        }
+    }
+}

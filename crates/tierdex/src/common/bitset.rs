@@ -50,6 +50,19 @@ impl BitSet {
         u32::MAX
     }
 
+    /// The 64 members `from..from + 64` as bits (bit `i` for `from + i`;
+    /// documents past the set's end are absent).
+    #[inline]
+    pub fn word_at(&self, from: u32) -> u64 {
+        let (i, shift) = (from as usize / 64, from % 64);
+        let lo = self.words.get(i).copied().unwrap_or(0);
+        if shift == 0 {
+            return lo;
+        }
+        let hi = self.words.get(i + 1).copied().unwrap_or(0);
+        (lo >> shift) | (hi << (64 - shift))
+    }
+
     /// Number of documents in the set.
     pub fn len(&self) -> u64 {
         self.words.iter().map(|w| w.count_ones() as u64).sum()
@@ -125,5 +138,24 @@ impl FieldSet {
     /// True when no field is in the set.
     pub fn is_empty(&self) -> bool {
         self.0 == [0; 4]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BitSet;
+
+    /// `word_at` at every offset, aligned or not, equals the members read
+    /// one by one, and the set's end reads as absent.
+    #[test]
+    fn word_at_reads_64_members_from_any_offset() {
+        let mut s = BitSet::new(300);
+        for d in [0, 1, 63, 64, 65, 127, 128, 200, 255, 256, 299] {
+            s.insert(d);
+        }
+        for from in 0..320 {
+            let want = (0..64).fold(0u64, |w, i| w | (u64::from(s.contains(from + i)) << i));
+            assert_eq!(s.word_at(from), want, "from {from}");
+        }
     }
 }

@@ -136,14 +136,16 @@ impl BooleanWeight {
             match p.as_any().downcast_ref::<BooleanWeight>().map(BooleanWeight::shape) {
                 Some(Shape::TermOr(t)) => ors.push(t),
                 _ if is_filter(&**p) => filtered = true,
-                _ => return Shape::Other,
+                _ => match p.as_any().downcast_ref::<TermWeight>() {
+                    Some(t) if filtered || self.must.iter().any(|p| is_filter(&**p)) => ors.push(vec![t]),
+                    _ => return Shape::Other,
+                },
             }
         }
-        // A single word (or disjunction) with filters: the nested scorers
-        // (measured: the bulk conjunction did not pay for one group).
+        // A single word (or disjunction) without filters is not a boolean.
         match ors.len() {
             0 => Shape::Other,
-            1 if filtered => Shape::Other,
+            1 if !filtered => Shape::Other,
             _ => Shape::AndOfTermOrs(ors, filtered),
         }
     }
@@ -359,7 +361,8 @@ impl Weight for BooleanWeight {
                 if !filtered {
                     return job.run_and_of_ors(groups, Vec::new(), max_doc);
                 }
-                if !job.takes_bulk_and(&groups, max_doc) {
+                let single = groups.len() == 1;
+                if !single && !job.takes_bulk_and(&groups, max_doc) {
                     return match self.scorer(b)? {
                         Some(mut s) => job.run(&mut s),
                         None => Ok(true),
@@ -376,7 +379,10 @@ impl Weight for BooleanWeight {
                         None => return Ok(true),
                     }
                 }
-                job.run_and_of_ors(groups, filters, max_doc)
+                match single {
+                    true => job.run_or_filtered(groups.pop().expect("one group"), filters, max_doc),
+                    false => job.run_and_of_ors(groups, filters, max_doc),
+                }
             }
             Shape::Other => match self.scorer(b)? {
                 Some(mut s) => job.run(&mut s),
@@ -395,7 +401,11 @@ impl Weight for BooleanWeight {
 
     /// A conjunction is led by its cheapest clause and seeks the others (a
     /// few units per candidate), a disjunction merges all its clauses (two
-    /// units per posting).
+    /// units per posting). A filter leading words costs more per
+    /// candidate: each one seeks every term of the words, about
+    /// [`SEEK_UNITS`] postings' decoding each (measured on 1M documents:
+    /// a 20% filter with two common words counted 7x faster with bit sets,
+    /// a 1% one 2x faster by seeking).
     fn iteration_cost(&self) -> f64 {
         if !self.must.is_empty() {
             let lead = self
@@ -403,7 +413,18 @@ impl Weight for BooleanWeight {
                 .iter()
                 .map(|p| p.iteration_cost())
                 .fold(f64::INFINITY, f64::min);
-            lead * 3.0 * (self.must.len() + self.must_not.len()) as f64
+            let base = lead * 3.0 * (self.must.len() + self.must_not.len()) as f64;
+            // The clause the scorer leads with: the fewest documents.
+            let docs = |p: &Plan| p.bitset_cost().unwrap_or_else(|| p.iteration_cost());
+            let first = self.must.iter().min_by(|a, b| docs(a).total_cmp(&docs(b)));
+            if !first.is_some_and(|p| is_filter(&**p)) {
+                return base;
+            }
+            let mut terms = Vec::new();
+            for p in self.must.iter().filter(|p| !is_filter(&***p)) {
+                p.terms(true, &mut terms);
+            }
+            base + lead * SEEK_UNITS * terms.len() as f64
         } else {
             2.0 * self.should.iter().map(|p| p.iteration_cost()).sum::<f64>()
         }
@@ -476,6 +497,10 @@ impl Weight for BooleanWeight {
         self
     }
 }
+
+/// What a filter-led conjunction's seek into one term costs, in postings
+/// decoded (the unit of [`Weight::bitset_cost`]).
+const SEEK_UNITS: f64 = 12.0;
 
 /// How much sparser than the next clause a conjunction's unscored lead (a
 /// filter) must be for the conjunction to score its candidates without

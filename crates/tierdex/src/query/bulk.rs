@@ -11,13 +11,20 @@
 //! essential clause (a single term, or a rare clause absent from the
 //! window) tests its documents as they are decoded, without buffers.
 //!
+//! Filter clauses (scored 0) restrict the candidates: one held as a bit set
+//! is ANDed into a window's matches 64 documents at a time, another
+//! confirms each candidate that can still be competitive before the
+//! non-essential clauses are probed.
+//!
 //! Scores are summed in clause order, exactly as [`super::boolean::Disjunction`]
-//! sums them, so both paths return the same hits with the same scores.
+//! sums them (a filter adds 0), so both paths return the same hits with the
+//! same scores.
 
 use crate::common::BitSet;
 use crate::query::collector::{Deadline, TopK};
 use crate::query::scorer::Scorer;
 use crate::query::term::TermScorer;
+use crate::query::weight::BoxedScorer;
 use crate::schema::{DocId, TERMINATED};
 
 /// Most documents in one window.
@@ -66,12 +73,14 @@ thread_local! {
     static WINDOWS: std::cell::RefCell<Window> = std::cell::RefCell::default();
 }
 
-/// Collects the top hits of the disjunction of `subs` (2 to
-/// [`MAX_CLAUSES`] clauses, documents numbered from `base`) into `top`;
-/// documents in `deleted` are skipped. Returns false when `deadline`
-/// stopped it before the end. (Counts take bit sets or the scorers.)
-pub fn top_k_or(
-    subs: &mut [TermScorer<'_>],
+/// Collects the top hits of the disjunction of `subs` (1 to
+/// [`MAX_CLAUSES`] clauses, documents numbered from `base`) that every one
+/// of `filters` matches into `top`; documents in `deleted` are skipped.
+/// Returns false when `deadline` stopped it before the end. (Counts take
+/// bit sets or the scorers.)
+pub fn top_k_or<'s>(
+    subs: &mut [TermScorer<'s>],
+    filters: &mut [BoxedScorer<'s>],
     base: DocId,
     top: &mut TopK,
     deleted: Option<&BitSet>,
@@ -79,7 +88,74 @@ pub fn top_k_or(
 ) -> bool {
     let n = subs.len();
     assert!((1..=MAX_CLAUSES).contains(&n), "bulk disjunction of {n} clauses");
-    with_window(n, |w| windows(subs, base, top, deleted, deadline, w))
+    let mut filters = Filters::new(filters);
+    with_window(n, |w| windows(subs, &mut filters, base, top, deleted, deadline, w))
+}
+
+/// Unscored clauses every match must also match: those holding their
+/// matches as bit sets, tested a word at a time, and the others, which
+/// confirm one candidate at a time.
+pub(crate) struct Filters<'f, 's> {
+    bits: Vec<&'f BitSet>,
+    checks: Vec<&'f mut BoxedScorer<'s>>,
+}
+
+impl<'f, 's> Filters<'f, 's> {
+    /// `filters`, split by how they test.
+    pub(crate) fn new(filters: &'f mut [BoxedScorer<'s>]) -> Self {
+        let (bits, checks): (Vec<_>, Vec<_>) = filters.iter_mut().partition(|f| f.doc_bits().is_some());
+        let bits = bits
+            .into_iter()
+            .map(|f| {
+                let f: &'f BoxedScorer<'s> = f;
+                f.doc_bits().expect("partitioned on it")
+            })
+            .collect();
+        Filters { bits, checks }
+    }
+
+    /// The documents `from..from + 64` every bit-set filter holds (bit `i`
+    /// for `from + i`).
+    #[inline]
+    pub(crate) fn word(&self, from: DocId) -> u64 {
+        self.bits.iter().fold(u64::MAX, |w, b| w & b.word_at(from))
+    }
+
+    /// Whether the bit-set filters hold `doc`.
+    #[inline]
+    pub(crate) fn holds(&self, doc: DocId) -> bool {
+        self.bits.iter().all(|b| b.contains(doc))
+    }
+
+    /// Whether the filters that confirm one document at a time match `doc`
+    /// (documents in increasing order).
+    #[inline]
+    pub(crate) fn confirm(&mut self, doc: DocId) -> bool {
+        self.checks.iter_mut().all(|f| f.matches_at(doc))
+    }
+
+    /// Drops from the window at `start` the matched slots the bit-set
+    /// filters do not hold (their masks cleared), `words` words of
+    /// [`Window::matched`].
+    #[inline]
+    pub(crate) fn restrict(&self, start: DocId, words: usize, w: &mut Window) {
+        if self.bits.is_empty() {
+            return;
+        }
+        for word in 0..words {
+            let m = w.matched[word];
+            if m == 0 {
+                continue;
+            }
+            let keep = self.word(start + (word * 64) as DocId);
+            let mut drop = m & !keep;
+            w.matched[word] = m & keep;
+            while drop != 0 {
+                w.masks[word * 64 + drop.trailing_zeros() as usize] = 0;
+                drop &= drop - 1;
+            }
+        }
+    }
 }
 
 /// Runs `f` with this thread's window buffers, room for `clauses` clauses;
@@ -200,6 +276,7 @@ impl Bounds {
 
 fn windows(
     subs: &mut [TermScorer<'_>],
+    filters: &mut Filters<'_, '_>,
     base: DocId,
     top: &mut TopK,
     deleted: Option<&BitSet>,
@@ -235,7 +312,8 @@ fn windows(
             }
         }
         if n - ne == 1 {
-            if !one_essential(subs, base, top, deleted, deadline, end, order, &prefix[..=ne], trailing) {
+            let prefix = &prefix[..=ne];
+            if !one_essential(subs, filters, base, top, deleted, deadline, end, order, prefix, trailing) {
                 return false;
             }
             continue;
@@ -253,6 +331,7 @@ fn windows(
                 matched[slot >> 6] |= 1 << (slot & 63);
             });
         }
+        filters.restrict(start, words, w);
         let mut min_comp = min_comp;
         for word in 0..words {
             let mut bits = std::mem::take(&mut w.matched[word]);
@@ -271,6 +350,9 @@ fn windows(
                 w.masks[slot] = 0;
                 if let Some(t) = min_comp {
                     let mut partial = clause_sum(mask, |i| w.scores[i * WINDOW as usize + slot]);
+                    if partial + prefix[ne] < t || !filters.confirm(doc) {
+                        continue;
+                    }
                     // The non-essential clauses, best first, while the
                     // document can still make it.
                     let mut competitive = true;
@@ -292,6 +374,8 @@ fn windows(
                     if !competitive {
                         continue;
                     }
+                } else if !filters.confirm(doc) {
+                    continue;
                 }
                 // The score in clause order, as the disjunction sums it.
                 let exact = clause_sum(mask, |i| w.scores[i * WINDOW as usize + slot]);
@@ -317,6 +401,7 @@ fn windows(
 #[allow(clippy::too_many_arguments)]
 fn one_essential(
     subs: &mut [TermScorer<'_>],
+    filters: &mut Filters<'_, '_>,
     base: DocId,
     top: &mut TopK,
     deleted: Option<&BitSet>,
@@ -341,7 +426,11 @@ fn one_essential(
             stopped = true;
             return;
         }
-        if min_comp.is_some_and(|t| score + prefix[ne] < t) || deleted.is_some_and(|d| d.contains(doc)) {
+        if min_comp.is_some_and(|t| score + prefix[ne] < t)
+            || deleted.is_some_and(|d| d.contains(doc))
+            || !filters.holds(doc)
+            || !filters.confirm(doc)
+        {
             return;
         }
         scores[e] = score;

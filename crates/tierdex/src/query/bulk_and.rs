@@ -17,17 +17,18 @@
 //! competitive is skipped unread; terms whose segment maxima together stay
 //! below the threshold (*trailing*) neither start nor bound windows.
 //!
-//! Filter clauses (scored 0) confirm each candidate that can still be
-//! competitive before its groups are probed; the planner sends a filter
-//! much sparser than the words to the nested scorers instead, where it
-//! leads.
+//! Filter clauses (scored 0) restrict the candidates: one held as a bit set
+//! drops a window's candidates 64 at a time, another confirms each
+//! candidate that can still be competitive before its groups are probed;
+//! the planner sends a filter much sparser than the words to the nested
+//! scorers instead, where it leads.
 //!
 //! Scores are summed as the nested scorers sum them (each group's matching
 //! terms in clause order, then the groups in order; a filter adds 0), so
 //! both paths return the same hits with the same scores.
 
 use crate::common::BitSet;
-use crate::query::bulk::{self, WINDOW};
+use crate::query::bulk::{self, Filters, WINDOW};
 use crate::query::collector::{Deadline, TopK};
 use crate::query::scorer::Scorer;
 use crate::query::term::TermScorer;
@@ -64,6 +65,7 @@ pub fn top_k_and<'s>(
 ) -> bool {
     let n = terms.len();
     assert!((1..=MAX_TERMS).contains(&n) && group.len() == n, "bulk conjunction of {n} terms");
+    let filters = Filters::new(filters);
     bulk::with_window(n, |w| Conjunction::new(terms, group, filters).run(base, top, deleted, deadline, w))
 }
 
@@ -72,7 +74,7 @@ struct Conjunction<'t, 's> {
     terms: &'t mut [TermScorer<'s>],
     group: &'t [usize],
     /// Unscored clauses every match must also match.
-    filters: &'t mut [BoxedScorer<'s>],
+    filters: Filters<'t, 's>,
     groups: usize,
     /// Each group's terms as a bit mask.
     group_mask: Vec<u32>,
@@ -84,7 +86,7 @@ struct Conjunction<'t, 's> {
 }
 
 impl<'t, 's> Conjunction<'t, 's> {
-    fn new(terms: &'t mut [TermScorer<'s>], group: &'t [usize], filters: &'t mut [BoxedScorer<'s>]) -> Self {
+    fn new(terms: &'t mut [TermScorer<'s>], group: &'t [usize], filters: Filters<'t, 's>) -> Self {
         let groups = group.last().map_or(0, |&g| g + 1);
         let mut group_mask = vec![0u32; groups];
         for (i, &g) in group.iter().enumerate() {
@@ -234,6 +236,7 @@ impl<'t, 's> Conjunction<'t, 's> {
         let others_bound: f32 = others.iter().map(|&i| win_max[i]).sum();
         let mut min_comp = top.prune_below();
         let words = ((end - start + 1) as usize).div_ceil(64);
+        self.filters.restrict(start, words, w);
         for word in 0..words {
             let mut bits = std::mem::take(&mut w.matched[word]);
             while bits != 0 {
@@ -259,7 +262,7 @@ impl<'t, 's> Conjunction<'t, 's> {
                 if min_comp.is_some_and(|t| partial + left < t) {
                     continue;
                 }
-                if !self.filters.iter_mut().all(|f| f.matches_at(doc)) {
+                if !self.filters.confirm(doc) {
                     continue;
                 }
                 // Every group needs a match: first the groups without one

@@ -682,6 +682,9 @@ impl<S: Scorer> Scorer for ConstScorer<S> {
     fn matches_at(&mut self, target: DocId) -> bool {
         self.inner.matches_at(target)
     }
+    fn doc_bits(&self) -> Option<&BitSet> {
+        self.inner.doc_bits()
+    }
     fn set_count_only(&mut self) {
         self.inner.set_count_only()
     }
@@ -802,6 +805,12 @@ impl Scorer for DocSetScorer {
                 hit
             }
             DocSet::List(_) => self.seek(target) == target,
+        }
+    }
+    fn doc_bits(&self) -> Option<&BitSet> {
+        match &self.docs {
+            DocSet::Bits(b) => Some(b),
+            DocSet::List(_) => None,
         }
     }
     fn take_error(&mut self) -> Option<Error> {

@@ -13,6 +13,7 @@
 //! the collector to absorb float rounding, so a node may drop a document
 //! whenever its bound is strictly below the value.
 
+use crate::common::BitSet;
 use crate::error::Error;
 use crate::schema::{DocId, TERMINATED};
 
@@ -61,6 +62,12 @@ pub trait Scorer {
     /// `target`.
     fn matches_at(&mut self, target: DocId) -> bool {
         self.seek(target) == target
+    }
+    /// The node's matches as a bit set over the segment, when it holds
+    /// them so (a dense filter): a window-at-a-time scorer then drops its
+    /// candidates outside them 64 at a time.
+    fn doc_bits(&self) -> Option<&BitSet> {
+        None
     }
     /// Scores will not be asked for (counting): nodes may stop early.
     fn set_count_only(&mut self) {}
@@ -111,6 +118,9 @@ impl<S: Scorer + ?Sized> Scorer for Box<S> {
     }
     fn matches_at(&mut self, target: DocId) -> bool {
         (**self).matches_at(target)
+    }
+    fn doc_bits(&self) -> Option<&BitSet> {
+        (**self).doc_bits()
     }
     fn set_count_only(&mut self) {
         (**self).set_count_only()

@@ -354,17 +354,38 @@ impl SegmentJob<'_> {
     /// hits without a count over postings dense enough
     /// ([`crate::query::bulk`]), else through the term or disjunction
     /// scorer.
-    pub fn run_or(&mut self, mut subs: Vec<TermScorer<'_>>, max_doc: DocId) -> Result<bool> {
+    pub fn run_or(&mut self, subs: Vec<TermScorer<'_>>, max_doc: DocId) -> Result<bool> {
+        self.run_or_filtered(subs, Vec::new(), max_doc)
+    }
+
+    /// [`Self::run_or`] of the matches that every one of the unscored
+    /// `filters` also matches (through the nested conjunction when not a
+    /// window at a time).
+    pub fn run_or_filtered<'s>(
+        &mut self,
+        mut subs: Vec<TermScorer<'s>>,
+        mut filters: Vec<BoxedScorer<'s>>,
+        max_doc: DocId,
+    ) -> Result<bool> {
         let cost = subs.iter().map(|s| s.cost()).sum();
         let bulk = subs.len() <= bulk::MAX_CLAUSES && bulk::pays(cost, max_doc) && self.count.is_none();
         let Some(top) = self.top.as_deref_mut().filter(|_| bulk) else {
+            if !filters.is_empty() {
+                let or: BoxedScorer<'s> = match subs.len() {
+                    1 => Box::new(subs.pop().expect("one")),
+                    _ => Box::new(Disjunction::new(subs)),
+                };
+                filters.insert(0, or);
+                return self.run(&mut Conjunction::new(filters));
+            }
             return match subs.len() {
                 1 => self.run(&mut subs[0]),
                 _ => self.run(&mut Disjunction::new(subs)),
             };
         };
-        let finished = bulk::top_k_or(&mut subs, self.base, top, self.deleted, self.deadline);
-        match subs.iter_mut().find_map(|s| s.take_error()) {
+        let finished = bulk::top_k_or(&mut subs, &mut filters, self.base, top, self.deleted, self.deadline);
+        let error = subs.iter_mut().find_map(|s| s.take_error());
+        match error.or_else(|| filters.iter_mut().find_map(|f| f.take_error())) {
             Some(e) => Err(e),
             None => Ok(finished),
         }
