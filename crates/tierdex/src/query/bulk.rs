@@ -40,6 +40,15 @@ pub fn pays(cost: u64, max_doc: DocId) -> bool {
     cost * (WINDOW as u64 / 32) >= max_doc as u64
 }
 
+/// Whether postings of `cost` documents are dense enough for windows to pay
+/// when a filter that confirms candidates one by one (from doc values)
+/// would otherwise test every match: about 8 matches per window or more
+/// (measured on 1M documents: a word of 7-12k matches with a 50% filter
+/// 5-25x faster a window at a time, two words of 240 matches 1.3x slower).
+pub fn pays_checked(cost: u64, max_doc: DocId) -> bool {
+    cost * (WINDOW as u64 / 8) >= max_doc as u64
+}
+
 /// The buffers of one window, reused across windows, segments and queries
 /// (one per thread); every mask and matched bit is clear between uses.
 #[derive(Default)]

@@ -368,7 +368,12 @@ impl SegmentJob<'_> {
         max_doc: DocId,
     ) -> Result<bool> {
         let cost = subs.iter().map(|s| s.cost()).sum();
-        let bulk = subs.len() <= bulk::MAX_CLAUSES && bulk::pays(cost, max_doc) && self.count.is_none();
+        // With a filter that confirms candidates one by one (doc values,
+        // phrases), windows pay over sparser postings too: the filter then
+        // tests only the candidates that can still be competitive.
+        let checked = filters.iter().any(|f| f.two_phase());
+        let dense = bulk::pays(cost, max_doc) || (checked && bulk::pays_checked(cost, max_doc));
+        let bulk = subs.len() <= bulk::MAX_CLAUSES && dense && self.count.is_none();
         let Some(top) = self.top.as_deref_mut().filter(|_| bulk) else {
             if !filters.is_empty() {
                 let or: BoxedScorer<'s> = match subs.len() {
