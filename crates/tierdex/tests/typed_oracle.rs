@@ -661,24 +661,8 @@ fn led_point_walks_match_a_scan() {
         let mut rng = Rng::new(0x0_3d0c + c);
         let schema = mapping();
         let docs: Vec<Document> = (0..3000).map(|i| doc(&mut rng, i, (i as i64 * 7919) % 3001)).collect();
-        let dir = tempfile::tempdir().unwrap();
-        let opts = IndexOptions {
-            schema: schema.clone(),
-            segment_docs: [700, 5000][c as usize % 2],
-            merge: false,
-            ..Default::default()
-        };
-        build_index(docs.iter().cloned().map(Ok), dir.path(), &opts).unwrap();
-        let mut live: HashMap<String, &Document> = docs.iter().map(|d| (d.id.clone(), d)).collect();
-        if c >= 2 {
-            let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
-            let victims: Vec<String> = live.keys().filter(|_| rng.chance(0.2)).cloned().collect();
-            for v in &victims {
-                live.remove(v);
-            }
-            w.delete(victims).unwrap();
-            w.flush().unwrap();
-        }
+        let share = if c >= 2 { 0.2 } else { 0.0 };
+        let (dir, live) = index_with_deletes(&docs, &schema, [700, 5000][c as usize % 2], share, &mut rng);
         let rows: Vec<Row> = live.values().map(|d| row(&schema, d)).collect();
         let by_id: HashMap<&str, &Row> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
         let open = tierdex::index::OpenOptions {
@@ -831,6 +815,37 @@ fn ids_queries_match_a_scan() {
     }
 }
 
+/// `docs` indexed with `schema` in unmerged segments of `segment_docs`,
+/// then each deleted with probability `share` (none drawn when 0): the
+/// index's directory and the live documents by id.
+fn index_with_deletes<'d>(
+    docs: &'d [Document],
+    schema: &Schema,
+    segment_docs: usize,
+    share: f64,
+    rng: &mut Rng,
+) -> (tempfile::TempDir, HashMap<String, &'d Document>) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = IndexOptions {
+        schema: schema.clone(),
+        segment_docs,
+        merge: false,
+        ..Default::default()
+    };
+    build_index(docs.iter().cloned().map(Ok), dir.path(), &opts).unwrap();
+    let mut live: HashMap<String, &Document> = docs.iter().map(|d| (d.id.clone(), d)).collect();
+    if share > 0.0 {
+        let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
+        let victims: Vec<String> = live.keys().filter(|_| rng.chance(share)).cloned().collect();
+        for v in &victims {
+            live.remove(v);
+        }
+        w.delete(victims).unwrap();
+        w.flush().unwrap();
+    }
+    (dir, live)
+}
+
 /// Score-ordered top-k of words with typed filters (issue #21): the
 /// window-at-a-time disjunction and conjunction take filters, dense ones as
 /// bit sets ANDed into each window's candidates, broad ones over a rare
@@ -844,24 +859,8 @@ fn filtered_top_k_matches_the_unfiltered_ranking() {
         let mut rng = Rng::new(0x0f17_7e4d + c);
         let schema = mapping();
         let docs: Vec<Document> = (0..3000).map(|i| doc(&mut rng, i, i as i64)).collect();
-        let dir = tempfile::tempdir().unwrap();
-        let opts = IndexOptions {
-            schema: schema.clone(),
-            segment_docs: [900, 5000][c as usize % 2],
-            merge: false,
-            ..Default::default()
-        };
-        build_index(docs.iter().cloned().map(Ok), dir.path(), &opts).unwrap();
-        let mut live: HashMap<String, &Document> = docs.iter().map(|d| (d.id.clone(), d)).collect();
-        if c % 2 == 1 {
-            let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
-            let victims: Vec<String> = live.keys().filter(|_| rng.chance(0.15)).cloned().collect();
-            for v in &victims {
-                live.remove(v);
-            }
-            w.delete(victims).unwrap();
-            w.flush().unwrap();
-        }
+        let share = if c % 2 == 1 { 0.15 } else { 0.0 };
+        let (dir, live) = index_with_deletes(&docs, &schema, [900, 5000][c as usize % 2], share, &mut rng);
         let rows: HashMap<String, Row> = live.values().map(|d| (d.id.clone(), row(&schema, d))).collect();
         let open = tierdex::index::OpenOptions {
             tier: tier(c),

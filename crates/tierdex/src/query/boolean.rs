@@ -137,7 +137,7 @@ impl BooleanWeight {
                 Some(Shape::TermOr(t)) => ors.push(t),
                 _ if is_filter(&**p) => filtered = true,
                 _ => match p.as_any().downcast_ref::<TermWeight>() {
-                    Some(t) if filtered || self.must.iter().any(|p| is_filter(&**p)) => ors.push(vec![t]),
+                    Some(t) if self.must.iter().any(|p| is_filter(&**p)) => ors.push(vec![t]),
                     _ => return Shape::Other,
                 },
             }
