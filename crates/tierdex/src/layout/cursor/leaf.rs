@@ -72,7 +72,15 @@ pub(super) struct LeafCursor<'a> {
     pub(super) shallow: usize,
     pub(super) shallow_done: bool,
     pub(super) block: usize,
+    /// The current block's documents; not filled while `dense` holds.
     pub(super) docs: [DocId; BLOCK],
+    /// A dense block (see [`codec::DENSE`]) is kept as its bit set: bit `p`
+    /// of `bits` is document `first + p`, and moving the cursor finds the
+    /// next set bit instead of decoding 128 ids first (`docs` is filled only
+    /// for a pass over the whole block).
+    pub(super) dense: bool,
+    pub(super) bits: [u64; 4],
+    pub(super) first: DocId,
     pub(super) freqs: [u32; BLOCK],
     /// File range of the current full block's packed frequencies.
     pub(super) freq_range: std::ops::Range<usize>,
@@ -137,6 +145,9 @@ impl<'a> LeafCursor<'a> {
             shallow_done: false,
             block: NONE,
             docs: [0; BLOCK],
+            dense: false,
+            bits: [0; 4],
+            first: 0,
             freqs: [0; BLOCK],
             freq_range: 0..0,
             block_win: PageWindow::new(),
@@ -252,6 +263,7 @@ impl<'a> LeafCursor<'a> {
         self.block = NONE;
         self.freq_range = 0..0;
         self.freqs_ready = false;
+        self.dense = false;
         self.n = 0;
         self.i = 0;
         self.doc = 0;
@@ -330,7 +342,11 @@ impl<'a> LeafCursor<'a> {
         }
         self.i += 1;
         if self.i < self.n {
-            self.doc = self.docs[self.i];
+            self.doc = if self.dense {
+                self.first + next_set(&self.bits, self.doc - self.first + 1)
+            } else {
+                self.docs[self.i]
+            };
             return self.doc;
         }
         let next = self.block + 1;
@@ -359,7 +375,14 @@ impl<'a> LeafCursor<'a> {
                 return TERMINATED;
             }
         }
-        // The block's last doc is >= target: gallop to it inside the block.
+        // The block's last doc is >= target: find it inside the block (a
+        // target in the gap before a new block lands on its first).
+        if self.dense {
+            let p = next_set(&self.bits, target.saturating_sub(self.first));
+            self.i = rank(&self.bits, p);
+            self.doc = self.first + p;
+            return self.doc;
+        }
         let i = gallop(&self.docs[..self.n], self.i, target);
         self.i = i;
         self.doc = self.docs[i];
@@ -433,6 +456,7 @@ impl<'a> LeafCursor<'a> {
     /// exhausted. Bits of one word are gathered in a register first.
     pub(super) fn union_into(&mut self, words: &mut [u64]) {
         while self.doc != TERMINATED {
+            self.fill_docs();
             let docs = &self.docs[self.i..self.n];
             let span = docs.last().map_or(0, |&l| l - docs[0]) as usize;
             if span < 2 * docs.len() {
@@ -549,6 +573,7 @@ impl<'a> LeafCursor<'a> {
                     return;
                 }
             }
+            self.fill_docs();
             let n = self.n;
             let (docs, freqs) = (&self.docs[..n], &self.freqs[..n]);
             let mut i = self.i;
@@ -622,6 +647,7 @@ impl<'a> LeafCursor<'a> {
             Err(err) => return self.fail(err),
         };
         io::record_needed(e.block_len as u64);
+        self.dense = false;
         let ok = if self.codec == Codec::Direct {
             // n raw doc ids, then n raw frequencies.
             if data.len() == 8 * n {
@@ -633,6 +659,18 @@ impl<'a> LeafCursor<'a> {
                 self.docs[..n].windows(2).all(|w| w[0] < w[1])
             } else {
                 false
+            }
+        } else if n == BLOCK && data.first() == Some(&codec::DENSE) {
+            let base = if prev_last.is_none() { self.base } else { 0 };
+            match dense_bits(prev_last, base, data, &mut self.bits) {
+                Some((first, used)) => {
+                    self.first = first;
+                    self.dense = true;
+                    self.freq_range = start + used..end;
+                    self.freqs_ready = false;
+                    true
+                }
+                None => false,
             }
         } else if n == BLOCK {
             match codec::unpack_sorted_block(prev_last, data, &mut self.docs) {
@@ -647,9 +685,19 @@ impl<'a> LeafCursor<'a> {
             self.freqs_ready = true;
             decode_tail(data, prev_last, &mut self.docs[..n], &mut self.freqs[..n]).is_some()
         };
-        // Raw ids, and a first block's deltas, count from the chunk's start.
-        let ok = ok && (self.base == 0 || (prev_last.is_some() && self.codec != Codec::Direct) || self.add_base(n));
-        if !ok || self.docs[n - 1] != e.last_doc || prev_last.is_some_and(|p| self.docs[0] <= p) {
+        // Raw ids, and a first block's deltas, count from the chunk's start
+        // (a dense block's base is added as it is kept).
+        let ok = ok
+            && (self.dense
+                || self.base == 0
+                || (prev_last.is_some() && self.codec != Codec::Direct)
+                || self.add_base(n));
+        let (first, last) = match self.dense {
+            true => (self.first, self.first.checked_add(last_set(&self.bits))),
+            false => (self.docs[0], Some(self.docs[n - 1])),
+        };
+        if !ok || last != Some(e.last_doc) || prev_last.is_some_and(|p| first <= p) {
+            self.dense = false;
             let err = self.corrupt("doc block");
             return self.fail(err);
         }
@@ -659,7 +707,27 @@ impl<'a> LeafCursor<'a> {
         self.i = 0;
         self.occ_i = 0;
         self.occ_sum = 0;
-        self.doc = self.docs[0];
+        self.doc = first;
+    }
+
+    /// Writes a dense block's ids into `docs` (for passes that read them
+    /// all); the cursor stays where it is.
+    #[inline]
+    fn fill_docs(&mut self) {
+        if !self.dense {
+            return;
+        }
+        let mut n = 0;
+        for (k, &w) in self.bits.iter().enumerate() {
+            let mut w = w;
+            let at = self.first + 64 * k as u32;
+            while w != 0 && n < BLOCK {
+                self.docs[n] = at + w.trailing_zeros();
+                n += 1;
+                w &= w - 1;
+            }
+        }
+        self.dense = false;
     }
 
     /// Adds the chunk's base to the block's `n` documents; false on overflow.
@@ -716,6 +784,48 @@ impl<'a> LeafCursor<'a> {
     }
 }
 
+/// Reads the dense block at the start of `data` into `bits`; returns its
+/// first document (past `prev_last`, plus `base`, the chunk's start for a
+/// first block) and the bytes it takes, `None` on damage.
+fn dense_bits(prev_last: Option<DocId>, base: DocId, data: &[u8], bits: &mut [u64; 4]) -> Option<(DocId, usize)> {
+    let d = codec::dense_block(prev_last, data)?;
+    let first = d.first.checked_add(base)?;
+    let mut bytes = [0u8; 32];
+    bytes.get_mut(..d.bits.len())?.copy_from_slice(d.bits);
+    for (w, b) in bits.iter_mut().zip(bytes.chunks_exact(8)) {
+        *w = u64::from_le_bytes(b.try_into().unwrap());
+    }
+    Some((first, d.len))
+}
+
+/// The first set bit of `bits` at or after bit `from` (one must exist: a
+/// dense block's last bit is its last document, and callers never pass it).
+#[inline]
+fn next_set(bits: &[u64; 4], from: u32) -> u32 {
+    let mut w = (from >> 6) as usize;
+    let mut word = bits[w & 3] & (u64::MAX << (from & 63));
+    while word == 0 && w < 3 {
+        w += 1;
+        word = bits[w];
+    }
+    64 * w as u32 + word.trailing_zeros()
+}
+
+/// How many bits of `bits` are set below bit `p`.
+#[inline]
+fn rank(bits: &[u64; 4], p: u32) -> usize {
+    let w = (p >> 6) as usize & 3;
+    let below: u32 = bits[..w].iter().map(|b| b.count_ones()).sum();
+    (below + (bits[w] & ((1u64 << (p & 63)) - 1)).count_ones()) as usize
+}
+
+/// The highest set bit of `bits` (0 when none).
+fn last_set(bits: &[u64; 4]) -> u32 {
+    bits.iter()
+        .rposition(|&w| w != 0)
+        .map_or(0, |w| 64 * w as u32 + 63 - bits[w].leading_zeros())
+}
+
 /// The first index `>= from` of sorted `docs` holding a value `>= target`
 /// (which must exist): exponential probes from `from`, then a binary search
 /// in the last interval, so short hops cost a comparison or two.
@@ -755,7 +865,24 @@ fn decode_tail(data: &[u8], prev_last: Option<DocId>, docs: &mut [DocId], freqs:
 #[cfg(test)]
 #[cfg(test)]
 mod gallop_tests {
-    use super::gallop;
+    use super::{gallop, last_set, next_set, rank};
+
+    #[test]
+    fn bit_steps_find_the_next_set_bit_and_its_rank() {
+        let mut bits = [0u64; 4];
+        let set: Vec<u32> = (0..256).filter(|p| p % 7 == 0 || p % 11 == 3 || *p == 255).collect();
+        for &p in &set {
+            bits[(p / 64) as usize] |= 1 << (p % 64);
+        }
+        for from in 0..=255 {
+            let want = *set.iter().find(|&&p| p >= from).unwrap();
+            assert_eq!(next_set(&bits, from), want, "from {from}");
+            assert_eq!(rank(&bits, from), set.iter().filter(|&&p| p < from).count(), "rank {from}");
+        }
+        assert_eq!(last_set(&bits), 255);
+        bits[3] = 0;
+        assert_eq!(last_set(&bits), *set.iter().rfind(|&&p| p < 192).unwrap());
+    }
 
     #[test]
     fn finds_the_first_not_less() {
