@@ -846,10 +846,11 @@ fn index_with_deletes<'d>(
     (dir, live)
 }
 
-/// Score-ordered top-k of words with typed filters (issue #21): the
-/// window-at-a-time disjunction and conjunction take filters, dense ones as
-/// bit sets ANDed into each window's candidates, broad ones over a rare
-/// word as doc-value checks. The top-k (pruned) must equal the first hits
+/// Score-ordered top-k of words (all required, or alternatives) with typed
+/// filters (issue #21): the window-at-a-time disjunction and conjunction
+/// take filters, bit sets ANDed into each window's candidates (or, when
+/// sparse, tested at each posting before it is scored), broad ones over a
+/// rare word as doc-value checks. The top-k (pruned) must equal the first hits
 /// of the unfiltered query's every match filtered by the scan, ids and
 /// score bits, and the counted search (the nested scorers); over several
 /// segments, with deletes, on every tier.
@@ -869,19 +870,29 @@ fn filtered_top_k_matches_the_unfiltered_ranking() {
         let s = Searcher::open_with(dir.path(), open).unwrap();
         let mut words: Vec<&str> = WORDS.to_vec();
         words.push("quince");
-        for case in 0..150 {
-            let n = 1 + rng.range(0, 2);
+        for case in 0..200 {
+            // Every fourth case, the words are alternatives (a disjunction).
+            let or = case % 4 == 3;
+            let n = 1 + rng.range(0, if or { 3 } else { 2 });
             let text: Vec<&str> = (0..n).map(|_| *rng.pick(&words)).collect();
             let filters: Vec<Filter> = (0..1 + rng.range(0, 2)).map(|_| filter(&mut rng, &schema)).collect();
             let word_clause = |w: &str| Clause {
-                occur: Occur::Must,
+                occur: if or { Occur::Should } else { Occur::Must },
                 query: Query::Term {
                     field: None,
                     text: w.to_string(),
                 },
             };
             let plain = Query::Boolean(text.iter().map(|w| word_clause(w)).collect());
-            let mut clauses: Vec<Clause> = text.iter().map(|w| word_clause(w)).collect();
+            // Beside filters, alternatives must be one required clause (a
+            // bool's should clauses are optional once it has a filter).
+            let mut clauses: Vec<Clause> = match or {
+                true => vec![Clause {
+                    occur: Occur::Must,
+                    query: plain.clone(),
+                }],
+                false => text.iter().map(|w| word_clause(w)).collect(),
+            };
             clauses.extend(filters.iter().map(|f| Clause {
                 occur: Occur::Filter,
                 query: f.query.clone(),

@@ -12,9 +12,10 @@
 //! window) tests its documents as they are decoded, without buffers.
 //!
 //! Filter clauses (scored 0) restrict the candidates: one held as a bit set
-//! is ANDed into a window's matches 64 documents at a time, another
-//! confirms each candidate that can still be competitive before the
-//! non-essential clauses are probed.
+//! is ANDed into a window's matches 64 documents at a time (a sparse one is
+//! tested at each posting before it is scored), another confirms each
+//! candidate that can still be competitive before the non-essential
+//! clauses are probed.
 //!
 //! Scores are summed in clause order, exactly as [`super::boolean::Disjunction`]
 //! sums them (a filter adds 0), so both paths return the same hits with the
@@ -107,12 +108,28 @@ pub fn top_k_or<'s>(
 pub(crate) struct Filters<'f, 's> {
     bits: Vec<&'f BitSet>,
     checks: Vec<&'f mut BoxedScorer<'s>>,
+    /// Whether the bit sets are sparse enough (see [`SPARSE_BITS`]) to be
+    /// tested posting by posting before scoring, rather than ANDed into a
+    /// window's scored matches a word at a time.
+    early: bool,
 }
+
+/// A bit-set filter holding fewer than one document in `SPARSE_BITS` is
+/// tested at each posting before it is scored: most postings then skip
+/// their norm lookup, and the test's branch is mostly predicted. Denser
+/// ones are ANDed afterwards, branch-free (measured on 1M documents: a 1%
+/// filter 1.3x and a 10% filter 1.2x faster tested first, a 50% filter
+/// 1.3x slower).
+const SPARSE_BITS: u64 = 4;
 
 impl<'f, 's> Filters<'f, 's> {
     /// `filters`, split by how they test.
     pub(crate) fn new(filters: &'f mut [BoxedScorer<'s>]) -> Self {
         let (bits, checks): (Vec<_>, Vec<_>) = filters.iter_mut().partition(|f| f.doc_bits().is_some());
+        let early = bits.iter().any(|f| {
+            let universe = f.doc_bits().map_or(0, |b| b.words().len() as u64 * 64);
+            f.cost().saturating_mul(SPARSE_BITS) < universe
+        });
         let bits = bits
             .into_iter()
             .map(|f| {
@@ -120,7 +137,7 @@ impl<'f, 's> Filters<'f, 's> {
                 f.doc_bits().expect("partitioned on it")
             })
             .collect();
-        Filters { bits, checks }
+        Filters { bits, checks, early }
     }
 
     /// The documents `from..from + 64` every bit-set filter holds (bit `i`
@@ -134,6 +151,13 @@ impl<'f, 's> Filters<'f, 's> {
     #[inline]
     pub(crate) fn holds(&self, doc: DocId) -> bool {
         self.bits.iter().all(|b| b.contains(doc))
+    }
+
+    /// Whether a clause's postings are tested against [`Self::holds`] before
+    /// they are scored (else [`Self::restrict`] drops a window's matches).
+    #[inline]
+    pub(crate) fn early(&self) -> bool {
+        self.early
     }
 
     /// Whether the filters that confirm one document at a time match `doc`
@@ -333,14 +357,20 @@ fn windows(
             let scores = &mut w.scores[i * WINDOW as usize..(i + 1) * WINDOW as usize];
             let (masks, matched) = (&mut w.masks, &mut w.matched);
             let bit = 1u32 << i;
-            subs[i].for_each_scored_upto(end, |doc, score| {
+            let add = |doc: DocId, score: f32| {
                 let slot = (doc - start) as usize;
                 scores[slot] = score;
                 masks[slot] |= bit;
                 matched[slot >> 6] |= 1 << (slot & 63);
-            });
+            };
+            match filters.early() {
+                true => subs[i].for_each_scored_upto_if(end, |d| filters.holds(d), add),
+                false => subs[i].for_each_scored_upto(end, add),
+            }
         }
-        filters.restrict(start, words, w);
+        if !filters.early() {
+            filters.restrict(start, words, w);
+        }
         let mut min_comp = min_comp;
         for word in 0..words {
             let mut bits = std::mem::take(&mut w.matched[word]);
@@ -427,7 +457,10 @@ fn one_essential(
     let mut min_comp = top.prune_below();
     let mut stopped = false;
     let mut scores = [0.0f32; MAX_CLAUSES];
-    essential.for_each_scored_upto(end, |doc, score| {
+    let Filters { bits, checks, early } = filters;
+    let holds = |d: DocId| bits.iter().all(|b| b.contains(d));
+    let early = *early;
+    essential.for_each_scored_upto_if(end, |d| !early || holds(d), |doc, score| {
         if stopped {
             return;
         }
@@ -437,8 +470,8 @@ fn one_essential(
         }
         if min_comp.is_some_and(|t| score + prefix[ne] < t)
             || deleted.is_some_and(|d| d.contains(doc))
-            || !filters.holds(doc)
-            || !filters.confirm(doc)
+            || (!early && !holds(doc))
+            || !checks.iter_mut().all(|f| f.matches_at(doc))
         {
             return;
         }

@@ -18,7 +18,8 @@
 //! below the threshold (*trailing*) neither start nor bound windows.
 //!
 //! Filter clauses (scored 0) restrict the candidates: one held as a bit set
-//! drops a window's candidates 64 at a time, another confirms each
+//! drops a window's candidates 64 at a time (a sparse one drops the lead's
+//! postings before they are scored), another confirms each
 //! candidate that can still be competitive before its groups are probed;
 //! the planner sends a filter much sparser than the words to the nested
 //! scorers instead, where it leads.
@@ -223,12 +224,17 @@ impl<'t, 's> Conjunction<'t, 's> {
             let scores = &mut w.scores[i * WINDOW as usize..(i + 1) * WINDOW as usize];
             let (masks, matched) = (&mut w.masks, &mut w.matched);
             let bit = 1u32 << i;
-            s.for_each_scored_upto(end, |doc, score| {
+            let add = |doc: DocId, score: f32| {
                 let slot = (doc - start) as usize;
                 scores[slot] = score;
                 masks[slot] |= bit;
                 matched[slot >> 6] |= 1 << (slot & 63);
-            });
+            };
+            let filters = &self.filters;
+            match filters.early() {
+                true => s.for_each_scored_upto_if(end, |d| filters.holds(d), add),
+                false => s.for_each_scored_upto(end, add),
+            }
         }
         // The other terms, best bound first (probed in that order).
         let win_max = &self.bounds.win_max;
@@ -236,7 +242,9 @@ impl<'t, 's> Conjunction<'t, 's> {
         let others_bound: f32 = others.iter().map(|&i| win_max[i]).sum();
         let mut min_comp = top.prune_below();
         let words = ((end - start + 1) as usize).div_ceil(64);
-        self.filters.restrict(start, words, w);
+        if !self.filters.early() {
+            self.filters.restrict(start, words, w);
+        }
         for word in 0..words {
             let mut bits = std::mem::take(&mut w.matched[word]);
             while bits != 0 {

@@ -159,6 +159,18 @@ impl<'a> TermScorer<'a> {
         });
     }
 
+    /// As [`Self::for_each_scored_upto`], scoring only the documents `keep`
+    /// accepts (a filter's bit set: the others cost no norm lookup).
+    #[inline]
+    pub fn for_each_scored_upto_if(&mut self, upto: DocId, keep: impl Fn(DocId) -> bool, mut f: impl FnMut(DocId, f32)) {
+        let (bm25, norms) = (&self.bm25, self.norms);
+        self.cursor.for_each_upto(upto, |doc, freq| {
+            if keep(doc) {
+                f(doc, bm25.score(freq, norms.get(doc as usize).copied().unwrap_or(0)))
+            }
+        });
+    }
+
     #[inline]
     fn norm(&self, doc: DocId) -> u8 {
         // A doc beyond the norms means a damaged index; its score is then
