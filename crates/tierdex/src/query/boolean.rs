@@ -677,8 +677,17 @@ impl<S: Scorer> Scorer for Conjunction<S> {
     fn max_score(&self) -> f32 {
         self.max_score
     }
+    /// Without windows (a sparse lead), one window spans everything left,
+    /// bounded by the clauses' maxima: a caller's block-max checks would
+    /// cost a skip-table step per clause at nearly every match.
     fn shallow_advance(&mut self, target: DocId) -> DocId {
         self.window_valid = false;
+        if !self.windows {
+            return match self.doc {
+                TERMINATED => TERMINATED,
+                _ => TERMINATED - 1,
+            };
+        }
         let mut end = TERMINATED;
         for s in &mut self.subs {
             let e = s.shallow_advance(target);
@@ -690,6 +699,9 @@ impl<S: Scorer> Scorer for Conjunction<S> {
         end
     }
     fn block_max_score(&mut self) -> f32 {
+        if !self.windows {
+            return self.max_score;
+        }
         self.subs.iter_mut().map(|s| s.block_max_score()).sum()
     }
     fn set_min_competitive_score(&mut self, min: f32) {
