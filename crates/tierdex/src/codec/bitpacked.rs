@@ -44,6 +44,37 @@ pub struct Dense<'a> {
     pub len: usize,
 }
 
+impl Dense<'_> {
+    /// The bit set as words (a span is at most 256 bits), bit `i % 64` of
+    /// word `i / 64` for `first + i`.
+    #[inline]
+    pub fn words(&self) -> [u64; 4] {
+        let mut bytes = [0u8; 32];
+        bytes[..self.bits.len()].copy_from_slice(self.bits);
+        let mut words = [0u64; 4];
+        for (w, b) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+        words
+    }
+}
+
+/// Writes the values of a dense block's bit set `words` (bit `i` for
+/// `first + i`, [`BLOCK`] of them set) into `out`, in order.
+#[inline]
+pub fn dense_ids(first: u32, words: &[u64; 4], out: &mut [u32; BLOCK]) {
+    let mut n = 0;
+    for (k, &w) in words.iter().enumerate() {
+        let mut w = w;
+        let at = first + 64 * k as u32;
+        while w != 0 && n < BLOCK {
+            out[n] = at + w.trailing_zeros();
+            n += 1;
+            w &= w - 1;
+        }
+    }
+}
+
 /// The dense block at the start of `data` (see [`DENSE`]), delta-coded
 /// from `previous`; `None` when it is not one or is damaged (its bit set
 /// must hold [`BLOCK`] values ending on its last bit).
@@ -121,18 +152,7 @@ pub fn unpack_block(data: &[u8], out: &mut [u32; BLOCK]) -> Option<usize> {
 pub fn unpack_sorted_block(previous: Option<u32>, data: &[u8], out: &mut [u32; BLOCK]) -> Option<usize> {
     if data.first() == Some(&DENSE) {
         let d = dense_block(previous, data)?;
-        let mut n = 0;
-        for (k, chunk) in d.bits.chunks(8).enumerate() {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            let mut w = u64::from_le_bytes(word);
-            let at = d.first + (k * 64) as u32;
-            while w != 0 {
-                out[n] = at + w.trailing_zeros();
-                n += 1;
-                w &= w - 1;
-            }
-        }
+        dense_ids(d.first, &d.words(), out);
         return Some(d.len);
     }
     let (bits, body) = block_body(data)?;

@@ -9,7 +9,7 @@ mod bitpacked;
 mod vbyte;
 
 pub use bitpacked::{
-    dense_block, pack_block, pack_sorted_block, packed_len, unpack_block, unpack_sorted_block, Dense, BLOCK, DENSE,
+    dense_block, dense_ids, pack_block, pack_sorted_block, packed_len, unpack_block, unpack_sorted_block, Dense, BLOCK, DENSE,
     DENSE_SPAN,
 };
 pub use vbyte::{read_u32, read_u64, write_u32, write_u64};

@@ -150,7 +150,7 @@ impl<'f, 's> Filters<'f, 's> {
     /// Whether the bit-set filters hold `doc`.
     #[inline]
     pub(crate) fn holds(&self, doc: DocId) -> bool {
-        self.bits.iter().all(|b| b.contains(doc))
+        holds_all(&self.bits, doc)
     }
 
     /// Whether a clause's postings are tested against [`Self::holds`] before
@@ -164,7 +164,7 @@ impl<'f, 's> Filters<'f, 's> {
     /// (documents in increasing order).
     #[inline]
     pub(crate) fn confirm(&mut self, doc: DocId) -> bool {
-        self.checks.iter_mut().all(|f| f.matches_at(doc))
+        confirm_all(&mut self.checks, doc)
     }
 
     /// Drops from the window at `start` the matched slots the bit-set
@@ -189,6 +189,19 @@ impl<'f, 's> Filters<'f, 's> {
             }
         }
     }
+}
+
+/// Whether every one of `bits` holds `doc` ([`Filters::holds`], usable
+/// while the checks are borrowed apart).
+#[inline]
+fn holds_all(bits: &[&BitSet], doc: DocId) -> bool {
+    bits.iter().all(|b| b.contains(doc))
+}
+
+/// Whether every one of `checks` matches `doc` ([`Filters::confirm`]).
+#[inline]
+fn confirm_all(checks: &mut [&mut BoxedScorer<'_>], doc: DocId) -> bool {
+    checks.iter_mut().all(|f| f.matches_at(doc))
 }
 
 /// Runs `f` with this thread's window buffers, room for `clauses` clauses;
@@ -458,7 +471,7 @@ fn one_essential(
     let mut stopped = false;
     let mut scores = [0.0f32; MAX_CLAUSES];
     let Filters { bits, checks, early } = filters;
-    let holds = |d: DocId| bits.iter().all(|b| b.contains(d));
+    let holds = |d: DocId| holds_all(bits, d);
     let early = *early;
     essential.for_each_scored_upto_if(end, |d| !early || holds(d), |doc, score| {
         if stopped {
@@ -471,7 +484,7 @@ fn one_essential(
         if min_comp.is_some_and(|t| score + prefix[ne] < t)
             || deleted.is_some_and(|d| d.contains(doc))
             || (!early && !holds(doc))
-            || !checks.iter_mut().all(|f| f.matches_at(doc))
+            || !confirm_all(checks, doc)
         {
             return;
         }

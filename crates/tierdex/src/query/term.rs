@@ -152,11 +152,8 @@ impl<'a> TermScorer<'a> {
     /// its score, a block at a time; leaves the scorer on the first
     /// document past `upto` (or exhausted).
     #[inline]
-    pub fn for_each_scored_upto(&mut self, upto: DocId, mut f: impl FnMut(DocId, f32)) {
-        let (bm25, norms) = (&self.bm25, self.norms);
-        self.cursor.for_each_upto(upto, |doc, freq| {
-            f(doc, bm25.score(freq, norms.get(doc as usize).copied().unwrap_or(0)))
-        });
+    pub fn for_each_scored_upto(&mut self, upto: DocId, f: impl FnMut(DocId, f32)) {
+        self.for_each_scored_upto_if(upto, |_| true, f)
     }
 
     /// As [`Self::for_each_scored_upto`], scoring only the documents `keep`

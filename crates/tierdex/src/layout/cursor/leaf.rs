@@ -714,20 +714,10 @@ impl<'a> LeafCursor<'a> {
     /// all); the cursor stays where it is.
     #[inline]
     fn fill_docs(&mut self) {
-        if !self.dense {
-            return;
+        if self.dense {
+            codec::dense_ids(self.first, &self.bits, &mut self.docs);
+            self.dense = false;
         }
-        let mut n = 0;
-        for (k, &w) in self.bits.iter().enumerate() {
-            let mut w = w;
-            let at = self.first + 64 * k as u32;
-            while w != 0 && n < BLOCK {
-                self.docs[n] = at + w.trailing_zeros();
-                n += 1;
-                w &= w - 1;
-            }
-        }
-        self.dense = false;
     }
 
     /// Adds the chunk's base to the block's `n` documents; false on overflow.
@@ -790,11 +780,7 @@ impl<'a> LeafCursor<'a> {
 fn dense_bits(prev_last: Option<DocId>, base: DocId, data: &[u8], bits: &mut [u64; 4]) -> Option<(DocId, usize)> {
     let d = codec::dense_block(prev_last, data)?;
     let first = d.first.checked_add(base)?;
-    let mut bytes = [0u8; 32];
-    bytes.get_mut(..d.bits.len())?.copy_from_slice(d.bits);
-    for (w, b) in bits.iter_mut().zip(bytes.chunks_exact(8)) {
-        *w = u64::from_le_bytes(b.try_into().unwrap());
-    }
+    *bits = d.words();
     Some((first, d.len))
 }
 
