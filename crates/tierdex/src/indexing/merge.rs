@@ -17,10 +17,10 @@ use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::index::Deletes;
 use crate::indexing::reorder::{bisect, BpParams, ForwardIndex};
-use crate::layout::{Format, PostingsFiles, PostingsWriter};
+use crate::layout::{Format, PostingsFiles, PostingsPart, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};
-use crate::store::{IdsWriter, StoreOptions, StoreWriter};
+use crate::store::{IdsWriter, StoreOptions, StoreReader, StoreWriter};
 use crate::termdict::{TermInfo, TermRef};
 
 /// Merges `metas` (segments of the index in `dir`, in document order, of
@@ -467,7 +467,7 @@ impl PostingsJob<'_> {
                     }
                 }
                 if !self.ordered {
-                    held.write(term)?;
+                    held.write(term, self.max_doc)?;
                 }
             }
             for (h, info) in hits.iter().zip(&infos) {
@@ -499,7 +499,19 @@ struct Held {
     filters: Vec<u8>,
     /// Bytes of one direction's filter (the same for every posting of a term).
     filter_len: usize,
+    /// The postings' order by new number: `new << 32 | index` sorted, for
+    /// a term in few documents.
+    keys: Vec<u64>,
+    /// For a term in many documents: a bit per new number, and the index
+    /// of the posting at each new number (read where the bit is set).
+    present: Vec<u64>,
+    at_doc: Vec<u32>,
 }
+
+/// A term in at least `max_doc / DENSE_HELD` documents is put in order
+/// through a bit per document rather than sorted: a scan of `max_doc` bits
+/// costs less than sorting that many postings.
+const DENSE_HELD: usize = 32;
 
 impl Held {
     fn hold(&mut self, to: DocId, norm: u8, pos: &[u32], off: &[(u32, u32)], after: &[u8], before: &[u8]) {
@@ -516,36 +528,84 @@ impl Held {
         self.filters.extend_from_slice(before);
     }
 
-    /// Writes the held postings in document order to `term`, and empties.
-    fn write(&mut self, term: &mut crate::layout::TermWriter) -> Result<()> {
-        let ends = [
-            self.positions.len() as u32,
-            self.offsets.len() as u32,
-            self.filters.len() as u32,
-        ];
-        let mut spans: Vec<(DocId, u8, [u32; 3], [u32; 3])> = Vec::with_capacity(self.postings.len());
-        for (i, &(to, norm, at)) in self.postings.iter().enumerate() {
-            let end = self.postings.get(i + 1).map_or(ends, |n| n.2);
-            spans.push((to, norm, at, end));
+    /// Writes the held postings in document order (new numbers below
+    /// `max_doc`) to `term`, and empties.
+    fn write(&mut self, term: &mut crate::layout::TermWriter, max_doc: u32) -> Result<()> {
+        let n = self.postings.len();
+        if n == 0 {
+            return Ok(());
         }
-        spans.sort_unstable_by_key(|s| s.0);
-        let f = self.filter_len;
-        for (to, norm, at, end) in spans {
-            let filters = &self.filters[at[2] as usize..end[2] as usize];
-            term.push(
-                to,
-                &self.positions[at[0] as usize..end[0] as usize],
-                &self.offsets[at[1] as usize..end[1] as usize],
-                (&filters[..f.min(filters.len())], &filters[f.min(filters.len())..]),
-                norm,
-            )
-            .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))?;
+        if n >= (max_doc as usize / DENSE_HELD).max(64) {
+            let words = (max_doc as usize).div_ceil(64);
+            self.present.clear();
+            self.present.resize(words, 0);
+            self.at_doc.resize(self.at_doc.len().max(max_doc as usize), 0);
+            for (i, p) in self.postings.iter().enumerate() {
+                let d = p.0 as usize;
+                if d >= max_doc as usize {
+                    return Err(Error::Internal(format!("merged document {d} of {max_doc}")));
+                }
+                self.present[d / 64] |= 1 << (d % 64);
+                self.at_doc[d] = i as u32;
+            }
+            let present = std::mem::take(&mut self.present);
+            let mut result = Ok(());
+            'words: for (w, &bits) in present.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    let d = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Err(e) = self.push(term, self.at_doc[d] as usize) {
+                        result = Err(e);
+                        break 'words;
+                    }
+                }
+            }
+            self.present = present;
+            result?;
+        } else {
+            let mut keys = std::mem::take(&mut self.keys);
+            keys.clear();
+            keys.extend(
+                self.postings
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| u64::from(p.0) << 32 | i as u64),
+            );
+            keys.sort_unstable();
+            let result = keys.iter().try_for_each(|&k| self.push(term, k as u32 as usize));
+            self.keys = keys;
+            result?;
         }
         self.postings.clear();
         self.positions.clear();
         self.offsets.clear();
         self.filters.clear();
         Ok(())
+    }
+
+    /// Writes held posting `i` to `term`.
+    #[inline]
+    fn push(&self, term: &mut crate::layout::TermWriter, i: usize) -> Result<()> {
+        let (to, norm, at) = self.postings[i];
+        let end = self.postings.get(i + 1).map_or(
+            [
+                self.positions.len() as u32,
+                self.offsets.len() as u32,
+                self.filters.len() as u32,
+            ],
+            |n| n.2,
+        );
+        let filters = &self.filters[at[2] as usize..end[2] as usize];
+        let f = self.filter_len.min(filters.len());
+        term.push(
+            to,
+            &self.positions[at[0] as usize..end[0] as usize],
+            &self.offsets[at[1] as usize..end[1] as usize],
+            (&filters[..f], &filters[f..]),
+            norm,
+        )
+        .map_err(|e| Error::Internal(format!("cannot encode a term's postings: {e}")))
     }
 }
 
@@ -583,7 +643,6 @@ fn reorder_documents(
     threads: usize,
 ) -> Result<Vec<DocId>> {
     let started = std::time::Instant::now();
-    let mut infos: Vec<TermInfo> = Vec::new();
     // A term's documents (deleted ones included) in all sources: from the
     // dictionary where it holds them (reading the term's region would
     // bring every page of the postings into memory).
@@ -620,32 +679,45 @@ fn reorder_documents(
     }
     let cap = params.doc_freq_cap(candidates.iter().map(|c| c.0).collect());
     candidates.retain(|c| c.0 <= cap);
-    let fwd = ForwardIndex::build(max_doc, |f| {
-        // The postings read leave the process's memory as the pass goes.
-        let mut streamed = vec![Streamed::default(); files.len()];
-        for (number, (_, hits)) in candidates.iter().enumerate() {
-            infos.clear();
-            for h in hits.iter() {
-                infos.push(files[h.index].resolve(files[h.index].terms().term_ref(h.value))?);
-            }
-            for (h, info) in hits.iter().zip(&infos) {
-                let map = &maps[h.index];
-                let mut c = readers[h.index].cursor(info)?;
-                while c.doc() != TERMINATED {
-                    let to = map[c.doc() as usize];
-                    if to != TERMINATED {
-                        f(number as u32, to);
-                    }
-                    c.advance();
-                }
-                if let Some(e) = c.take_error() {
-                    return Err(e);
-                }
-                streamed[h.index].passed(files[h.index], info);
-            }
+    // Each source's live documents are a contiguous range of the numbers
+    // by concatenation: the sources are read on parallel threads, each
+    // filling its documents' rows.
+    let mut parts = Vec::with_capacity(files.len());
+    let mut start = 0u32;
+    for map in maps {
+        let live = map.iter().filter(|&&to| to != TERMINATED).count() as u32;
+        parts.push(start..start + live);
+        start += live;
+    }
+    let mut by_source: Vec<Vec<(u32, u64)>> = vec![Vec::new(); files.len()];
+    for (number, (_, hits)) in candidates.iter().enumerate() {
+        for h in hits {
+            by_source[h.index].push((number as u32, h.value));
         }
-        files.iter().for_each(|f| f.terms().release());
-        readers.iter().for_each(|r| r.release());
+    }
+    let num_terms = candidates.len() as u32;
+    drop(candidates);
+    let fwd = ForwardIndex::build_parts(&parts, num_terms, threads, |s, f| {
+        // The postings read leave the process's memory as the pass goes.
+        let (file, reader, map) = (files[s], readers[s], &maps[s]);
+        let mut streamed = Streamed::default();
+        for &(number, value) in &by_source[s] {
+            let info = file.resolve(file.terms().term_ref(value))?;
+            let mut c = reader.cursor(&info)?;
+            while c.doc() != TERMINATED {
+                let to = map[c.doc() as usize];
+                if to != TERMINATED {
+                    f(number, to);
+                }
+                c.advance();
+            }
+            if let Some(e) = c.take_error() {
+                return Err(e);
+            }
+            streamed.passed(file, &info);
+        }
+        file.terms().release();
+        reader.release();
         Ok(())
     })?;
     let read = started.elapsed().as_secs_f64();
@@ -776,12 +848,12 @@ fn merge_in_parallel(
             .iter()
             .zip(&part_names[1..])
             .map(|(range, part)| {
-                s.spawn(move || -> Result<Vec<(&'static str, FileInfo)>> {
+                s.spawn(move || -> Result<PostingsPart> {
                     let t = std::time::Instant::now();
                     let mut w = PostingsWriter::create(dir, part, job.format)?.temporary();
                     job.run(range, &mut w)?;
                     tracing::debug!("merge {part}: {} terms in {:.2?}", w.len(), t.elapsed());
-                    w.finish()
+                    w.finish_part()
                 })
             })
             .collect();
@@ -805,16 +877,20 @@ fn merge_in_parallel(
         let mut postings = first?;
         let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
         let storage = Storage::new(TierOptions::on(Tier::Buffered))?;
-        for (part, infos) in part_names[1..].iter().zip(&parts) {
-            let files = PostingsFiles::open(job.format, |e| {
+        for (part, written) in part_names[1..].iter().zip(parts) {
+            let open = |e: &str| {
                 let file = storage.open(dir.join(format!("{part}.{e}")))?;
-                let info = infos.iter().find(|(x, _)| *x == e).map(|(_, i)| *i);
+                let info = written.files.iter().find(|(x, _)| *x == e).map(|(_, i)| *i);
                 if info.is_none_or(|i| i.checksum != file.checksum()) {
                     return Err(Error::corrupt(file.path(), "a merge part changed before it was joined"));
                 }
                 Ok(file)
-            })?;
-            postings.append(&files)?;
+            };
+            match written.dict {
+                // Grouped: the part's entries join this dictionary as they are.
+                Some(dict) => postings.append_part(&open(crate::layout::postings::ext::POSTINGS)?, dict)?,
+                None => postings.append(&PostingsFiles::open(job.format, open)?)?,
+            }
         }
         let num_terms = postings.len();
         let joined = postings.finish()?;
@@ -828,8 +904,6 @@ fn merge_in_parallel(
 /// Documents whose stored records a merge copies between releases of the
 /// source store's mapped pages.
 const STORE_RELEASE_DOCS: u32 = 2048;
-/// The same in a merge into a new document order (see [`write_documents`]).
-const STORE_RELEASE_DOCS_REORDERED: u32 = 256;
 
 /// Writes the documents' side of a merged segment: norms, columns, the
 /// document store and the ids; returns their files by extension.
@@ -866,9 +940,41 @@ fn write_documents(
             }
         }
     }
+    // In a new order the records are read with `pread` from stores opened
+    // again on the buffered tier: through the mapping, every record read
+    // here and there faults pages in, and the mapping must be dropped every
+    // few hundred records to stay within the memory budget.
+    let by_pread = match ordered {
+        true => None,
+        false => {
+            let storage = Storage::new(TierOptions::on(Tier::Buffered))?;
+            Some(
+                readers
+                    .iter()
+                    .map(|r| {
+                        r.stores()
+                            .iter()
+                            .map(|s| s.reopen_on(&storage))
+                            .collect::<Result<Vec<_>>>()
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            )
+        }
+    };
+    let mapped: Vec<Vec<&StoreReader>> = readers.iter().map(|r| r.stores()).collect();
     for (i, &(src, d)) in order.iter().enumerate() {
         let r = readers[src as usize];
         let (source, local) = r.store_of(d)?;
+        let source = match &by_pread {
+            Some(reopened) => {
+                let part = mapped[src as usize]
+                    .iter()
+                    .position(|s| std::ptr::eq(*s, source))
+                    .ok_or_else(|| Error::Internal("a document's store is not its segment's".into()))?;
+                &reopened[src as usize][part]
+            }
+            None => source,
+        };
         store.copy_from(source, local)?;
         r.external_id(d, &mut id)?;
         ids.push(&id);
@@ -880,12 +986,6 @@ fn write_documents(
         }
         if ordered && order.get(i + 1).is_none_or(|n| n.0 != src) {
             r.stores().iter().for_each(|s| s.release());
-        }
-        // In a new order every source is read all along, a page here and
-        // there (each bringing its neighbours): all of them are released
-        // every few hundred documents.
-        if !ordered && i as u32 % STORE_RELEASE_DOCS_REORDERED == STORE_RELEASE_DOCS_REORDERED - 1 {
-            readers.iter().flat_map(|r| r.stores()).for_each(|s| s.release());
         }
     }
     for r in readers {

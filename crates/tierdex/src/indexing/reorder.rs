@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Parameters of the bisection (the defaults are Lucene's
-/// `BPIndexReorderer`'s).
+/// `BPIndexReorderer`'s but for [`BpParams::max_iters`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BpParams {
@@ -25,7 +25,10 @@ pub struct BpParams {
     pub max_doc_freq_ratio: f32,
     /// Partitions below twice this many documents are not split.
     pub min_partition: u32,
-    /// Rounds of swaps per split, at most (fewer once none pays).
+    /// Rounds of swaps per split, at most (fewer once none pays). 8, not
+    /// Lucene's 20: on Wikipedia the later rounds move few documents, and
+    /// 8 keeps 99.4% of 20's cost reduction (log-gap cost 47.63M -> 31.04M
+    /// against 30.94M) in half the bisection's time.
     pub max_iters: u32,
     /// Most postings the forward index holds (4 bytes each; 0: no limit):
     /// beyond it, the most frequent terms are left out first (they carry
@@ -39,7 +42,7 @@ impl Default for BpParams {
             min_doc_freq: 4096,
             max_doc_freq_ratio: 1.0,
             min_partition: 32,
-            max_iters: 20,
+            max_iters: 8,
             max_postings: 0,
         }
     }
@@ -117,6 +120,78 @@ impl ForwardIndex {
         })
     }
 
+    /// Built from parts on up to `threads` threads: part `p` holds the
+    /// documents `parts[p]` (the parts contiguous and in order from 0, as
+    /// a merge's sources are), and `visit(p, f)` calls `f(term, doc)` for
+    /// every posting of its documents, terms numbered below `num_terms`
+    /// and ascending within a document; called twice per part (to count,
+    /// then to fill), the same postings both times. The same index as
+    /// [`ForwardIndex::build`] over the parts in order.
+    pub fn build_parts<E: Send>(
+        parts: &[std::ops::Range<u32>],
+        num_terms: u32,
+        threads: usize,
+        visit: impl Fn(usize, &mut dyn FnMut(u32, u32)) -> std::result::Result<(), E> + Sync,
+    ) -> std::result::Result<ForwardIndex, E> {
+        let max_doc = parts.last().map_or(0, |p| p.end);
+        assert!(
+            parts
+                .iter()
+                .enumerate()
+                .all(|(i, p)| p.start <= p.end && p.start == if i == 0 { 0 } else { parts[i - 1].end }),
+            "forward index parts must be contiguous from 0"
+        );
+        let mut counts = vec![0u64; max_doc as usize + 1];
+        {
+            // Part p counts into counts[start + 1..end + 1].
+            let mut rest = &mut counts[1..];
+            let mut slices = Vec::with_capacity(parts.len());
+            for p in parts {
+                let (own, tail) = rest.split_at_mut((p.end - p.start) as usize);
+                slices.push(own);
+                rest = tail;
+            }
+            on_threads(threads, slices, |i, own| {
+                let start = parts[i].start;
+                visit(i, &mut |_, doc| own[(doc - start) as usize] += 1)
+            })?;
+        }
+        for i in 1..counts.len() {
+            counts[i] += counts[i - 1];
+        }
+        let offsets = counts;
+        let mut terms = vec![0u32; *offsets.last().unwrap_or(&0) as usize];
+        {
+            let mut rest = &mut terms[..];
+            let mut slices = Vec::with_capacity(parts.len());
+            for p in parts {
+                let len = offsets[p.end as usize] - offsets[p.start as usize];
+                let (own, tail) = rest.split_at_mut(len as usize);
+                slices.push(own);
+                rest = tail;
+            }
+            on_threads(threads, slices, |i, own| {
+                let p = &parts[i];
+                let base = offsets[p.start as usize];
+                // Where each document's next term goes, within `own`.
+                let mut next: Vec<u64> = offsets[p.start as usize..p.end as usize]
+                    .iter()
+                    .map(|o| o - base)
+                    .collect();
+                visit(i, &mut |term, doc| {
+                    let at = &mut next[(doc - p.start) as usize];
+                    own[*at as usize] = term;
+                    *at += 1;
+                })
+            })?;
+        }
+        Ok(ForwardIndex {
+            offsets,
+            terms,
+            num_terms,
+        })
+    }
+
     /// Documents.
     pub fn docs(&self) -> u32 {
         (self.offsets.len().max(1) - 1) as u32
@@ -135,6 +210,46 @@ impl ForwardIndex {
     fn terms(&self, doc: u32) -> &[u32] {
         &self.terms[self.offsets[doc as usize] as usize..self.offsets[doc as usize + 1] as usize]
     }
+}
+
+/// Runs `work(i, item)` for every item on up to `threads` scoped threads
+/// (items taken in order as threads free up); the first error is returned
+/// once all have stopped.
+fn on_threads<T: Send, E: Send>(
+    threads: usize,
+    items: Vec<T>,
+    work: impl Fn(usize, T) -> std::result::Result<(), E> + Sync,
+) -> std::result::Result<(), E> {
+    let threads = threads.clamp(1, items.len().max(1));
+    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let run = || -> std::result::Result<(), E> {
+        loop {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
+            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+            let Some((i, item)) = next else { return Ok(()) };
+            if let Err(e) = work(i, item) {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+    };
+    if threads == 1 {
+        return run();
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (1..threads).map(|_| s.spawn(run)).collect();
+        let mut result = run();
+        for h in handles {
+            let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    })
 }
 
 /// What a task of the bisection reuses from split to split (one per
@@ -531,6 +646,64 @@ mod tests {
         assert_eq!(fwd.terms(1), &[0]);
         assert_eq!(fwd.terms(2), &[] as &[u32]);
         assert_eq!(fwd.terms(3), &[0, 2]);
+    }
+
+    #[test]
+    fn a_forward_index_built_in_parts_is_the_one_built_whole() {
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(5);
+        // Part sizes, some empty; each document's terms ascending.
+        let sizes = [0u32, 37, 1, 0, 120, 64, 3];
+        let max_doc: u32 = sizes.iter().sum();
+        let rows: Vec<Vec<u32>> = (0..max_doc)
+            .map(|_| {
+                let mut t: Vec<u32> = (0..rng.random_range(0..12)).map(|_| rng.random_range(0..50)).collect();
+                t.sort_unstable();
+                t.dedup();
+                t
+            })
+            .collect();
+        let mut parts = Vec::new();
+        let mut start = 0;
+        for s in sizes {
+            parts.push(start..start + s);
+            start += s;
+        }
+        // Postings visited term by term, as a merge reads them.
+        let visit_range = |r: std::ops::Range<u32>, f: &mut dyn FnMut(u32, u32)| {
+            for t in 0..50 {
+                for d in r.clone() {
+                    if rows[d as usize].contains(&t) {
+                        f(t, d);
+                    }
+                }
+            }
+        };
+        let whole = ForwardIndex::build::<()>(max_doc, |f| {
+            visit_range(0..max_doc, f);
+            Ok(())
+        })
+        .unwrap();
+        for threads in [1, 2, 5] {
+            let built = ForwardIndex::build_parts::<()>(&parts, 50, threads, |p, f| {
+                visit_range(parts[p].clone(), f);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(built.offsets, whole.offsets, "{threads} threads");
+            assert_eq!(built.terms, whole.terms, "{threads} threads");
+            for d in 0..max_doc {
+                assert_eq!(built.terms(d), rows[d as usize].as_slice());
+            }
+        }
+        // A part's error is the build's.
+        let failed = ForwardIndex::build_parts(&parts, 50, 3, |p, f| match p {
+            4 => Err(format!("part {p}")),
+            _ => {
+                visit_range(parts[p].clone(), f);
+                Ok(())
+            }
+        });
+        assert_eq!(failed.err(), Some("part 4".to_string()));
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub mod writer;
 pub use crate::termdict::{Layout, RegionInfo};
 pub use cursor::TermCursor;
 pub use impacts::{Impact, Impacts};
-pub use postings::{PostingsFiles, PostingsWriter};
+pub use postings::{PostingsFiles, PostingsPart, PostingsWriter};
 pub use source::PostingsSource;
 pub use writer::{TermPostings, TermWriter};
 

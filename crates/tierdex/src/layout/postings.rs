@@ -212,6 +212,34 @@ impl PostingsWriter {
         Ok(())
     }
 
+    /// Finishes a part of a merge (see [`Self::append_part`]): its data
+    /// files, and for the grouped layout its dictionary left unwritten (the
+    /// writer it is appended to puts the entries in its own dictionary, so
+    /// no FST of the part is built only to be read back).
+    pub fn finish_part(self) -> Result<PostingsPart> {
+        match self.layout {
+            Layout::Grouped => Ok(PostingsPart {
+                files: vec![(ext::POSTINGS, self.doc.finish()?)],
+                dict: Some(self.dict),
+            }),
+            Layout::Split => Ok(PostingsPart {
+                files: self.finish()?,
+                dict: None,
+            }),
+        }
+    }
+
+    /// Appends a grouped part finished by [`Self::finish_part`]: `postings`
+    /// is its postings file (opened), `dict` its dictionary; as
+    /// [`Self::append`] otherwise.
+    pub fn append_part(&mut self, postings: &IndexFile, dict: TermDictWriter) -> Result<()> {
+        if self.layout != Layout::Grouped {
+            return Err(Error::Internal("only grouped postings are appended with their dictionary".into()));
+        }
+        let doc_base = append_file(postings, &mut self.doc)?;
+        self.dict.absorb(dict, doc_base)
+    }
+
     /// Terms added so far.
     pub fn len(&self) -> u64 {
         self.dict.len()
@@ -257,6 +285,15 @@ fn append_file(from: &IndexFile, to: &mut FileWriter) -> Result<u64> {
     let base = to.position();
     to.append(from)?;
     Ok(base)
+}
+
+/// A merge's part finished by [`PostingsWriter::finish_part`].
+pub struct PostingsPart {
+    /// Its files by extension.
+    pub files: Vec<(&'static str, FileInfo)>,
+    /// Its dictionary, not written (grouped layout); `None` when written
+    /// with the files (split).
+    pub dict: Option<TermDictWriter>,
 }
 
 /// A segment's postings opened for reading.

@@ -57,6 +57,14 @@ impl StoreReader {
         Self::open_on(data_path, index_path, &Storage::new(TierOptions::on(tier))?)
     }
 
+    /// The same store opened again on `storage`: a merge copying records
+    /// in a new order reads them with `pread` (the `buffered` tier) rather
+    /// than through a mapping it would have to drop every few hundred
+    /// records.
+    pub fn reopen_on(&self, storage: &Storage) -> Result<StoreReader> {
+        Self::open_on(self.data.path(), self.index.path(), storage)
+    }
+
     /// Opens a store on `storage`, checking that the two files belong
     /// together and that every index entry lies inside the data file, in
     /// order (the index is streamed once; entries are read on demand later).

@@ -266,6 +266,21 @@ impl TermDictWriter {
         Ok(())
     }
 
+    /// Adds every term of `other`, a grouped dictionary of the same kind
+    /// not yet finished, its regions now `shift` bytes further into the
+    /// postings file (see [`Self::insert_relocated`]).
+    pub fn absorb(&mut self, other: TermDictWriter, shift: u64) -> Result<()> {
+        if other.infos.is_some() || other.doc_freq_in_value != self.doc_freq_in_value {
+            return Err(Error::Internal("dictionaries of different kinds cannot be joined".into()));
+        }
+        self.pending.reserve(other.pending.len());
+        self.pending_keys.reserve(other.pending_keys.len());
+        for &(at, len, value) in &other.pending {
+            self.insert_relocated(&other.pending_keys[at..at + len as usize], value, shift)?;
+        }
+        Ok(())
+    }
+
     /// Number of terms added.
     pub fn len(&self) -> u64 {
         self.count
