@@ -306,6 +306,35 @@ mod tests {
     }
 
     #[test]
+    fn top_k_is_the_k_best_of_a_sort_with_many_ties() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(9);
+        for case in 0..300 {
+            let k = rng.random_range(0..12);
+            let n = rng.random_range(0..200);
+            // Few distinct scores (ties everywhere), documents in any order
+            // or ascending as the loops give them.
+            let mut offered: Vec<(DocId, f32)> = (0..n)
+                .map(|d| (d as DocId, f32::from(rng.random_range(0u8..4)) * 0.5))
+                .collect();
+            if case % 2 == 0 {
+                for i in (1..offered.len()).rev() {
+                    offered.swap(i, rng.random_range(0..=i));
+                }
+            }
+            let mut t = TopK::new(k);
+            for &(d, s) in &offered {
+                t.insert(d, s);
+            }
+            let mut want = offered.clone();
+            want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            want.truncate(k);
+            let got: Vec<(DocId, f32)> = t.into_hits().into_iter().map(|h| (h.doc, h.score)).collect();
+            assert_eq!(got, want, "case {case}, k {k}");
+        }
+    }
+
+    #[test]
     fn deadlines_read_the_clock_every_stride() {
         let mut none = Deadline::new(None);
         assert!((0..5 * Deadline::STRIDE).all(|_| !none.tick()));
