@@ -1417,6 +1417,7 @@ async fn run_bulk(
                 Op::Add(_) => (201, "created", true),
                 Op::Delete(_) if existed => (200, "deleted", false),
                 Op::Delete(_) => (404, "not_found", false),
+                Op::Mark(_) => continue,
             };
             seen.insert(&it.id, now);
             ops.push(op.clone());

@@ -202,6 +202,12 @@ pub struct Manifest {
     /// Last write-ahead-log sequence number the segments hold (0: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub applied_seq: u64,
+    /// Position in an external log that the segments bring the index up to
+    /// (the last [`crate::update::Op::Mark`] of the batches up to
+    /// `applied_seq`; 0: none). A cluster node keeps its shard stream's
+    /// sequence here, so that a restart resumes after it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub source_seq: u64,
     /// Commits so far: each [`Manifest::store`] numbers its manifest one
     /// more (readers' leases name it, see [`crate::index::lease`]; 0 in
     /// indexes written before it existed).
@@ -232,6 +238,7 @@ impl Manifest {
             next_segment: 0,
             strategy: Strategy::default(),
             applied_seq: 0,
+            source_seq: 0,
             generation: 0,
             checksum: String::new(),
         }

@@ -64,6 +64,11 @@ pub enum Op {
     Add(Document),
     /// Delete the document with this external id.
     Delete(String),
+    /// The batch brings the index up to this position of an external log
+    /// (a cluster node's stream sequence): recorded with the batch, kept in
+    /// the manifest by the flush that holds it, and read back with
+    /// `IndexWriter::source_seq`, so that a consumer resumes after it.
+    Mark(u64),
 }
 
 /// What [`Wal::open`] found.

@@ -252,6 +252,10 @@ impl IndexWriter {
                     }
                     None => a.not_found += 1,
                 },
+                Op::Mark(m) => {
+                    st.mark = m;
+                    st.marks.push((seq, m));
+                }
             }
         }
         st.last_seq = seq;

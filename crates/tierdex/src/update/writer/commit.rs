@@ -86,6 +86,10 @@ impl IndexWriter {
         }
         st.manifest.segments = metas;
         st.manifest.applied_seq = applied;
+        if let Some(&(_, m)) = st.marks.iter().rev().find(|(seq, _)| *seq <= applied) {
+            st.manifest.source_seq = m;
+        }
+        st.marks.retain(|(seq, _)| *seq > applied);
         st.manifest.store(dir)?;
         if let Err(e) = self.wal.checkpoint(applied) {
             tracing::warn!("trimming the log after a commit: {e} (the next commit tries again)");

@@ -403,6 +403,12 @@ impl IndexWriter {
         }
     }
 
+    /// The position in an external log of the last applied batch carrying
+    /// an [`Op::Mark`] (0: none): durable, as every applied batch is.
+    pub fn source_seq(&self) -> u64 {
+        self.lock().mark
+    }
+
     /// Live documents (buffered ones included).
     pub fn live_docs(&self) -> u64 {
         let st = self.lock();

@@ -94,6 +94,7 @@ impl IndexWriter {
             tracing::error!("the log held a damaged record, and was cut as asked: {what}");
         }
         let applied = manifest.applied_seq;
+        let mark = manifest.source_seq;
         let st = State {
             stats: WriterStats {
                 segments: durable.len(),
@@ -114,6 +115,8 @@ impl IndexWriter {
             next_refresh: 0,
             ids,
             last_seq: applied,
+            mark,
+            marks: Vec::new(),
             dirty: true,
             broken: None,
             pending: Vec::new(),
@@ -223,6 +226,8 @@ impl IndexWriter {
         st.log_bytes = 0;
         st.flushing = false;
         st.last_seq = st.manifest.applied_seq;
+        st.mark = st.manifest.source_seq;
+        st.marks.clear();
         for (seq, ops, bytes) in batches {
             st.log_bytes += bytes;
             self.apply_locked(st, seq, ops)?;

@@ -133,6 +133,11 @@ pub(super) struct State {
     pub(super) next_refresh: u64,
     pub(super) ids: HashMap<String, Loc>,
     pub(super) last_seq: u64,
+    /// The last [`Op::Mark`] applied (the manifest's `source_seq` at open).
+    pub(super) mark: u64,
+    /// The marks applied since the last commit, with their batches'
+    /// sequence numbers: a commit records the one its log position covers.
+    pub(super) marks: Vec<(u64, u64)>,
     /// Applied changes not yet visible to searches.
     pub(super) dirty: bool,
     /// A flush failed half way: the in-memory state no longer matches the

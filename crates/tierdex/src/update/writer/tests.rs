@@ -112,3 +112,43 @@ fn a_segment_deleted_whole_after_the_commit_stays_in_it() {
     w.compact_parts(1.0, &mut report).unwrap();
     check(&dir, w, &["d0", "d1", "d2"]);
 }
+
+/// A batch's external-log mark is durable with the batch: kept in the
+/// manifest by the flush that holds it, replayed from the log otherwise,
+/// and never recorded by a commit older than its batch.
+#[test]
+fn source_marks_follow_the_commits_and_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path(), Strategy::default());
+    assert_eq!(w.source_seq(), 0);
+    let mut ops: Vec<Op> = docs(0, 10).into_iter().map(Op::Add).collect();
+    ops.push(Op::Mark(5));
+    w.apply(ops).unwrap();
+    {
+        let mut st = w.lock();
+        w.flush_locked(&mut st).unwrap();
+    }
+    assert_eq!(Manifest::load(dir.path()).unwrap().source_seq, 5);
+    w.apply(vec![Op::Delete("d3".into()), Op::Mark(9)]).unwrap();
+    assert_eq!(w.source_seq(), 9);
+    // A commit at the older log position (as a compaction's) keeps 5.
+    {
+        let mut st = w.lock();
+        let before = st.manifest.segments.clone();
+        let applied = st.manifest.applied_seq;
+        w.commit_manifest(&mut st, &before, applied, &mut FlushReport::default())
+            .unwrap();
+    }
+    assert_eq!(Manifest::load(dir.path()).unwrap().source_seq, 5);
+    drop(w);
+    let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
+    assert_eq!(w.source_seq(), 9, "the mark of a logged batch is replayed");
+    assert!(!w.contains("d3"));
+    w.apply(vec![Op::Mark(12)]).unwrap();
+    w.flush().unwrap();
+    assert_eq!(Manifest::load(dir.path()).unwrap().source_seq, 12);
+    drop(w);
+    let w = IndexWriter::open(dir.path(), WriterOptions::default()).unwrap();
+    assert_eq!(w.source_seq(), 12);
+    assert_eq!(w.live_docs(), 9);
+}
