@@ -233,7 +233,13 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
-    pub(crate) fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> ApiError {
+    /// The error's `reason`.
+    pub fn reason(&self) -> String {
+        self.body["error"]["reason"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// An error of `status`, with Elasticsearch's `type` and `reason`.
+    pub fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             body: serde_json::json!({ "error": { "type": kind, "reason": message.into() }, "status": status.as_u16() }),

@@ -203,7 +203,7 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub applied_seq: u64,
     /// Position in an external log that the segments bring the index up to
-    /// (the last [`crate::update::Op::Mark`] of the batches up to
+    /// (the last [`crate::update::wal::Op::Mark`] of the batches up to
     /// `applied_seq`; 0: none). A cluster node keeps its shard stream's
     /// sequence here, so that a restart resumes after it.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -1,0 +1,1090 @@
+//! The broker (`tierdex serve --cluster`): stateless, speaks the same
+//! HTTP/Elasticsearch API as a single server for the calls below, and
+//! keeps nothing but a connection.
+//!
+//! * Writes are routed by the hash of the id ([`names::shard_of`]),
+//!   published to the shard's stream, and answered once JetStream has
+//!   stored them.
+//! * A search runs in three phases, as Elasticsearch's DFS
+//!   query-then-fetch: every shard's statistics for the query are summed,
+//!   each shard finds its best `from + size` with the sums (so scores equal
+//!   those of one index holding every document), the broker merges the
+//!   hits (equal scores by shard, then by document) and the aggregation
+//!   partials, then fetches the page's `_source` from the shards holding it.
+//! * A shard is asked of one of its replicas, in turn, with a timeout; on a
+//!   failure or no answer the next replica is asked. When none answers the
+//!   shard is counted in `_shards.failed` and the answer is partial, as in
+//!   Elasticsearch.
+//!
+//! Routes: `GET /`, `GET /_cluster/health`, `PUT|DELETE|GET /{index}`,
+//! `PUT|POST /{index}/_doc/{id}`, `POST /{index}/_doc`,
+//! `GET|DELETE /{index}/_doc/{id}`, `POST /_bulk`, `POST /{index}/_bulk`,
+//! `GET|POST /{index}/_search`, `GET|POST /{index}/_count`,
+//! `POST /{index}/_refresh`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, stream};
+use axum::extract::{Path, Query as UrlQuery, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use futures::future::join_all;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tierdex::query::global::GlobalStats;
+use tierdex_server::ApiError;
+
+use crate::map::{self, ClusterMap, IndexMeta};
+use crate::names;
+use crate::wire::{Answer, Ask, ShardHit, ShardRequest, WriteOp};
+use crate::{ClusterConfig, ClusterError};
+
+/// Largest `from + size` of a search.
+const MAX_WINDOW: usize = 10_000;
+
+/// How to start a broker.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// The NATS cluster.
+    pub cluster: ClusterConfig,
+    /// Longest wait for one replica's answer before the next is asked.
+    pub replica_timeout: Duration,
+}
+
+/// A broker's connection and counters.
+pub struct Broker {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    map: ClusterMap,
+    config: BrokerConfig,
+    turn: AtomicUsize,
+}
+
+type Res<T> = std::result::Result<T, ApiError>;
+
+fn cluster_error(e: ClusterError) -> ApiError {
+    match e {
+        ClusterError::Invalid(m) => ApiError::bad_request(m),
+        ClusterError::NoIndex(name) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "index_not_found_exception",
+            format!("no such index [{name}]"),
+        ),
+        ClusterError::Engine(e) => ApiError::engine(e),
+        other => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", other.to_string()),
+    }
+}
+
+impl Broker {
+    /// Connects to the NATS cluster and opens the map.
+    pub async fn connect(config: BrokerConfig) -> crate::Result<Arc<Broker>> {
+        let client = config.cluster.connect("tierdex-broker").await?;
+        let js = jetstream::new(client.clone());
+        let map = ClusterMap::open(&js, config.cluster.stream_replicas).await?;
+        Ok(Arc::new(Broker {
+            client,
+            js,
+            map,
+            config,
+            turn: AtomicUsize::new(0),
+        }))
+    }
+
+    /// The cluster map.
+    pub fn map(&self) -> &ClusterMap {
+        &self.map
+    }
+
+    async fn index(&self, name: &str) -> Res<IndexMeta> {
+        self.map
+            .index(name)
+            .await
+            .map_err(cluster_error)?
+            .ok_or_else(|| cluster_error(ClusterError::NoIndex(name.to_string())))
+    }
+
+    /// Creates an index: its shards' streams, then its map entry with the
+    /// replicas placed on the live nodes.
+    pub async fn create_index(
+        &self,
+        name: &str,
+        mappings: Value,
+        shards: u32,
+        copies: u32,
+    ) -> crate::Result<IndexMeta> {
+        names::check_index_name(name)?;
+        if shards == 0 || shards > 1024 {
+            return Err(ClusterError::Invalid(format!(
+                "[number_of_shards] must be 1 to 1024, not {shards}"
+            )));
+        }
+        let nodes = self.map.live_nodes().await?;
+        if nodes.is_empty() {
+            return Err(ClusterError::Nats(
+                "no live node to hold the shards: start `tierdex node` first".into(),
+            ));
+        }
+        let meta = IndexMeta {
+            name: name.to_string(),
+            shards,
+            replicas: copies,
+            mappings,
+            assignment: map::assign(shards, copies, &nodes),
+        };
+        meta.schema()?;
+        if self.map.index(name).await?.is_some() {
+            return Err(ClusterError::Invalid(format!("index [{name}] already exists")));
+        }
+        for shard in 0..shards {
+            self.js
+                .get_or_create_stream(stream::Config {
+                    name: names::stream(name, shard),
+                    subjects: vec![names::write_subject(name, shard)],
+                    num_replicas: self.config.cluster.stream_replicas,
+                    storage: stream::StorageType::File,
+                    duplicate_window: Duration::from_secs(120),
+                    ..Default::default()
+                })
+                .await
+                .map_err(ClusterError::nats)?;
+        }
+        self.map.create_index(&meta).await?;
+        Ok(meta)
+    }
+
+    /// Waits until every assigned replica of the index answers (nodes
+    /// open their replicas when they next read the map); false if some
+    /// did not within `timeout`.
+    pub async fn wait_active(&self, meta: &IndexMeta, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut asks = Vec::new();
+            for (shard, nodes) in meta.assignment.iter().enumerate() {
+                for node in nodes {
+                    let req = ShardRequest {
+                        index: meta.name.clone(),
+                        shard: shard as u32,
+                        ask: Ask::Status,
+                    };
+                    let payload: bytes::Bytes = serde_json::to_vec(&req).expect("serialises").into();
+                    asks.push(async move {
+                        let sent = self.client.request(names::node_subject(node), payload);
+                        matches!(
+                            tokio::time::timeout(Duration::from_secs(2), sent).await,
+                            Ok(Ok(m)) if matches!(serde_json::from_slice::<Answer>(&m.payload), Ok(Answer::Status(_)))
+                        )
+                    });
+                }
+            }
+            if join_all(asks).await.into_iter().all(|ok| ok) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Deletes an index: its map entry (nodes then drop their replicas)
+    /// and its streams.
+    pub async fn delete_index(&self, name: &str) -> crate::Result<()> {
+        let Some(meta) = self.map.index(name).await? else {
+            return Err(ClusterError::NoIndex(name.to_string()));
+        };
+        self.map.delete_index(name).await?;
+        for shard in 0..meta.shards {
+            if let Err(e) = self.js.delete_stream(names::stream(name, shard)).await {
+                tracing::warn!("deleting the stream of shard {shard} of [{name}]: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks a shard's replicas in turn until one answers.
+    async fn ask(&self, meta: &IndexMeta, shard: u32, ask: &Ask) -> crate::Result<Answer> {
+        let nodes = &meta.assignment[shard as usize];
+        if nodes.is_empty() {
+            return Err(ClusterError::ShardFailed {
+                index: meta.name.clone(),
+                shard,
+                why: "no node holds a replica".into(),
+            });
+        }
+        let req = ShardRequest {
+            index: meta.name.clone(),
+            shard,
+            ask: ask.clone(),
+        };
+        let payload: bytes::Bytes = serde_json::to_vec(&req).expect("serialises").into();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed);
+        let mut why = String::new();
+        for i in 0..nodes.len() {
+            let node = &nodes[(start + i) % nodes.len()];
+            let sent = self.client.request(names::node_subject(node), payload.clone());
+            match tokio::time::timeout(self.config.replica_timeout, sent).await {
+                Err(_) => why = format!("node {node} did not answer within {:?}", self.config.replica_timeout),
+                Ok(Err(e)) => why = format!("node {node}: {e}"),
+                Ok(Ok(msg)) => match serde_json::from_slice::<Answer>(&msg.payload) {
+                    Ok(Answer::Error { reason, bad: true }) => return Err(ClusterError::Invalid(reason)),
+                    Ok(Answer::Error { reason, .. }) => why = reason,
+                    Ok(a) => return Ok(a),
+                    Err(e) => why = format!("node {node} answered {e}"),
+                },
+            }
+            tracing::debug!("shard {shard} of [{}]: {why}; asking another replica", meta.name);
+        }
+        Err(ClusterError::ShardFailed {
+            index: meta.name.clone(),
+            shard,
+            why,
+        })
+    }
+
+    /// Asks every shard at once; the failed shards' errors are kept apart.
+    async fn ask_all(&self, meta: &IndexMeta, ask: impl Fn(u32) -> Ask) -> Vec<(u32, crate::Result<Answer>)> {
+        let asks: Vec<(u32, Ask)> = (0..meta.shards).map(|s| (s, ask(s))).collect();
+        join_all(
+            asks.iter()
+                .map(|(s, a)| async move { (*s, self.ask(meta, *s, a).await) }),
+        )
+        .await
+    }
+
+    /// Publishes writes to their shards' streams; each item's stream
+    /// sequence once stored, or why not.
+    async fn publish(&self, meta: &IndexMeta, ops: Vec<WriteOp>) -> Vec<Result<(u32, u64), String>> {
+        let mut acks = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let id = match op {
+                WriteOp::Index { id, .. } | WriteOp::Delete { id } => id,
+            };
+            let shard = names::shard_of(id, meta.shards);
+            let bytes = serde_json::to_vec(op).expect("serialises");
+            acks.push((
+                shard,
+                self.js
+                    .publish(names::write_subject(&meta.name, shard), bytes.into())
+                    .await,
+            ));
+        }
+        let mut out = Vec::with_capacity(acks.len());
+        for (shard, a) in acks {
+            out.push(match a {
+                Err(e) => Err(e.to_string()),
+                Ok(fut) => match fut.await {
+                    Ok(ack) => Ok((shard, ack.sequence)),
+                    Err(e) => Err(e.to_string()),
+                },
+            });
+        }
+        out
+    }
+
+    /// Which of `ids` the index holds now (asked of the shards).
+    async fn existing(&self, meta: &IndexMeta, ids: &[&str]) -> Res<Vec<bool>> {
+        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            by_shard.entry(names::shard_of(id, meta.shards)).or_default().push(i);
+        }
+        let mut out = vec![false; ids.len()];
+        for (shard, at) in by_shard {
+            let ask = Ask::Fetch {
+                ids: at.iter().map(|&i| ids[i].to_string()).collect(),
+                source: Some(json!(false)),
+            };
+            match self.ask(meta, shard, &ask).await.map_err(cluster_error)? {
+                Answer::Fetch(found) => {
+                    for (&i, f) in at.iter().zip(found) {
+                        out[i] = f.is_some();
+                    }
+                }
+                other => return Err(unexpected(&other)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits until every live replica of the shards has applied their
+    /// streams up to `upto` (per shard) and made it searchable.
+    async fn sync(&self, meta: &IndexMeta, upto: &BTreeMap<u32, u64>, timeout: Duration) -> (usize, usize) {
+        let mut asks = Vec::new();
+        for (&shard, &seq) in upto {
+            for node in &meta.assignment[shard as usize] {
+                let req = ShardRequest {
+                    index: meta.name.clone(),
+                    shard,
+                    ask: Ask::Sync {
+                        upto: seq,
+                        timeout_ms: timeout.as_millis() as u64,
+                    },
+                };
+                let payload: bytes::Bytes = serde_json::to_vec(&req).expect("serialises").into();
+                asks.push(async move {
+                    let sent = self.client.request(names::node_subject(node), payload);
+                    matches!(
+                        tokio::time::timeout(timeout + Duration::from_secs(1), sent).await,
+                        Ok(Ok(m)) if matches!(serde_json::from_slice::<Answer>(&m.payload), Ok(Answer::Synced(_)))
+                    )
+                });
+            }
+        }
+        let done = join_all(asks).await;
+        (done.iter().filter(|&&ok| ok).count(), done.len())
+    }
+
+    /// The last stream sequence of each shard.
+    async fn last_sequences(&self, meta: &IndexMeta) -> Res<BTreeMap<u32, u64>> {
+        let mut out = BTreeMap::new();
+        for shard in 0..meta.shards {
+            let mut s = self
+                .js
+                .get_stream(names::stream(&meta.name, shard))
+                .await
+                .map_err(|e| cluster_error(ClusterError::nats(e)))?;
+            let info = s.info().await.map_err(|e| cluster_error(ClusterError::nats(e)))?;
+            out.insert(shard, info.state.last_sequence);
+        }
+        Ok(out)
+    }
+}
+
+fn unexpected(a: &Answer) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal_error",
+        format!("a node answered out of turn: {a:?}"),
+    )
+}
+
+/// The broker's routes.
+pub fn router(broker: Arc<Broker>) -> Router {
+    Router::new()
+        .route("/", get(info))
+        .route("/_cluster/health", get(health))
+        .route("/{index}", put(create).delete(delete).get(get_index))
+        .route("/{index}/_doc", post(index_doc))
+        .route(
+            "/{index}/_doc/{id}",
+            put(index_doc_id).post(index_doc_id).get(get_doc).delete(delete_doc),
+        )
+        .route("/_bulk", post(bulk_all).put(bulk_all))
+        .route("/{index}/_bulk", post(bulk).put(bulk))
+        .route("/{index}/_search", get(search).post(search))
+        .route("/{index}/_count", get(count).post(count))
+        .route("/{index}/_refresh", post(refresh).get(refresh))
+        .with_state(broker)
+}
+
+async fn info() -> Json<Value> {
+    Json(json!({
+        "name": "tierdex-broker",
+        "cluster_name": "tierdex",
+        "cluster_uuid": "_na_",
+        "version": {
+            "number": tierdex_server::ES_API_VERSION,
+            "distribution": "tierdex",
+            "tierdex": env!("CARGO_PKG_VERSION"),
+            "build_flavor": "default",
+            "lucene_version": "none",
+            "minimum_wire_compatibility_version": "7.17.0",
+            "minimum_index_compatibility_version": "7.0.0",
+        },
+        "tagline": "tierdex: read as needed",
+    }))
+}
+
+async fn health(State(b): State<Arc<Broker>>) -> Res<Json<Value>> {
+    let nodes = b.map.live_nodes().await.map_err(cluster_error)?;
+    let indices = b.map.indices().await.map_err(cluster_error)?;
+    let (mut active, mut unassigned, mut red) = (0usize, 0usize, false);
+    for m in &indices {
+        for held in &m.assignment {
+            let live = held.iter().filter(|n| nodes.contains(n)).count();
+            active += live;
+            unassigned += m.replicas as usize - live.min(m.replicas as usize);
+            red |= live == 0;
+        }
+    }
+    let status = match (red, unassigned) {
+        (true, _) => "red",
+        (false, 0) => "green",
+        _ => "yellow",
+    };
+    Ok(Json(json!({
+        "cluster_name": "tierdex",
+        "status": status,
+        "number_of_nodes": nodes.len(),
+        "number_of_data_nodes": nodes.len(),
+        "active_shards": active,
+        "unassigned_shards": unassigned,
+        "nodes": nodes,
+    })))
+}
+
+fn body_value(body: &[u8]) -> Res<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request("request body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+fn setting(settings: Option<&Value>, key: &str, default: u64) -> Res<u64> {
+    let Some(s) = settings else { return Ok(default) };
+    let v = s.get(key).or_else(|| s.get("index").and_then(|i| i.get(key)));
+    match v {
+        None => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|t| t.parse().ok()))
+            .ok_or_else(|| ApiError::bad_request(format!("[{key}] must be a whole number, not {v}"))),
+    }
+}
+
+/// `PUT /{index}`: `mappings` (required: the shards must agree on them)
+/// and `settings.number_of_shards` (default 1) and
+/// `settings.number_of_replicas` (copies beyond the first, as in
+/// Elasticsearch; default 1).
+async fn create(State(b): State<Arc<Broker>>, Path(index): Path<String>, body: axum::body::Bytes) -> Res<Json<Value>> {
+    let v = body_value(&body)?;
+    let o = v.as_object().expect("an object");
+    if let Some(k) = o.keys().find(|k| !["mappings", "settings"].contains(&k.as_str())) {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in a cluster index creation (mappings, settings)"
+        )));
+    }
+    let Some(mappings) = o.get("mappings") else {
+        return Err(ApiError::bad_request(
+            "a cluster index needs its [mappings] at creation: every shard must map fields alike",
+        ));
+    };
+    let settings = o.get("settings");
+    if let Some(s) = settings.and_then(Value::as_object) {
+        let flat = s.get("index").and_then(Value::as_object).unwrap_or(s);
+        if let Some(k) = flat
+            .keys()
+            .find(|k| !["number_of_shards", "number_of_replicas", "index"].contains(&k.as_str()))
+        {
+            return Err(ApiError::bad_request(format!(
+                "[settings.{k}] is not supported in a cluster index (number_of_shards, number_of_replicas)"
+            )));
+        }
+    }
+    let shards = setting(settings, "number_of_shards", 1)?;
+    let replicas = setting(settings, "number_of_replicas", 1)?;
+    if replicas > 16 {
+        return Err(ApiError::bad_request(format!(
+            "[number_of_replicas] must be at most 16, not {replicas}"
+        )));
+    }
+    let meta = b
+        .create_index(
+            &index,
+            mappings.clone(),
+            shards.min(u64::from(u32::MAX)) as u32,
+            replicas as u32 + 1,
+        )
+        .await
+        .map_err(cluster_error)?;
+    let active = b.wait_active(&meta, Duration::from_secs(30)).await;
+    Ok(Json(
+        json!({ "acknowledged": true, "shards_acknowledged": active, "index": index }),
+    ))
+}
+
+async fn delete(State(b): State<Arc<Broker>>, Path(index): Path<String>) -> Res<Json<Value>> {
+    b.delete_index(&index).await.map_err(cluster_error)?;
+    Ok(Json(json!({ "acknowledged": true })))
+}
+
+async fn get_index(State(b): State<Arc<Broker>>, Path(index): Path<String>) -> Res<Json<Value>> {
+    let m = b.index(&index).await?;
+    Ok(Json(json!({ index: {
+        "mappings": m.mappings,
+        "settings": { "index": {
+            "number_of_shards": m.shards.to_string(),
+            "number_of_replicas": (m.replicas.saturating_sub(1)).to_string(),
+        }},
+        "shards": m.assignment,
+    }})))
+}
+
+/// `?refresh=` of a write.
+#[derive(Debug, Deserialize, Default)]
+struct WriteQuery {
+    refresh: Option<String>,
+}
+
+impl WriteQuery {
+    fn wants_refresh(&self) -> Res<bool> {
+        match self.refresh.as_deref() {
+            None | Some("false") => Ok(false),
+            Some("" | "true" | "wait_for") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "[refresh] must be true, false or wait_for, not [{other}]"
+            ))),
+        }
+    }
+}
+
+/// Checks a document against the index's mappings before it is published
+/// (a record that would not apply is refused here, not in the nodes).
+fn check_doc(meta: &IndexMeta, schema: &mut tierdex::Schema, id: &str, source: &Value) -> Res<()> {
+    let doc = crate::node::source_doc(id.to_string(), source).map_err(ApiError::bad_request)?;
+    let before = schema.len();
+    schema.admit(&doc).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "mapper_parsing_exception",
+            format!("index [{}]: {e}", meta.name),
+        )
+    })?;
+    if schema.len() != before {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "strict_dynamic_mapping_exception",
+            format!(
+                "index [{}]: document [{id}] has fields the mappings do not have; a cluster index's mappings are fixed at creation",
+                meta.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+async fn write_one(b: &Broker, meta: &IndexMeta, op: WriteOp, refresh: bool) -> Res<(u32, u64)> {
+    let r = b.publish(meta, vec![op]).await.pop().expect("one");
+    let (shard, seq) = r.map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e))?;
+    if refresh {
+        b.sync(meta, &BTreeMap::from([(shard, seq)]), Duration::from_secs(30))
+            .await;
+    }
+    Ok((shard, seq))
+}
+
+async fn put_doc(b: &Broker, index: &str, id: String, q: WriteQuery, body: &[u8]) -> Res<(StatusCode, Json<Value>)> {
+    let meta = b.index(index).await?;
+    let source = body_value(body)?;
+    let mut schema = meta.schema().map_err(cluster_error)?;
+    check_doc(&meta, &mut schema, &id, &source)?;
+    let existed = b.existing(&meta, &[&id]).await?[0];
+    let (shard, seq) = write_one(b, &meta, WriteOp::Index { id: id.clone(), source }, q.wants_refresh()?).await?;
+    let (status, result) = match existed {
+        true => (StatusCode::OK, "updated"),
+        false => (StatusCode::CREATED, "created"),
+    };
+    Ok((
+        status,
+        Json(json!({ "_index": index, "_id": id, "result": result, "_seq_no": seq,
+            "_shards": { "total": meta.replicas, "successful": 1, "failed": 0 }, "_shard": shard })),
+    ))
+}
+
+fn new_id() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!(
+        "{nanos:x}{:04x}{:x}",
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        std::process::id()
+    )
+}
+
+async fn index_doc(
+    State(b): State<Arc<Broker>>,
+    Path(index): Path<String>,
+    UrlQuery(q): UrlQuery<WriteQuery>,
+    body: axum::body::Bytes,
+) -> Res<(StatusCode, Json<Value>)> {
+    put_doc(&b, &index, new_id(), q, &body).await
+}
+
+async fn index_doc_id(
+    State(b): State<Arc<Broker>>,
+    Path((index, id)): Path<(String, String)>,
+    UrlQuery(q): UrlQuery<WriteQuery>,
+    body: axum::body::Bytes,
+) -> Res<(StatusCode, Json<Value>)> {
+    put_doc(&b, &index, id, q, &body).await
+}
+
+async fn delete_doc(
+    State(b): State<Arc<Broker>>,
+    Path((index, id)): Path<(String, String)>,
+    UrlQuery(q): UrlQuery<WriteQuery>,
+) -> Res<(StatusCode, Json<Value>)> {
+    let meta = b.index(&index).await?;
+    let existed = b.existing(&meta, &[&id]).await?[0];
+    let (_, seq) = write_one(&b, &meta, WriteOp::Delete { id: id.clone() }, q.wants_refresh()?).await?;
+    let (status, result) = match existed {
+        true => (StatusCode::OK, "deleted"),
+        false => (StatusCode::NOT_FOUND, "not_found"),
+    };
+    Ok((
+        status,
+        Json(json!({ "_index": index, "_id": id, "result": result, "_seq_no": seq })),
+    ))
+}
+
+async fn get_doc(
+    State(b): State<Arc<Broker>>,
+    Path((index, id)): Path<(String, String)>,
+) -> Res<(StatusCode, Json<Value>)> {
+    let meta = b.index(&index).await?;
+    let shard = names::shard_of(&id, meta.shards);
+    let ask = Ask::Fetch {
+        ids: vec![id.clone()],
+        source: None,
+    };
+    match b.ask(&meta, shard, &ask).await.map_err(cluster_error)? {
+        Answer::Fetch(mut v) => Ok(match v.pop().flatten() {
+            Some(source) => (
+                StatusCode::OK,
+                Json(json!({ "_index": index, "_id": id, "found": true, "_source": source })),
+            ),
+            None => (
+                StatusCode::NOT_FOUND,
+                Json(json!({ "_index": index, "_id": id, "found": false })),
+            ),
+        }),
+        other => Err(unexpected(&other)),
+    }
+}
+
+async fn bulk_all(
+    State(b): State<Arc<Broker>>,
+    UrlQuery(q): UrlQuery<WriteQuery>,
+    body: axum::body::Bytes,
+) -> Res<Json<Value>> {
+    run_bulk(&b, None, q, &body).await
+}
+
+async fn bulk(
+    State(b): State<Arc<Broker>>,
+    Path(index): Path<String>,
+    UrlQuery(q): UrlQuery<WriteQuery>,
+    body: axum::body::Bytes,
+) -> Res<Json<Value>> {
+    run_bulk(&b, Some(&index), q, &body).await
+}
+
+/// One bulk item as parsed.
+struct Item {
+    action: String,
+    index: String,
+    id: String,
+    op: Result<WriteOp, ApiError>,
+}
+
+fn parse_bulk(default_index: Option<&str>, body: &[u8]) -> Res<Vec<Item>> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the bulk body is not UTF-8"))?;
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut items = Vec::new();
+    while let Some((n, line)) = lines.next() {
+        let meta: Value = serde_json::from_str(line)
+            .map_err(|e| ApiError::bad_request(format!("bulk line {}: not JSON: {e}", n + 1)))?;
+        let Some((action, m)) = meta.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else {
+            return Err(ApiError::bad_request(format!(
+                "bulk line {}: an action must be an object with one key (index, create, delete)",
+                n + 1
+            )));
+        };
+        let index = match m.get("_index").and_then(Value::as_str).or(default_index) {
+            Some(i) => i.to_string(),
+            None => return Err(ApiError::bad_request(format!("bulk line {}: no [_index]", n + 1))),
+        };
+        let id = m.get("_id").and_then(Value::as_str).map(str::to_string);
+        match action.as_str() {
+            "delete" => {
+                let Some(id) = id else {
+                    return Err(ApiError::bad_request(format!(
+                        "bulk line {}: a delete needs an [_id]",
+                        n + 1
+                    )));
+                };
+                items.push(Item {
+                    action: action.clone(),
+                    index,
+                    id: id.clone(),
+                    op: Ok(WriteOp::Delete { id }),
+                });
+            }
+            "index" | "create" => {
+                let Some((_, doc)) = lines.next() else {
+                    return Err(ApiError::bad_request(format!(
+                        "bulk line {}: the action has no document line after it",
+                        n + 1
+                    )));
+                };
+                let id = id.unwrap_or_else(new_id);
+                let op = serde_json::from_str::<Value>(doc)
+                    .map_err(|e| ApiError::bad_request(format!("the document is not JSON: {e}")))
+                    .map(|source| WriteOp::Index { id: id.clone(), source });
+                items.push(Item {
+                    action: action.clone(),
+                    index,
+                    id,
+                    op,
+                });
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "bulk line {}: [{other}] is not supported by the cluster broker (index, create, delete)",
+                    n + 1
+                )))
+            }
+        }
+    }
+    Ok(items)
+}
+
+fn item_error(status: u16, kind: &str, reason: &str) -> Value {
+    json!({ "status": status, "error": { "type": kind, "reason": reason } })
+}
+
+async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: &[u8]) -> Res<Json<Value>> {
+    let started = Instant::now();
+    let refresh = q.wants_refresh()?;
+    let mut items = parse_bulk(default_index, body)?;
+    let mut results: Vec<Option<Value>> = vec![None; items.len()];
+    let mut by_index: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, it) in items.iter().enumerate() {
+        by_index.entry(it.index.clone()).or_default().push(i);
+    }
+    for (name, at) in by_index {
+        let meta = match b.index(&name).await {
+            Ok(m) => m,
+            Err(_) => {
+                for &i in &at {
+                    results[i] = Some(item_error(
+                        404,
+                        "index_not_found_exception",
+                        &format!("no such index [{name}]"),
+                    ));
+                }
+                continue;
+            }
+        };
+        let mut schema = meta.schema().map_err(cluster_error)?;
+        let ids: Vec<&str> = at.iter().map(|&i| items[i].id.as_str()).collect();
+        let mut present: HashMap<String, bool> = ids
+            .iter()
+            .zip(b.existing(&meta, &ids).await?)
+            .map(|(id, e)| (id.to_string(), e))
+            .collect();
+        let mut ops = Vec::new();
+        let mut sent = Vec::new();
+        for &i in &at {
+            let it = &mut items[i];
+            let op = match std::mem::replace(&mut it.op, Err(ApiError::bad_request(""))) {
+                Err(e) => {
+                    results[i] = Some(item_error(400, "mapper_parsing_exception", &e.reason()));
+                    continue;
+                }
+                Ok(op) => op,
+            };
+            if let WriteOp::Index { id, source } = &op {
+                if let Err(e) = check_doc(&meta, &mut schema, id, source) {
+                    results[i] = Some(item_error(400, "mapper_parsing_exception", &e.reason()));
+                    continue;
+                }
+            }
+            let existed = present.get(&it.id).copied().unwrap_or(false);
+            if it.action == "create" && existed {
+                results[i] = Some(item_error(
+                    409,
+                    "version_conflict_engine_exception",
+                    &format!("[{}]: document already exists", it.id),
+                ));
+                continue;
+            }
+            let (status, result) = match (&op, existed) {
+                (WriteOp::Index { .. }, true) => (200, "updated"),
+                (WriteOp::Index { .. }, false) => (201, "created"),
+                (WriteOp::Delete { .. }, true) => (200, "deleted"),
+                (WriteOp::Delete { .. }, false) => (404, "not_found"),
+            };
+            present.insert(it.id.clone(), matches!(op, WriteOp::Index { .. }));
+            ops.push(op);
+            sent.push((i, status, result));
+        }
+        let mut upto: BTreeMap<u32, u64> = BTreeMap::new();
+        for ((i, status, result), r) in sent.into_iter().zip(b.publish(&meta, ops).await) {
+            results[i] = Some(match r {
+                Ok((shard, seq)) => {
+                    let e = upto.entry(shard).or_default();
+                    *e = (*e).max(seq);
+                    json!({ "_index": name, "_id": items[i].id, "status": status, "result": result, "_seq_no": seq })
+                }
+                Err(e) => item_error(503, "unavailable", &format!("not stored by JetStream: {e}")),
+            });
+        }
+        if refresh && !upto.is_empty() {
+            b.sync(&meta, &upto, Duration::from_secs(60)).await;
+        }
+    }
+    let mut errors = false;
+    let out: Vec<Value> = items
+        .iter()
+        .zip(results)
+        .map(|(it, r)| {
+            let mut r = r.expect("every item answered");
+            if r.get("error").is_some() {
+                errors = true;
+                r["_index"] = json!(it.index);
+                r["_id"] = json!(it.id);
+            }
+            json!({ it.action.clone(): r })
+        })
+        .collect();
+    Ok(Json(json!({
+        "took": started.elapsed().as_millis() as u64,
+        "errors": errors,
+        "items": out,
+    })))
+}
+
+/// `?q=` and friends of a search.
+#[derive(Debug, Deserialize, Default)]
+struct SearchQuery {
+    size: Option<usize>,
+    from: Option<usize>,
+}
+
+fn body_usize(body: &Value, key: &str) -> Res<Option<usize>> {
+    match body.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| ApiError::bad_request(format!("[{key}] must be a whole number ≥ 0, not {v}"))),
+    }
+}
+
+/// A search's answer gathered from the shards.
+struct Gathered {
+    hits: Vec<(ShardHit, u32, Option<Value>)>,
+    count: u64,
+    aggregations: Option<Value>,
+    shards: u32,
+    failures: Vec<Value>,
+}
+
+async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: usize, count: bool) -> Res<Gathered> {
+    let query = body.get("query").cloned();
+    let aggs_v = body.get("aggs").or_else(|| body.get("aggregations")).cloned();
+    let schema = meta.schema().map_err(cluster_error)?;
+    let limits = tierdex::query::QueryLimits::default();
+    // Checked here first: a bad query or aggregation is the request's
+    // fault, answered once rather than per shard.
+    if let Some(q) = &query {
+        tierdex::query::dsl::query(&schema, &limits, q).map_err(ApiError::engine)?;
+    }
+    let aggs_req = match &aggs_v {
+        None => None,
+        Some(a) => {
+            tierdex::aggs::Aggregations::from_body(&schema, &limits, json!({ "aggs": a }).as_object().expect("object"))
+                .map_err(ApiError::engine)?
+        }
+    };
+    let mut failures = Vec::new();
+    let mut failed = vec![false; meta.shards as usize];
+    let fail = |failures: &mut Vec<Value>, failed: &mut Vec<bool>, shard: u32, e: ClusterError| -> Res<()> {
+        if let ClusterError::Invalid(m) = e {
+            return Err(ApiError::bad_request(m));
+        }
+        failed[shard as usize] = true;
+        failures.push(json!({ "shard": shard, "index": meta.name, "reason": { "type": "shard_failure", "reason": e.to_string() } }));
+        Ok(())
+    };
+    let mut global = GlobalStats::default();
+    for (shard, r) in b.ask_all(meta, |_| Ask::Stats { query: query.clone() }).await {
+        match r {
+            Ok(Answer::Stats(g)) => global.merge(&g),
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) => fail(&mut failures, &mut failed, shard, e)?,
+        }
+    }
+    let k = from + size;
+    let search = |_| Ask::Search {
+        query: query.clone(),
+        k,
+        count,
+        aggs: aggs_v.clone(),
+        global: global.clone(),
+    };
+    let mut hits: Vec<(ShardHit, u32, Option<Value>)> = Vec::new();
+    let mut total = 0u64;
+    let mut partial = aggs_req.as_ref().map(tierdex::aggs::AggsPartial::empty);
+    for (shard, r) in b.ask_all(meta, search).await {
+        if failed[shard as usize] {
+            continue;
+        }
+        match r {
+            Ok(Answer::Search {
+                hits: h,
+                count: c,
+                aggs,
+            }) => {
+                total += c.unwrap_or(0);
+                hits.extend(h.into_iter().map(|h| (h, shard, None)));
+                if let (Some(m), Some(p)) = (partial.as_mut(), aggs) {
+                    m.merge(p);
+                }
+            }
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) => fail(&mut failures, &mut failed, shard, e)?,
+        }
+    }
+    hits.sort_by(|a, b| {
+        b.0.score
+            .total_cmp(&a.0.score)
+            .then(a.1.cmp(&b.1))
+            .then(a.0.doc.cmp(&b.0.doc))
+    });
+    let mut page: Vec<(ShardHit, u32, Option<Value>)> = hits.into_iter().skip(from).take(size).collect();
+    let source = body.get("_source").cloned();
+    if source != Some(json!(false)) && !page.is_empty() {
+        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, h) in page.iter().enumerate() {
+            by_shard.entry(h.1).or_default().push(i);
+        }
+        let fetches = by_shard.iter().map(|(&shard, at)| {
+            let ask = Ask::Fetch {
+                ids: at.iter().map(|&i| page[i].0.id.clone()).collect(),
+                source: source.clone(),
+            };
+            async move { (shard, b.ask(meta, shard, &ask).await) }
+        });
+        for (shard, r) in join_all(fetches).await {
+            match r {
+                Ok(Answer::Fetch(docs)) => {
+                    for (&i, d) in by_shard[&shard].iter().zip(docs) {
+                        page[i].2 = d;
+                    }
+                }
+                Ok(other) => return Err(unexpected(&other)),
+                Err(e) => fail(&mut failures, &mut failed, shard, e)?,
+            }
+        }
+    }
+    let aggregations = match (&aggs_req, &partial) {
+        (Some(req), Some(p)) => Some(tierdex::aggs::finalize(req, p).map_err(ApiError::engine)?),
+        _ => None,
+    };
+    Ok(Gathered {
+        hits: page,
+        count: total,
+        aggregations,
+        shards: meta.shards,
+        failures,
+    })
+}
+
+fn shards_json(g: &Gathered) -> Value {
+    let failed = g.failures.len() as u32;
+    let mut s =
+        json!({ "total": g.shards, "successful": g.shards - failed.min(g.shards), "skipped": 0, "failed": failed });
+    if failed > 0 {
+        s["failures"] = json!(g.failures);
+    }
+    s
+}
+
+async fn search(
+    State(b): State<Arc<Broker>>,
+    Path(index): Path<String>,
+    UrlQuery(q): UrlQuery<SearchQuery>,
+    body: axum::body::Bytes,
+) -> Res<Json<Value>> {
+    let started = Instant::now();
+    let body = body_value(&body)?;
+    for key in body.as_object().into_iter().flat_map(|o| o.keys()) {
+        if ![
+            "query",
+            "size",
+            "from",
+            "_source",
+            "aggs",
+            "aggregations",
+            "track_total_hits",
+            "timeout",
+        ]
+        .contains(&key.as_str())
+        {
+            return Err(ApiError::bad_request(format!(
+                "[{key}] is not supported by the cluster broker yet (query, size, from, _source, aggs, track_total_hits)"
+            )));
+        }
+    }
+    let size = body_usize(&body, "size")?.or(q.size).unwrap_or(10);
+    let from = body_usize(&body, "from")?.or(q.from).unwrap_or(0);
+    if from.saturating_add(size) > MAX_WINDOW {
+        return Err(ApiError::bad_request(format!(
+            "[from] + [size] must be at most {MAX_WINDOW}, not {}",
+            from.saturating_add(size)
+        )));
+    }
+    let count = !matches!(body.get("track_total_hits"), Some(Value::Bool(false)));
+    let meta = b.index(&index).await?;
+    let g = gather(&b, &meta, &body, from, size, count).await?;
+    let hits: Vec<Value> = g
+        .hits
+        .iter()
+        .map(|(h, _, src)| {
+            let mut v = json!({ "_index": index, "_id": h.id, "_score": h.score });
+            if let Some(s) = src {
+                v["_source"] = s.clone();
+            }
+            v
+        })
+        .collect();
+    let mut out = json!({
+        "took": started.elapsed().as_millis() as u64,
+        "timed_out": false,
+        "_shards": shards_json(&g),
+        "hits": { "max_score": g.hits.first().map(|h| h.0.score), "hits": hits },
+    });
+    if count {
+        out["hits"]["total"] = json!({ "value": g.count, "relation": "eq" });
+    }
+    if let Some(a) = g.aggregations {
+        out["aggregations"] = a;
+    }
+    Ok(Json(out))
+}
+
+async fn count(State(b): State<Arc<Broker>>, Path(index): Path<String>, body: axum::body::Bytes) -> Res<Json<Value>> {
+    let body = body_value(&body)?;
+    if let Some(k) = body
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.keys())
+        .find(|k| *k != "query")
+    {
+        return Err(ApiError::bad_request(format!("[{k}] is not supported in a count")));
+    }
+    let meta = b.index(&index).await?;
+    let g = gather(&b, &meta, &body, 0, 0, true).await?;
+    Ok(Json(json!({ "count": g.count, "_shards": shards_json(&g) })))
+}
+
+async fn refresh(State(b): State<Arc<Broker>>, Path(index): Path<String>) -> Res<Json<Value>> {
+    let meta = b.index(&index).await?;
+    let upto = b.last_sequences(&meta).await?;
+    let (ok, total) = b.sync(&meta, &upto, Duration::from_secs(60)).await;
+    Ok(Json(
+        json!({ "_shards": { "total": total, "successful": ok, "failed": total - ok } }),
+    ))
+}

@@ -1,0 +1,583 @@
+//! A node holding replicas (`tierdex node`): for each replica the cluster
+//! map gives it, an index under `DATA/INDEX/SHARD` fed by a durable
+//! consumer of the shard's stream, and answers to brokers' requests on the
+//! node's subject.
+//!
+//! # Applying a stream exactly once
+//!
+//! Messages are fetched in batches and applied as one writer batch that
+//! ends with [`Op::Mark`] of the last message's stream sequence: the batch
+//! and its mark are durable together (the writer's log, then its
+//! manifest). Only then is the consumer acknowledged (acknowledging all
+//! before). After a crash the consumer redelivers what was not
+//! acknowledged; messages at or below the index's mark are skipped, so
+//! none is applied twice, and none acknowledged is lost. A consumer found
+//! ahead of the index (an index restored from an older snapshot) is made
+//! again from the index's mark.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer};
+use futures::StreamExt;
+use serde_json::Value;
+use tierdex::update::wal::Op;
+use tierdex::update::{IndexWriter, Strategy, WriterOptions};
+use tierdex::{Document, Mode, Schema};
+use tokio::task::JoinHandle;
+
+use crate::map::{ClusterMap, IndexMeta, NodeInfo};
+use crate::names;
+use crate::wire::{Answer, Ask, ReplicaStatus, ShardHit, ShardRequest, WriteOp};
+use crate::{ClusterConfig, ClusterError, Result};
+
+/// Messages fetched per batch.
+const BATCH: usize = 512;
+/// How often the node reads the map for replicas it should hold.
+const MAP_POLL: Duration = Duration::from_millis(300);
+
+/// How to start a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The NATS cluster.
+    pub cluster: ClusterConfig,
+    /// The node's id (stable across restarts: the map assigns replicas to it).
+    pub id: String,
+    /// Where its replicas' indices live.
+    pub data: PathBuf,
+}
+
+/// One replica held by this node.
+struct Replica {
+    index: String,
+    shard: u32,
+    writer: Arc<IndexWriter>,
+    applied: tokio::sync::watch::Sender<u64>,
+    skipped: AtomicU64,
+    rejected: AtomicU64,
+    consumer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Replica {
+    fn applied(&self) -> u64 {
+        *self.applied.borrow()
+    }
+
+    fn status(&self) -> ReplicaStatus {
+        ReplicaStatus {
+            applied: self.applied(),
+            docs: self.writer.live_docs(),
+            skipped: self.skipped.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct Inner {
+    id: String,
+    data: PathBuf,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    map: ClusterMap,
+    replicas: Mutex<HashMap<(String, u32), Arc<Replica>>>,
+}
+
+/// A running node; [`Node::stop`] (or dropping it) stops its work.
+pub struct Node {
+    inner: Arc<Inner>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Node {
+    /// Connects, announces itself, and starts holding the replicas the map
+    /// gives it.
+    pub async fn start(config: NodeConfig) -> Result<Node> {
+        names::check_node_id(&config.id)?;
+        std::fs::create_dir_all(&config.data)
+            .map_err(|e| ClusterError::Invalid(format!("data directory {}: {e}", config.data.display())))?;
+        let client = config.cluster.connect(&format!("tierdex-node-{}", config.id)).await?;
+        let js = jetstream::new(client.clone());
+        let map = ClusterMap::open(&js, config.cluster.stream_replicas).await?;
+        let sub = client
+            .subscribe(names::node_subject(&config.id))
+            .await
+            .map_err(ClusterError::nats)?;
+        let inner = Arc::new(Inner {
+            id: config.id.clone(),
+            data: config.data,
+            client,
+            js,
+            map,
+            replicas: Mutex::new(HashMap::new()),
+        });
+        let info = NodeInfo {
+            id: config.id,
+            pid: std::process::id(),
+        };
+        inner.map.heartbeat(&info).await?;
+        let mut tasks = Vec::new();
+        let i = inner.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(names::HEARTBEAT).await;
+                if let Err(e) = i.map.heartbeat(&info).await {
+                    tracing::warn!("heartbeat: {e}");
+                }
+            }
+        }));
+        let i = inner.clone();
+        tasks.push(tokio::spawn(async move { i.serve(sub).await }));
+        let i = inner.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                if let Err(e) = i.follow_map().await {
+                    tracing::warn!("reading the cluster map: {e}");
+                }
+                tokio::time::sleep(MAP_POLL).await;
+            }
+        }));
+        Ok(Node { inner, tasks })
+    }
+
+    /// The node's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The replicas held now, with their counters.
+    pub fn replicas(&self) -> Vec<(String, u32, ReplicaStatus)> {
+        let reps = self.inner.replicas.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<_> = reps.values().map(|r| (r.index.clone(), r.shard, r.status())).collect();
+        out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        out
+    }
+
+    /// Stops: leaves the map at once, stops consuming and answering, and
+    /// closes the replicas' indices (everything applied is durable).
+    pub async fn stop(mut self) {
+        if let Err(e) = self.inner.map.leave(&self.inner.id).await {
+            tracing::warn!("leaving the cluster map: {e}");
+        }
+        self.halt();
+        let _ = self.inner.client.flush().await;
+    }
+
+    fn halt(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        let reps: Vec<Arc<Replica>> = {
+            let mut reps = self.inner.replicas.lock().unwrap_or_else(|p| p.into_inner());
+            reps.drain().map(|(_, r)| r).collect()
+        };
+        for r in reps {
+            if let Some(t) = r.consumer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                t.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+impl Inner {
+    /// Opens the replicas the map assigns to this node and starts their
+    /// consumers; stops those it no longer assigns.
+    async fn follow_map(self: &Arc<Self>) -> Result<()> {
+        let indices = self.map.indices().await?;
+        let mut wanted = Vec::new();
+        for meta in &indices {
+            for (shard, nodes) in meta.assignment.iter().enumerate() {
+                if nodes.iter().any(|n| *n == self.id) {
+                    wanted.push((meta, shard as u32));
+                }
+            }
+        }
+        for (meta, shard) in &wanted {
+            let held = self
+                .replicas
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&(meta.name.clone(), *shard));
+            if !held {
+                let rep = self.open_replica(meta, *shard).await?;
+                let i = self.clone();
+                let r = rep.clone();
+                *rep.consumer.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(tokio::spawn(async move { i.consume(r).await }));
+                self.replicas
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert((meta.name.clone(), *shard), rep);
+            }
+        }
+        let gone: Vec<Arc<Replica>> = {
+            let mut reps = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
+            let keys: Vec<(String, u32)> = reps
+                .keys()
+                .filter(|(ix, s)| !wanted.iter().any(|(m, w)| m.name == *ix && w == s))
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| reps.remove(k)).collect()
+        };
+        for r in gone {
+            tracing::info!("no longer holding shard {} of [{}]", r.shard, r.index);
+            if let Some(t) = r.consumer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                t.abort();
+            }
+        }
+        Ok(())
+    }
+
+    async fn open_replica(&self, meta: &IndexMeta, shard: u32) -> Result<Arc<Replica>> {
+        let dir = self.data.join(&meta.name).join(shard.to_string());
+        let schema = meta.schema()?;
+        let writer = tokio::task::spawn_blocking(move || -> tierdex::Result<IndexWriter> {
+            std::fs::create_dir_all(&dir).map_err(|e| tierdex::Error::io(&dir, e))?;
+            match IndexWriter::open(&dir, WriterOptions::default()) {
+                Err(tierdex::Error::NotFound(_)) => IndexWriter::create_with_schema(
+                    &dir,
+                    schema,
+                    Default::default(),
+                    Default::default(),
+                    Strategy::default(),
+                    WriterOptions::default(),
+                ),
+                r => r,
+            }
+        })
+        .await
+        .map_err(|e| ClusterError::Invalid(format!("opening a replica: {e}")))??;
+        let applied = writer.source_seq();
+        tracing::info!(
+            "holding shard {shard} of [{}], applied up to stream sequence {applied}",
+            meta.name
+        );
+        Ok(Arc::new(Replica {
+            index: meta.name.clone(),
+            shard,
+            writer: Arc::new(writer),
+            applied: tokio::sync::watch::channel(applied).0,
+            skipped: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            consumer: Mutex::new(None),
+        }))
+    }
+
+    /// Consumes a replica's stream for ever, starting again after failures
+    /// (the stream not created yet, NATS away).
+    async fn consume(self: Arc<Self>, rep: Arc<Replica>) {
+        loop {
+            if let Err(e) = self.consume_once(&rep).await {
+                tracing::warn!("consuming shard {} of [{}]: {e} (trying again)", rep.shard, rep.index);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn consumer(&self, rep: &Replica) -> Result<consumer::PullConsumer> {
+        let stream = self
+            .js
+            .get_stream(names::stream(&rep.index, rep.shard))
+            .await
+            .map_err(ClusterError::nats)?;
+        let durable = names::consumer(&self.id, &rep.index, rep.shard);
+        let applied = rep.applied();
+        if let Ok(mut c) = stream.get_consumer::<consumer::pull::Config>(&durable).await {
+            let floor = c.info().await.map_err(ClusterError::nats)?.ack_floor.stream_sequence;
+            if floor <= applied {
+                return Ok(c);
+            }
+            tracing::warn!(
+                "consumer {durable} acknowledged up to {floor}, the index holds {applied}: starting it again from the index"
+            );
+            stream.delete_consumer(&durable).await.map_err(ClusterError::nats)?;
+        }
+        let deliver_policy = match applied {
+            0 => consumer::DeliverPolicy::All,
+            n => consumer::DeliverPolicy::ByStartSequence { start_sequence: n + 1 },
+        };
+        stream
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some(durable),
+                ack_policy: consumer::AckPolicy::All,
+                deliver_policy,
+                max_ack_pending: 100_000,
+                ..Default::default()
+            })
+            .await
+            .map_err(ClusterError::nats)
+    }
+
+    async fn consume_once(&self, rep: &Arc<Replica>) -> Result<()> {
+        let consumer = self.consumer(rep).await?;
+        let mut schema = rep.writer.schema();
+        let mut last_refresh = Instant::now();
+        let mut dirty = false;
+        loop {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(BATCH)
+                .expires(Duration::from_millis(200))
+                .messages()
+                .await
+                .map_err(ClusterError::nats)?;
+            let mut msgs = Vec::new();
+            while let Some(m) = batch.next().await {
+                msgs.push(m.map_err(ClusterError::nats)?);
+            }
+            let caught_up = msgs.len() < BATCH;
+            let applied = rep.applied();
+            let mut ops = Vec::with_capacity(msgs.len() + 1);
+            let mut last = applied;
+            for m in &msgs {
+                let seq = m.info().map_err(ClusterError::nats)?.stream_sequence;
+                if seq <= applied {
+                    rep.skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                last = seq;
+                match to_op(&mut schema, &m.payload) {
+                    Ok(op) => ops.push(op),
+                    Err(why) => {
+                        rep.rejected.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(
+                            "shard {} of [{}]: stream message {seq} is not applied: {why}",
+                            rep.shard,
+                            rep.index
+                        );
+                    }
+                }
+            }
+            if last > applied {
+                ops.push(Op::Mark(last));
+                let w = rep.writer.clone();
+                tokio::task::spawn_blocking(move || w.apply(ops))
+                    .await
+                    .map_err(|e| ClusterError::Invalid(format!("applying: {e}")))??;
+                rep.applied.send_replace(last);
+                dirty = true;
+            }
+            if let Some(m) = msgs.last() {
+                m.ack().await.map_err(ClusterError::nats)?;
+            }
+            let since = last_refresh.elapsed();
+            if dirty && ((caught_up && since >= Duration::from_millis(100)) || since >= Duration::from_secs(1)) {
+                let w = rep.writer.clone();
+                tokio::task::spawn_blocking(move || w.refresh().map(|_| ()))
+                    .await
+                    .map_err(|e| ClusterError::Invalid(format!("refreshing: {e}")))??;
+                last_refresh = Instant::now();
+                dirty = false;
+            }
+        }
+    }
+
+    /// Answers brokers' requests, each on its own task.
+    async fn serve(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let answer = match serde_json::from_slice::<ShardRequest>(&msg.payload) {
+                    Ok(r) => me.answer(r).await,
+                    Err(e) => Answer::Error {
+                        reason: format!("bad request: {e}"),
+                        bad: true,
+                    },
+                };
+                if let Some(reply) = msg.reply {
+                    let bytes = serde_json::to_vec(&answer).expect("serialises");
+                    if let Err(e) = me.client.publish(reply, bytes.into()).await {
+                        tracing::warn!("answering a broker: {e}");
+                    }
+                }
+            });
+        }
+    }
+
+    async fn answer(&self, req: ShardRequest) -> Answer {
+        let rep = self
+            .replicas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(req.index.clone(), req.shard))
+            .cloned();
+        let Some(rep) = rep else {
+            return Answer::Error {
+                reason: format!(
+                    "node {} holds no replica of shard {} of [{}]",
+                    self.id, req.shard, req.index
+                ),
+                bad: false,
+            };
+        };
+        match req.ask {
+            Ask::Sync { upto, timeout_ms } => {
+                let mut rx = rep.applied.subscribe();
+                let wait = rx.wait_for(|&a| a >= upto);
+                match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await {
+                    Ok(Ok(_)) => {}
+                    _ => {
+                        return Answer::Error {
+                            reason: format!(
+                                "shard {} of [{}] on node {}: applied {} of {upto} within {timeout_ms} ms",
+                                req.shard,
+                                req.index,
+                                self.id,
+                                rep.applied()
+                            ),
+                            bad: false,
+                        }
+                    }
+                }
+                let w = rep.writer.clone();
+                match tokio::task::spawn_blocking(move || w.refresh().map(|_| ())).await {
+                    Ok(Ok(())) => Answer::Synced(rep.applied()),
+                    Ok(Err(e)) => Answer::Error {
+                        reason: e.to_string(),
+                        bad: false,
+                    },
+                    Err(e) => Answer::Error {
+                        reason: e.to_string(),
+                        bad: false,
+                    },
+                }
+            }
+            Ask::Status => Answer::Status(rep.status()),
+            ask => {
+                let r = rep.clone();
+                match tokio::task::spawn_blocking(move || read(&r, ask)).await {
+                    Ok(Ok(a)) => a,
+                    Ok(Err(e)) => Answer::Error {
+                        bad: matches!(e, tierdex::Error::Query(_) | tierdex::Error::InvalidArgument(_)),
+                        reason: e.to_string(),
+                    },
+                    Err(e) => Answer::Error {
+                        reason: e.to_string(),
+                        bad: false,
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// A stream message as a writer operation, checked against the schema (so
+/// that one bad record is left out instead of failing its whole batch).
+fn to_op(schema: &mut Schema, payload: &[u8]) -> std::result::Result<Op, String> {
+    let op: WriteOp = serde_json::from_slice(payload).map_err(|e| format!("not a write: {e}"))?;
+    match op {
+        WriteOp::Delete { id } => Ok(Op::Delete(id)),
+        WriteOp::Index { id, source } => {
+            let doc = source_doc(id, &source)?;
+            schema.admit(&doc).map_err(|e| e.to_string())?;
+            Ok(Op::Add(doc))
+        }
+    }
+}
+
+/// A document from an Elasticsearch `_source` object (null fields left out).
+pub fn source_doc(id: String, source: &Value) -> std::result::Result<Document, String> {
+    let obj = source.as_object().ok_or("the document must be a JSON object")?;
+    if id.is_empty() {
+        return Err("a document id must not be empty".into());
+    }
+    let mut d = Document::new(id);
+    for (k, x) in obj {
+        if !x.is_null() {
+            d.fields.insert(k.clone(), x.clone());
+        }
+    }
+    Ok(d)
+}
+
+/// The query object of a request, or every document.
+fn query_of(s: &tierdex::Searcher, v: &Option<Value>) -> tierdex::Result<tierdex::query::ast::Query> {
+    match v {
+        None => Ok(tierdex::query::ast::Query::MatchAll),
+        Some(q) => tierdex::query::dsl::query(s.schema(), s.query_limits(), q),
+    }
+}
+
+/// The reading asks, on a blocking thread.
+fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
+    let s = rep.writer.searcher();
+    match ask {
+        Ask::Stats { query } => {
+            let q = query_of(&s, &query)?;
+            Ok(Answer::Stats(s.global_stats(&q)?))
+        }
+        Ask::Search {
+            query,
+            k,
+            count,
+            aggs,
+            global,
+        } => {
+            let q = query_of(&s, &query)?;
+            let view = s.with_global_stats(Arc::new(global));
+            let mut req = tierdex::search::SearchRequest::new(&q, k);
+            req.mode = match (k, count) {
+                (0, _) => Mode::Count,
+                (_, true) => Mode::TopKAndCount,
+                (_, false) => Mode::TopK,
+            };
+            let r = view.search_request(&req)?;
+            let mut hits = Vec::with_capacity(r.hits.len());
+            for h in &r.hits {
+                hits.push(ShardHit {
+                    id: view.doc_id(h.doc)?,
+                    score: h.score,
+                    doc: h.doc,
+                });
+            }
+            let aggs = match aggs {
+                None => None,
+                Some(a) => {
+                    let body = serde_json::json!({ "aggs": a });
+                    let req = tierdex::aggs::Aggregations::from_body(
+                        view.schema(),
+                        view.query_limits(),
+                        body.as_object().expect("an object"),
+                    )?
+                    .ok_or_else(|| tierdex::Error::InvalidArgument("empty aggregations".into()))?;
+                    let mut merged = tierdex::aggs::AggsPartial::empty(&req);
+                    for p in view.aggregate_parts(&q, &req)? {
+                        merged.merge(p);
+                    }
+                    Some(merged)
+                }
+            };
+            Ok(Answer::Search {
+                hits,
+                count: r.count,
+                aggs,
+            })
+        }
+        Ask::Fetch { ids, source } => {
+            let filter = match &source {
+                None => tierdex::query::dsl::SourceFilter::default(),
+                Some(v) => tierdex::query::dsl::SourceFilter::parse(v)?,
+            };
+            let mut out = Vec::with_capacity(ids.len());
+            for id in &ids {
+                // An empty object when the filter keeps nothing (a JSON null
+                // would read back as not found).
+                out.push(
+                    rep.writer
+                        .get(id)?
+                        .map(|d| filter.apply(&d).unwrap_or_else(|| Value::Object(Default::default()))),
+                );
+            }
+            Ok(Answer::Fetch(out))
+        }
+        Ask::Sync { .. } | Ask::Status => Err(tierdex::Error::Internal("answered elsewhere".into())),
+    }
+}

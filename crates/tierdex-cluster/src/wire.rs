@@ -1,0 +1,135 @@
+//! What brokers publish to shard streams and ask of nodes, and what nodes
+//! answer (JSON).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tierdex::aggs::AggsPartial;
+use tierdex::query::global::GlobalStats;
+
+/// One write, as stored in a shard's stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteOp {
+    /// Add or replace the document `id` with this `_source`.
+    Index {
+        /// External id.
+        id: String,
+        /// The document's fields.
+        source: Value,
+    },
+    /// Delete the document `id`.
+    Delete {
+        /// External id.
+        id: String,
+    },
+}
+
+/// A request to the node holding a replica of `shard` of `index`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardRequest {
+    /// The index.
+    pub index: String,
+    /// The shard.
+    pub shard: u32,
+    /// What is asked.
+    pub ask: Ask,
+}
+
+/// What a broker asks of a replica.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ask {
+    /// The statistics the query scores with (first phase).
+    Stats {
+        /// The query object of the request (`None`: every document).
+        query: Option<Value>,
+    },
+    /// The best `k` with the summed statistics, the count, and the
+    /// aggregations' partials (second phase).
+    Search {
+        /// The query object.
+        query: Option<Value>,
+        /// Hits wanted (`from + size`).
+        k: usize,
+        /// Count the matches.
+        count: bool,
+        /// The request's `aggs` object, if any.
+        aggs: Option<Value>,
+        /// Statistics summed over every shard.
+        global: GlobalStats,
+    },
+    /// The `_source` of documents by id, filtered as `source` says (third
+    /// phase, and gets).
+    Fetch {
+        /// External ids.
+        ids: Vec<String>,
+        /// The request's `_source` (`None`: the whole document).
+        source: Option<Value>,
+    },
+    /// Wait until the replica has applied the stream up to `upto`, then
+    /// make it searchable.
+    Sync {
+        /// Stream sequence.
+        upto: u64,
+        /// Longest wait in milliseconds.
+        timeout_ms: u64,
+    },
+    /// The replica's counters.
+    Status,
+}
+
+/// A hit of one shard.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardHit {
+    /// External id.
+    pub id: String,
+    /// BM25 score with the global statistics.
+    pub score: f32,
+    /// Document number in the replica's snapshot (orders equal scores).
+    pub doc: u32,
+}
+
+/// A replica's counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReplicaStatus {
+    /// Last stream sequence applied.
+    pub applied: u64,
+    /// Live documents.
+    pub docs: u64,
+    /// Stream messages skipped as already applied (redelivered after a
+    /// restart).
+    pub skipped: u64,
+    /// Stream messages that could not be applied (bad records).
+    pub rejected: u64,
+}
+
+/// What a node answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// The shard's part of the statistics.
+    Stats(GlobalStats),
+    /// The shard's best hits, count and aggregation partials.
+    Search {
+        /// Best hits, best first.
+        hits: Vec<ShardHit>,
+        /// Matches, when counted.
+        count: Option<u64>,
+        /// Aggregation partials, when asked.
+        aggs: Option<AggsPartial>,
+    },
+    /// Documents' `_source` by id (`None`: not found).
+    Fetch(Vec<Option<Value>>),
+    /// Applied and searchable up to this sequence.
+    Synced(u64),
+    /// Counters.
+    Status(ReplicaStatus),
+    /// The request failed on the replica (`bad`: the request itself is
+    /// wrong, so another replica would fail it too).
+    Error {
+        /// Why.
+        reason: String,
+        /// The request is wrong (not the replica).
+        bad: bool,
+    },
+}

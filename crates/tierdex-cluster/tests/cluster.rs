@@ -1,0 +1,367 @@
+//! Shards and replicas over NATS JetStream (issue #26): a broker over two
+//! nodes answers as one index of the same documents: counts, top-10 ids
+//! and scores, aggregations, on seeded random corpora; a node stopped and
+//! started again catches up, and searches go on while it is away.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+use serde_json::{json, Value};
+use tierdex::update::{IndexWriter, WriterOptions};
+use tierdex::{Document, Schema};
+use tierdex_cluster::broker::{self, Broker, BrokerConfig};
+use tierdex_cluster::node::{Node, NodeConfig};
+use tierdex_cluster::ClusterConfig;
+
+const WORDS: &[&str] = &[
+    "river", "stone", "light", "music", "garden", "winter", "paper", "engine", "ocean", "forest", "silver", "market",
+    "story", "bridge", "cloud", "signal", "orange", "window", "mountain", "harbor",
+];
+const TAGS: &[&str] = &["science", "art", "history", "travel", "sport"];
+
+fn mappings() -> Value {
+    json!({ "properties": {
+        "title": { "type": "text" },
+        "body": { "type": "text" },
+        "tag": { "type": "keyword" },
+        "views": { "type": "long" },
+    }})
+}
+
+fn corpus(seed: u64, n: usize) -> Vec<(String, Value)> {
+    let mut rng = Pcg64::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            // Skewed word choice so that document frequencies differ.
+            let mut words = |len: usize| -> String {
+                (0..len)
+                    .map(|_| {
+                        let r: f64 = rng.random();
+                        WORDS[((r * r) * WORDS.len() as f64) as usize]
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let title = words(3);
+            let body_len = 5 + (i * 7919) % 40;
+            let body = words(body_len);
+            let tag = TAGS[i % TAGS.len()];
+            (
+                format!("doc-{i}"),
+                json!({ "title": title, "body": body, "tag": tag, "views": (i * 37) % 1000 }),
+            )
+        })
+        .collect()
+}
+
+fn queries(seed: u64, n: usize) -> Vec<Value> {
+    let mut rng = Pcg64::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            let w = |rng: &mut Pcg64| WORDS[rng.random_range(0..WORDS.len())];
+            let (a, b) = (w(&mut rng), w(&mut rng));
+            match i % 6 {
+                0 => json!({ "match": { "body": a } }),
+                1 => json!({ "match": { "body": format!("{a} {b}") } }),
+                2 => json!({ "bool": { "must": [ { "match": { "body": a } }, { "match": { "title": b } } ] } }),
+                3 => json!({ "match_phrase": { "body": format!("{a} {b}") } }),
+                4 => json!({ "bool": { "must": [ { "match": { "body": a } } ],
+                    "filter": [ { "term": { "tag": TAGS[i % TAGS.len()] } }, { "range": { "views": { "gte": 200 } } } ] } }),
+                _ => json!({ "multi_match": { "query": format!("{a} {b}"), "fields": ["title", "body"] } }),
+            }
+        })
+        .collect()
+}
+
+/// The single index of the same documents, in this process.
+fn reference(dir: &std::path::Path, docs: &[(String, Value)]) -> IndexWriter {
+    let schema = Schema::from_json(&mappings().to_string()).unwrap();
+    let w = IndexWriter::create_with_schema(
+        dir,
+        schema,
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        WriterOptions::default(),
+    )
+    .unwrap();
+    let batch: Vec<Document> = docs
+        .iter()
+        .map(|(id, v)| tierdex_cluster::node::source_doc(id.clone(), v).unwrap())
+        .collect();
+    w.add(batch).unwrap();
+    w.refresh().unwrap();
+    w
+}
+
+/// Count, top-10 (id, score) and aggregations of one index.
+fn expected(w: &IndexWriter, query: &Value, aggs: Option<&Value>) -> (u64, Vec<(String, f32)>, Option<Value>) {
+    let s = w.searcher();
+    let q = tierdex::query::dsl::query(s.schema(), s.query_limits(), query).unwrap();
+    let mut req = tierdex::search::SearchRequest::new(&q, 10);
+    req.mode = tierdex::Mode::TopKAndCount;
+    let r = s.search_request(&req).unwrap();
+    let hits = r.hits.iter().map(|h| (s.doc_id(h.doc).unwrap(), h.score)).collect();
+    let aggs = aggs.map(|a| {
+        let req = tierdex::aggs::Aggregations::from_body(
+            s.schema(),
+            s.query_limits(),
+            json!({ "aggs": a }).as_object().unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+        let mut m = tierdex::aggs::AggsPartial::empty(&req);
+        for p in s.aggregate_parts(&q, &req).unwrap() {
+            m.merge(p);
+        }
+        tierdex::aggs::finalize(&req, &m).unwrap()
+    });
+    (r.count.unwrap(), hits, aggs)
+}
+
+/// The same top-10: scores equal in order; ids equal except within a run
+/// of equal scores, which may be cut at the page's end in another order.
+fn same_hits(got: &[(String, f32)], want: &[(String, f32)], what: &str) {
+    let gs: Vec<f32> = got.iter().map(|h| h.1).collect();
+    let ws: Vec<f32> = want.iter().map(|h| h.1).collect();
+    assert_eq!(gs, ws, "{what}: scores");
+    let last = ws.last().copied();
+    let mut a: Vec<&str> = got.iter().filter(|h| Some(h.1) != last).map(|h| h.0.as_str()).collect();
+    let mut b: Vec<&str> = want
+        .iter()
+        .filter(|h| Some(h.1) != last)
+        .map(|h| h.0.as_str())
+        .collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b, "{what}: ids");
+}
+
+struct Cluster {
+    _nats: common::Nats,
+    nodes: Vec<Option<Node>>,
+    dirs: Vec<tempfile::TempDir>,
+    cfg: ClusterConfig,
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Cluster {
+    async fn start(bin: &std::path::Path, store: &std::path::Path, n: usize) -> Cluster {
+        let nats = common::Nats::start(bin, store, "n1", None);
+        let cfg = ClusterConfig {
+            urls: vec![nats.url()],
+            stream_replicas: 1,
+        };
+        let mut nodes = Vec::new();
+        let mut dirs = Vec::new();
+        for i in 0..n {
+            let d = tempfile::tempdir().unwrap();
+            nodes.push(Some(
+                Node::start(NodeConfig {
+                    cluster: cfg.clone(),
+                    id: format!("node-{i}"),
+                    data: d.path().to_path_buf(),
+                })
+                .await
+                .unwrap(),
+            ));
+            dirs.push(d);
+        }
+        let b = Broker::connect(BrokerConfig {
+            cluster: cfg.clone(),
+            replica_timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, broker::router(b)).await.unwrap() });
+        Cluster {
+            _nats: nats,
+            nodes,
+            dirs,
+            cfg,
+            http: reqwest::Client::new(),
+            base,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn bulk(&self, index: &str, docs: &[(String, Value)]) {
+        let mut nd = String::new();
+        for (id, v) in docs {
+            nd.push_str(&json!({ "index": { "_id": id } }).to_string());
+            nd.push('\n');
+            nd.push_str(&v.to_string());
+            nd.push('\n');
+        }
+        let resp = self
+            .http
+            .post(format!("{}/{index}/_bulk", self.base))
+            .header("content-type", "application/x-ndjson")
+            .body(nd)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["errors"], json!(false), "{v}");
+    }
+
+    async fn search(&self, index: &str, body: Value) -> Value {
+        let (status, v) = self
+            .call(reqwest::Method::POST, &format!("/{index}/_search"), Some(body))
+            .await;
+        assert_eq!(status, 200, "{v}");
+        v
+    }
+}
+
+fn hits_of(v: &Value) -> Vec<(String, f32)> {
+    v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["_id"].as_str().unwrap().to_string(),
+                h["_score"].as_f64().unwrap() as f32,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shards_answer_as_one_index() {
+    let Some(bin) = common::nats_server() else {
+        eprintln!("SKIPPED: no nats-server (install with `go install github.com/nats-io/nats-server/v2@v2.15.2`)");
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mut c = Cluster::start(&bin, store.path(), 2).await;
+    let (status, v) = c
+        .call(
+            reqwest::Method::PUT,
+            "/books",
+            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 3, "number_of_replicas": 1 } })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["shards_acknowledged"], json!(true), "{v}");
+    let docs = corpus(11, 1500);
+    c.bulk("books", &docs[..1000]).await;
+    c.bulk("books", &docs[1000..]).await;
+    let (status, v) = c.call(reqwest::Method::POST, "/books/_refresh", None).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
+
+    let ref_dir = tempfile::tempdir().unwrap();
+    let single = reference(ref_dir.path(), &docs);
+    let aggs = json!({ "tags": { "terms": { "field": "tag" },
+        "aggs": { "v": { "avg": { "field": "views" } } } }, "most": { "max": { "field": "views" } } });
+    for (i, q) in queries(5, 60).iter().enumerate() {
+        let with_aggs = i % 3 == 0;
+        let mut body = json!({ "query": q, "size": 10 });
+        if with_aggs {
+            body["aggs"] = aggs.clone();
+        }
+        let got = c.search("books", body).await;
+        let (count, want, want_aggs) = expected(&single, q, with_aggs.then_some(&aggs));
+        assert_eq!(got["hits"]["total"]["value"], json!(count), "query {q}");
+        assert_eq!(got["_shards"]["failed"], json!(0));
+        same_hits(&hits_of(&got), &want, &q.to_string());
+        if let Some(a) = want_aggs {
+            assert_eq!(got["aggregations"], a, "query {q}");
+        }
+    }
+    // Paging: the second page is the reference's 10..20.
+    let q = json!({ "match": { "body": "river stone" } });
+    let p2 = c.search("books", json!({ "query": q, "from": 10, "size": 10 })).await;
+    let s = single.searcher();
+    let qq = tierdex::query::dsl::query(s.schema(), s.query_limits(), &q).unwrap();
+    let r = s.search_parsed(&qq, tierdex::Mode::TopK, 20).unwrap();
+    let want: Vec<f32> = r.hits[10..].iter().map(|h| h.score).collect();
+    let got: Vec<f32> = hits_of(&p2).iter().map(|h| h.1).collect();
+    assert_eq!(got, want, "second page scores");
+
+    // A node away: every shard still answers from the other replica.
+    let away = c.nodes[0].take().unwrap();
+    drop(away);
+    for q in queries(6, 10) {
+        let got = c.search("books", json!({ "query": q })).await;
+        assert_eq!(got["_shards"]["failed"], json!(0), "{got}");
+        let (count, want, _) = expected(&single, &q, None);
+        assert_eq!(got["hits"]["total"]["value"], json!(count));
+        same_hits(&hits_of(&got), &want, &q.to_string());
+    }
+    // Writes go on while it is away; it catches up when back.
+    let more = corpus(12, 300)
+        .into_iter()
+        .map(|(id, v)| (format!("more-{id}"), v))
+        .collect::<Vec<_>>();
+    c.bulk("books", &more).await;
+    let (status, v) = c.call(reqwest::Method::DELETE, "/books/_doc/doc-7", None).await;
+    assert_eq!(status, 200, "{v}");
+    c.nodes[0] = Some(
+        Node::start(NodeConfig {
+            cluster: c.cfg.clone(),
+            id: "node-0".into(),
+            data: c.dirs[0].path().to_path_buf(),
+        })
+        .await
+        .unwrap(),
+    );
+    // The map is read every few hundred ms: wait for the replicas to open.
+    for _ in 0..100 {
+        if c.nodes[0].as_ref().unwrap().replicas().len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, v) = c.call(reqwest::Method::POST, "/books/_refresh", None).await;
+    assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
+    let mut all = docs.clone();
+    all.retain(|(id, _)| id != "doc-7");
+    all.extend(more.iter().cloned());
+    for node in c.nodes.iter().flatten() {
+        let total: u64 = node.replicas().iter().map(|r| r.2.docs).sum();
+        let applied: u64 = node.replicas().iter().map(|r| r.2.applied).sum();
+        assert_eq!(applied, 1500 + 300 + 1, "node {}: stream messages applied", node.id());
+        assert!(node.replicas().iter().all(|r| r.2.rejected == 0));
+        assert_eq!(total, all.len() as u64, "node {}: documents", node.id());
+    }
+    let ref2 = tempfile::tempdir().unwrap();
+    let single = reference(ref2.path(), &all);
+    for q in queries(7, 30) {
+        let got = c.search("books", json!({ "query": q })).await;
+        let (count, want, _) = expected(&single, &q, None);
+        assert_eq!(got["hits"]["total"]["value"], json!(count), "after catching up: {q}");
+        same_hits(&hits_of(&got), &want, &q.to_string());
+    }
+    let (status, v) = c.call(reqwest::Method::GET, "/books/_doc/doc-8", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["_source"], docs[8].1);
+    let (status, _) = c.call(reqwest::Method::GET, "/books/_doc/doc-7", None).await;
+    assert_eq!(status, 404);
+    for n in c.nodes.iter_mut() {
+        if let Some(n) = n.take() {
+            n.stop().await;
+        }
+    }
+    let _ = Arc::new(());
+}
