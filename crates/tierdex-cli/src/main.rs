@@ -2,6 +2,7 @@
 //! and run the demo.
 
 mod cache;
+mod cluster;
 mod demo;
 mod gen;
 mod get;
@@ -71,6 +72,12 @@ enum Command {
     /// Serve an index over HTTP/JSON (search, stats, metrics, an
     /// Elasticsearch-compatible search API) until SIGTERM.
     Serve(Box<serve::Args>),
+    /// Hold replicas of a tierdex cluster's shards (fed by NATS JetStream)
+    /// and answer brokers (`tierdex serve --cluster`) until SIGTERM.
+    Node(cluster::NodeArgs),
+    /// Local clusters: `tierdex cluster up N` starts NATS, N nodes and a broker.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
 }
 
 /// Restores the default SIGPIPE action, so that `tierdex ... | head` ends
@@ -137,6 +144,8 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::QueryStream(a) => query_stream::run(a),
         Command::Serve(a) => serve::run(*a),
+        Command::Node(a) => cluster::run(a),
+        Command::Cluster(c) => cluster::cluster(c),
         Command::Add(a) => update::add(a),
         Command::Delete(a) => update::delete(a),
         Command::Compact(a) => update::compact(a),

@@ -17,7 +17,7 @@ use crate::tier::parse_bytes;
 )]
 pub struct Args {
     /// Index directory (one index).
-    #[arg(env = "TIERDEX_DIR", required_unless_present_any = ["hash_password", "new_api_key", "data"])]
+    #[arg(env = "TIERDEX_DIR", required_unless_present_any = ["hash_password", "new_api_key", "data", "cluster"])]
     dir: Option<PathBuf>,
     /// Read options from a TOML file: each key an option's long name
     /// (`refresh_ms = 500`, `data = "/srv/indices"`, `cors_allow_origin =
@@ -156,6 +156,22 @@ pub struct Args {
     /// The role of --new-api-key: read, write or admin.
     #[arg(long, default_value = "read", requires = "new_api_key")]
     role: String,
+    /// Serve as a broker of a tierdex cluster (issue #26): the NATS
+    /// servers' URLs (comma-separated). The broker holds no index: writes
+    /// go to the shards' JetStream streams, searches to the nodes holding
+    /// replicas (`tierdex node`). Takes --addr, --insecure and the
+    /// --cluster-* options; the options of a local index are refused.
+    #[arg(long, env = "TIERDEX_CLUSTER", value_name = "URLS", value_delimiter = ',', conflicts_with_all = [
+        "dir", "data", "path_repo", "no_auto_create_index", "create", "read_only", "refresh_ms", "buffer_docs",
+        "truncate_corrupt_log", "max_writes", "threads", "queue", "timeout_ms", "index_name", "max_timeout_ms",
+        "auth", "cors_allow_origin", "cors_allow_methods", "cors_allow_headers", "cors_allow_credentials",
+        "cors_max_age_secs", "hash_password", "new_api_key", "tier", "madvise", "pool_bytes", "huge_pages",
+        "prefetch_threshold", "phrase_filters", "cache_policy", "cache_bytes", "cache_shards", "cache_match",
+        "cache_min_hits", "slow_query_ms", "access_log", "max_connections", "header_timeout_ms",
+        "idle_timeout_ms", "max_body_bytes"])]
+    cluster: Vec<String>,
+    #[command(flatten)]
+    cluster_opts: crate::cluster::ClusterArgs,
     #[command(flatten)]
     tier: crate::tier::TierArgs,
     #[command(flatten)]
@@ -293,6 +309,9 @@ pub fn with_config(args: Vec<std::ffi::OsString>, known: &[String]) -> Result<Ve
 
 /// Runs `tierdex serve` until SIGTERM or SIGINT.
 pub fn run(a: Args) -> Result<()> {
+    if !a.cluster.is_empty() {
+        return crate::cluster::broker(&a.cluster, &a.cluster_opts, a.addr, a.insecure);
+    }
     if a.hash_password {
         return hash_password();
     }

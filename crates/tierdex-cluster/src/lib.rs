@@ -22,8 +22,10 @@
 //! * [`wire`]: what brokers and nodes send each other.
 //! * [`node`]: a node holding replicas: consumes, applies, answers.
 //! * [`broker`]: the HTTP service in front.
+//! * [`local`]: NATS servers on loopback (cluster up, demo, tests).
 
 pub mod broker;
+pub mod local;
 pub mod map;
 pub mod names;
 pub mod node;

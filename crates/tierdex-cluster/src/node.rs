@@ -117,7 +117,15 @@ impl Node {
             id: config.id,
             pid: std::process::id(),
         };
-        inner.map.heartbeat(&info).await?;
+        // A bucket just created on a NATS cluster may refuse writes for a
+        // moment: the first heartbeat is retried.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(e) = inner.map.heartbeat(&info).await {
+            if Instant::now() > deadline {
+                return Err(e);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let mut tasks = Vec::new();
         let i = inner.clone();
         tasks.push(tokio::spawn(async move {

@@ -3,8 +3,6 @@
 //! and scores, aggregations, on seeded random corpora; a node stopped and
 //! started again catches up, and searches go on while it is away.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,7 +140,7 @@ fn same_hits(got: &[(String, f32)], want: &[(String, f32)], what: &str) {
 }
 
 struct Cluster {
-    _nats: common::Nats,
+    _nats: tierdex_cluster::local::NatsServer,
     nodes: Vec<Option<Node>>,
     dirs: Vec<tempfile::TempDir>,
     cfg: ClusterConfig,
@@ -152,7 +150,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start(bin: &std::path::Path, store: &std::path::Path, n: usize) -> Cluster {
-        let nats = common::Nats::start(bin, store, "n1", None);
+        let nats = tierdex_cluster::local::NatsServer::start(bin, store, "n1", 0, None).unwrap();
         let cfg = ClusterConfig {
             urls: vec![nats.url()],
             stream_replicas: 1,
@@ -248,8 +246,8 @@ fn hits_of(v: &Value) -> Vec<(String, f32)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shards_answer_as_one_index() {
-    let Some(bin) = common::nats_server() else {
-        eprintln!("SKIPPED: no nats-server (install with `go install github.com/nats-io/nats-server/v2@v2.15.2`)");
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server: {}", tierdex_cluster::local::INSTALL_HINT);
         return;
     };
     let store = tempfile::tempdir().unwrap();
