@@ -62,7 +62,14 @@ pub struct Broker {
     map: ClusterMap,
     config: BrokerConfig,
     turn: AtomicUsize,
+    /// Index entries read lately, with when: reused for [`MAP_TTL`], and
+    /// while the map cannot be read (searches go on without a JetStream
+    /// quorum).
+    cache: std::sync::Mutex<HashMap<String, (Instant, IndexMeta)>>,
 }
+
+/// How long a broker trusts an index entry it read.
+const MAP_TTL: Duration = Duration::from_secs(1);
 
 type Res<T> = std::result::Result<T, ApiError>;
 
@@ -91,6 +98,7 @@ impl Broker {
             map,
             config,
             turn: AtomicUsize::new(0),
+            cache: std::sync::Mutex::new(HashMap::new()),
         }))
     }
 
@@ -100,11 +108,32 @@ impl Broker {
     }
 
     async fn index(&self, name: &str) -> Res<IndexMeta> {
-        self.map
-            .index(name)
-            .await
-            .map_err(cluster_error)?
-            .ok_or_else(|| cluster_error(ClusterError::NoIndex(name.to_string())))
+        let cached = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
+        if let Some((at, m)) = &cached {
+            if at.elapsed() < MAP_TTL {
+                return Ok(m.clone());
+            }
+        }
+        match self.map.index(name).await {
+            Ok(Some(m)) => {
+                self.cache
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(name.to_string(), (Instant::now(), m.clone()));
+                Ok(m)
+            }
+            Ok(None) => {
+                self.cache.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+                Err(cluster_error(ClusterError::NoIndex(name.to_string())))
+            }
+            Err(e) => match cached {
+                Some((_, m)) => {
+                    tracing::warn!("reading the cluster map: {e}; using the entry of [{name}] read before");
+                    Ok(m)
+                }
+                None => Err(cluster_error(e)),
+            },
+        }
     }
 
     /// Creates an index: its shards' streams, then its map entry with the
@@ -197,6 +226,7 @@ impl Broker {
             return Err(ClusterError::NoIndex(name.to_string()));
         };
         self.map.delete_index(name).await?;
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         for shard in 0..meta.shards {
             if let Err(e) = self.js.delete_stream(names::stream(name, shard)).await {
                 tracing::warn!("deleting the stream of shard {shard} of [{name}]: {e}");
@@ -272,17 +302,15 @@ impl Broker {
                     .await,
             ));
         }
-        let mut out = Vec::with_capacity(acks.len());
-        for (shard, a) in acks {
-            out.push(match a {
+        // The acknowledgements are awaited together: each waits up to the
+        // JetStream timeout, which would add up one after another.
+        join_all(acks.into_iter().map(|(shard, a)| async move {
+            match a {
                 Err(e) => Err(e.to_string()),
-                Ok(fut) => match fut.await {
-                    Ok(ack) => Ok((shard, ack.sequence)),
-                    Err(e) => Err(e.to_string()),
-                },
-            });
-        }
-        out
+                Ok(fut) => fut.await.map(|ack| (shard, ack.sequence)).map_err(|e| e.to_string()),
+            }
+        }))
+        .await
     }
 
     /// Which of `ids` the index holds now (asked of the shards).

@@ -233,6 +233,11 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
+    /// The error's HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
     /// The error's `reason`.
     pub fn reason(&self) -> String {
         self.body["error"]["reason"].as_str().unwrap_or_default().to_string()
