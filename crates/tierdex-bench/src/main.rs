@@ -61,6 +61,10 @@ enum Cmd {
     /// with a fixed query set after every flush; cumulative maintenance
     /// time, bytes and mean query time per strategy, with charts.
     Maintenance(cmd::maintenance::Args),
+    /// A local cluster (NATS JetStream, nodes, a broker) against one index
+    /// of the same documents (issue #26): the command file's counts and
+    /// top-10 ids and scores, and aggregations over the TED talks.
+    Cluster(cmd::cluster::Args),
 }
 
 fn main() {
@@ -78,6 +82,7 @@ fn main() {
         Cmd::Limited(a) => cmd::limited::run(a),
         Cmd::LimitedReport { dir } => cmd::limited::report(&dir),
         Cmd::Cache(a) => cmd::cache::run(a),
+        Cmd::Cluster(a) => cmd::cluster::run(a),
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Isolation(a) => cmd::isolation::run(a),
         Cmd::IndexScale(a) => cmd::index_scale::run(a),

@@ -26,6 +26,16 @@ pub struct ClusterArgs {
         value_name = "MS"
     )]
     cluster_replica_timeout_ms: u64,
+    /// How long a node may be away before a broker places its replicas on
+    /// other nodes (which replay the shards' streams); a node back sooner
+    /// keeps them.
+    #[arg(
+        long,
+        env = "TIERDEX_CLUSTER_REASSIGN_AFTER_SECS",
+        default_value_t = 60,
+        value_name = "SECS"
+    )]
+    cluster_reassign_after_secs: u64,
 }
 
 /// `tierdex node`.
@@ -143,6 +153,7 @@ pub fn broker(urls: &[String], opts: &ClusterArgs, addr: SocketAddr, insecure: b
         let b = tierdex_cluster::broker::Broker::connect(tierdex_cluster::broker::BrokerConfig {
             cluster: cluster.clone(),
             replica_timeout: Duration::from_millis(opts.cluster_replica_timeout_ms),
+            reassign_after: Duration::from_secs(opts.cluster_reassign_after_secs),
         })
         .await
         .context("starting the broker")?;

@@ -122,6 +122,7 @@ async fn faults_lose_nothing_acknowledged() {
     let b = Broker::connect(BrokerConfig {
         cluster: cfg.clone(),
         replica_timeout: Duration::from_secs(2),
+        reassign_after: Duration::from_secs(30),
     })
     .await
     .unwrap();

@@ -43,6 +43,9 @@ use crate::names;
 use crate::wire::{Answer, Ask, ShardHit, ShardRequest, WriteOp};
 use crate::{ClusterConfig, ClusterError};
 
+/// Largest request body (Elasticsearch's `http.max_content_length`).
+const MAX_BODY: usize = 100 << 20;
+
 /// Largest `from + size` of a search.
 const MAX_WINDOW: usize = 10_000;
 
@@ -53,6 +56,10 @@ pub struct BrokerConfig {
     pub cluster: ClusterConfig,
     /// Longest wait for one replica's answer before the next is asked.
     pub replica_timeout: Duration,
+    /// How long a node may be away before its replicas are placed on other
+    /// nodes (Elasticsearch's `index.unassigned.node_left.delayed_timeout`):
+    /// a node restarted sooner keeps them.
+    pub reassign_after: Duration,
 }
 
 /// A broker's connection and counters.
@@ -87,19 +94,82 @@ fn cluster_error(e: ClusterError) -> ApiError {
 }
 
 impl Broker {
-    /// Connects to the NATS cluster and opens the map.
+    /// Connects to the NATS cluster, opens the map, and starts keeping the
+    /// shards at their number of copies ([`Broker::rebalance`]).
     pub async fn connect(config: BrokerConfig) -> crate::Result<Arc<Broker>> {
         let client = config.cluster.connect("tierdex-broker").await?;
         let js = jetstream::new(client.clone());
         let map = ClusterMap::open(&js, config.cluster.stream_replicas).await?;
-        Ok(Arc::new(Broker {
+        let b = Arc::new(Broker {
             client,
             js,
             map,
             config,
             turn: AtomicUsize::new(0),
             cache: std::sync::Mutex::new(HashMap::new()),
-        }))
+        });
+        tokio::spawn(b.clone().rebalance());
+        Ok(b)
+    }
+
+    /// Keeps every shard at its number of copies: replicas of nodes away
+    /// for [`BrokerConfig::reassign_after`] go to live nodes (which replay
+    /// the shard's stream), and copies missing since creation go to nodes
+    /// that join. Several brokers may run it: the map's revisions make the
+    /// first change win and the others read it again.
+    pub async fn rebalance(self: Arc<Self>) {
+        let mut away: HashMap<String, Instant> = HashMap::new();
+        loop {
+            if let Err(e) = self.rebalance_once(&mut away).await {
+                tracing::warn!("rebalancing: {e}");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn rebalance_once(&self, away: &mut HashMap<String, Instant>) -> crate::Result<()> {
+        let live = self.map.live_nodes().await?;
+        let indices = self.map.indices().await?;
+        let assigned: std::collections::BTreeSet<&String> =
+            indices.iter().flat_map(|m| m.assignment.iter().flatten()).collect();
+        away.retain(|n, _| !live.contains(n) && assigned.contains(n));
+        for n in assigned {
+            if !live.contains(n) {
+                away.entry(n.clone()).or_insert_with(Instant::now);
+            }
+        }
+        let gone: Vec<String> = away
+            .iter()
+            .filter(|(_, since)| since.elapsed() >= self.config.reassign_after)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for meta in indices {
+            let Some(next) = map::reassign(&meta.assignment, meta.replicas, &live, &gone) else {
+                continue;
+            };
+            let Some((current, revision)) = self.map.index_revision(&meta.name).await? else {
+                continue;
+            };
+            if current.assignment != meta.assignment {
+                continue;
+            }
+            let changed = IndexMeta {
+                assignment: next,
+                ..current
+            };
+            if self.map.replace_index(&changed, revision).await? {
+                tracing::info!(
+                    "[{}]: replicas now on {:?} (away: {gone:?})",
+                    changed.name,
+                    changed.assignment
+                );
+                self.cache
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&changed.name);
+            }
+        }
+        Ok(())
     }
 
     /// The cluster map.
@@ -185,9 +255,9 @@ impl Broker {
         Ok(meta)
     }
 
-    /// Waits until every assigned replica of the index answers (nodes
-    /// open their replicas when they next read the map); false if some
-    /// did not within `timeout`.
+    /// Waits until every assigned replica of the index answers, caught up
+    /// with its stream (nodes open their replicas when they next read the
+    /// map); false if some did not within `timeout`.
     pub async fn wait_active(&self, meta: &IndexMeta, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
@@ -204,7 +274,7 @@ impl Broker {
                         let sent = self.client.request(names::node_subject(node), payload);
                         matches!(
                             tokio::time::timeout(Duration::from_secs(2), sent).await,
-                            Ok(Ok(m)) if matches!(serde_json::from_slice::<Answer>(&m.payload), Ok(Answer::Status(_)))
+                            Ok(Ok(m)) if matches!(serde_json::from_slice::<Answer>(&m.payload), Ok(Answer::Status(s)) if s.ready)
                         )
                     });
                 }
@@ -288,6 +358,7 @@ impl Broker {
     /// Publishes writes to their shards' streams; each item's stream
     /// sequence once stored, or why not.
     async fn publish(&self, meta: &IndexMeta, ops: Vec<WriteOp>) -> Vec<Result<(u32, u64), String>> {
+        let max = self.client.server_info().max_payload;
         let mut acks = Vec::with_capacity(ops.len());
         for op in &ops {
             let id = match op {
@@ -295,18 +366,27 @@ impl Broker {
             };
             let shard = names::shard_of(id, meta.shards);
             let bytes = serde_json::to_vec(op).expect("serialises");
-            acks.push((
-                shard,
-                self.js
-                    .publish(names::write_subject(&meta.name, shard), bytes.into())
-                    .await,
-            ));
+            if max > 0 && bytes.len() > max {
+                acks.push((
+                    shard,
+                    Err(format!(
+                        "document [{id}] takes {} bytes, above the NATS servers' max_payload of {max}",
+                        bytes.len()
+                    )),
+                ));
+                continue;
+            }
+            let sent = self
+                .js
+                .publish(names::write_subject(&meta.name, shard), bytes.into())
+                .await;
+            acks.push((shard, sent.map_err(|e| e.to_string())));
         }
         // The acknowledgements are awaited together: each waits up to the
         // JetStream timeout, which would add up one after another.
         join_all(acks.into_iter().map(|(shard, a)| async move {
             match a {
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e),
                 Ok(fut) => fut.await.map(|ack| (shard, ack.sequence)).map_err(|e| e.to_string()),
             }
         }))
@@ -405,6 +485,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/{index}/_search", get(search).post(search))
         .route("/{index}/_count", get(count).post(count))
         .route("/{index}/_refresh", post(refresh).get(refresh))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(broker)
 }
 

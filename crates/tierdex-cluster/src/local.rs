@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use crate::{ClusterError, Result};
 
+/// Largest message the local servers take (a document's record).
+pub const MAX_PAYLOAD: usize = 8 << 20;
+
 /// How to install the server where it is missing.
 pub const INSTALL_HINT: &str = "install it with `go install github.com/nats-io/nats-server/v2@v2.15.2` \
     (it lands in $(go env GOPATH)/bin), or name it with NATS_SERVER=/path/to/nats-server";
@@ -101,21 +104,27 @@ impl NatsServer {
     pub fn restart(&mut self) -> Result<()> {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| ClusterError::Invalid(format!("{}: {e}", self.dir.display())))?;
+        // Documents up to MAX_PAYLOAD (the default is 1 MiB).
+        let conf = self.dir.join("nats.conf");
+        std::fs::write(&conf, format!("max_payload: {MAX_PAYLOAD}\n"))
+            .map_err(|e| ClusterError::Invalid(format!("{}: {e}", conf.display())))?;
         let mut cmd = Command::new(&self.bin);
-        cmd.args([
-            "-js",
-            "-a",
-            "127.0.0.1",
-            "-n",
-            &self.name,
-            "-p",
-            &self.port.to_string(),
-            "-sd",
-        ])
-        .arg(&self.dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        cmd.arg("-c")
+            .arg(&conf)
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-n",
+                &self.name,
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         if let Some((own, routes)) = &self.cluster {
             let r: Vec<String> = routes.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
             cmd.args(["--cluster_name", "tierdex"])
@@ -162,14 +171,12 @@ pub async fn wait_jetstream(client: &async_nats::Client, timeout: Duration) -> R
     let js = async_nats::jetstream::new(client.clone());
     let deadline = Instant::now() + timeout;
     loop {
-        match js.query_account().await {
-            Ok(_) => return Ok(()),
-            Err(e) if Instant::now() > deadline => {
-                return Err(ClusterError::Nats(format!(
-                    "JetStream not ready within {timeout:?}: {e}"
-                )))
+        match tokio::time::timeout(Duration::from_secs(2), js.query_account()).await {
+            Ok(Ok(_)) => return Ok(()),
+            _ if Instant::now() > deadline => {
+                return Err(ClusterError::Nats(format!("JetStream not ready within {timeout:?}")))
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }

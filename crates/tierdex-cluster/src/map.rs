@@ -106,6 +106,36 @@ impl ClusterMap {
         }
     }
 
+    /// An index's entry with its revision (for [`ClusterMap::replace_index`]).
+    pub async fn index_revision(&self, name: &str) -> Result<Option<(IndexMeta, u64)>> {
+        let entry = self
+            .map
+            .entry(names::index_key(name))
+            .await
+            .map_err(ClusterError::nats)?;
+        match entry {
+            Some(e) if e.operation == kv::Operation::Put => serde_json::from_slice(&e.value)
+                .map(|m| Some((m, e.revision)))
+                .map_err(|err| ClusterError::Invalid(format!("the map's entry of [{name}]: {err}"))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Replaces an index's entry if it is still at `revision` (false when
+    /// another writer changed it first).
+    pub async fn replace_index(&self, meta: &IndexMeta, revision: u64) -> Result<bool> {
+        let bytes = serde_json::to_vec(meta).expect("serialises");
+        match self
+            .map
+            .update(names::index_key(&meta.name), bytes.into(), revision)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
+            Err(e) => Err(ClusterError::nats(e)),
+        }
+    }
+
     /// Every index's entry.
     pub async fn indices(&self) -> Result<Vec<IndexMeta>> {
         let mut keys = self.map.keys().await.map_err(ClusterError::nats)?;
@@ -172,6 +202,44 @@ impl ClusterMap {
     }
 }
 
+/// The assignment after nodes are lost: each shard keeps its replicas on
+/// nodes not in `gone`, and gets new ones on `live` nodes not holding it
+/// (those holding fewest replicas first) up to `replicas` copies. `None`
+/// when nothing changes.
+pub fn reassign(
+    assignment: &[Vec<String>],
+    replicas: u32,
+    live: &[String],
+    gone: &[String],
+) -> Option<Vec<Vec<String>>> {
+    let mut out: Vec<Vec<String>> = assignment
+        .iter()
+        .map(|held| held.iter().filter(|n| !gone.contains(n)).cloned().collect())
+        .collect();
+    let mut load: std::collections::BTreeMap<&str, usize> = live.iter().map(|n| (n.as_str(), 0)).collect();
+    for held in &out {
+        for n in held {
+            if let Some(c) = load.get_mut(n.as_str()) {
+                *c += 1;
+            }
+        }
+    }
+    for held in &mut out {
+        while held.len() < replicas as usize {
+            let Some((&node, _)) = load
+                .iter()
+                .filter(|(n, _)| !held.iter().any(|h| h == *n))
+                .min_by_key(|(n, c)| (**c, **n))
+            else {
+                break;
+            };
+            held.push(node.to_string());
+            *load.get_mut(node).expect("a live node") += 1;
+        }
+    }
+    (out != assignment).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +252,22 @@ mod tests {
         let one = assign(2, 3, &nodes[..1]);
         assert_eq!(one, vec![vec!["a"], vec!["a"]]);
         assert!(assign(2, 1, &[]).iter().all(Vec::is_empty));
+    }
+
+    #[test]
+    fn lost_nodes_replicas_move_to_the_least_loaded() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let a = vec![s(&["a", "b"]), s(&["b", "c"]), s(&["c", "a"])];
+        // c lost: its two replicas go to a and b, one each where possible.
+        let r = reassign(&a, 2, &s(&["a", "b"]), &s(&["c"])).unwrap();
+        assert_eq!(r, vec![s(&["a", "b"]), s(&["b", "a"]), s(&["a", "b"])]);
+        // Nothing lost, nothing missing: unchanged.
+        assert_eq!(reassign(&a, 2, &s(&["a", "b", "c"]), &[]), None);
+        // A new node takes the copies missing since creation.
+        let one = vec![s(&["a"]), s(&["a"])];
+        let r = reassign(&one, 2, &s(&["a", "d"]), &[]).unwrap();
+        assert_eq!(r, vec![s(&["a", "d"]), s(&["a", "d"])]);
+        // No live node left for a copy: the shard keeps what it has.
+        assert_eq!(reassign(&one, 2, &s(&["a"]), &[]), None);
     }
 }

@@ -58,6 +58,10 @@ struct Replica {
     applied: tokio::sync::watch::Sender<u64>,
     skipped: AtomicU64,
     rejected: AtomicU64,
+    /// Caught up with its stream once since it was opened: until then it
+    /// answers no search (a replica replaying its stream, or restarted
+    /// behind, would answer with part of the shard).
+    ready: std::sync::atomic::AtomicBool,
     consumer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -72,6 +76,7 @@ impl Replica {
             docs: self.writer.live_docs(),
             skipped: self.skipped.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
+            ready: self.ready.load(Ordering::Relaxed),
         }
     }
 }
@@ -275,6 +280,7 @@ impl Inner {
             applied: tokio::sync::watch::channel(applied).0,
             skipped: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            ready: std::sync::atomic::AtomicBool::new(false),
             consumer: Mutex::new(None),
         }))
     }
@@ -377,13 +383,27 @@ impl Inner {
                 m.ack().await.map_err(ClusterError::nats)?;
             }
             let since = last_refresh.elapsed();
-            if dirty && ((caught_up && since >= Duration::from_millis(100)) || since >= Duration::from_secs(1)) {
+            let becomes_ready = caught_up && !rep.ready.load(Ordering::Relaxed);
+            if dirty
+                && (becomes_ready
+                    || (caught_up && since >= Duration::from_millis(100))
+                    || since >= Duration::from_secs(1))
+            {
                 let w = rep.writer.clone();
                 tokio::task::spawn_blocking(move || w.refresh().map(|_| ()))
                     .await
                     .map_err(|e| ClusterError::Invalid(format!("refreshing: {e}")))??;
                 last_refresh = Instant::now();
                 dirty = false;
+            }
+            if becomes_ready {
+                tracing::info!(
+                    "shard {} of [{}] caught up with its stream at {}: answering searches",
+                    rep.shard,
+                    rep.index,
+                    rep.applied()
+                );
+                rep.ready.store(true, Ordering::Relaxed);
             }
         }
     }
@@ -459,6 +479,16 @@ impl Inner {
                 }
             }
             Ask::Status => Answer::Status(rep.status()),
+            _ if !rep.ready.load(Ordering::Relaxed) => Answer::Error {
+                reason: format!(
+                    "shard {} of [{}] on node {} is catching up with its stream (at {})",
+                    req.shard,
+                    req.index,
+                    self.id,
+                    rep.applied()
+                ),
+                bad: false,
+            },
             ask => {
                 let r = rep.clone();
                 match tokio::task::spawn_blocking(move || read(&r, ask)).await {
@@ -570,6 +600,14 @@ fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
             })
         }
         Ask::Fetch { ids, source } => {
+            if source == Some(Value::Bool(false)) {
+                // Which ids exist: the writer's id map, no document read.
+                return Ok(Answer::Fetch(
+                    ids.iter()
+                        .map(|id| rep.writer.contains(id).then(|| Value::Object(Default::default())))
+                        .collect(),
+                ));
+            }
             let filter = match &source {
                 None => tierdex::query::dsl::SourceFilter::default(),
                 Some(v) => tierdex::query::dsl::SourceFilter::parse(v)?,

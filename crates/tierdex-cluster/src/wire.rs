@@ -101,6 +101,8 @@ pub struct ReplicaStatus {
     pub skipped: u64,
     /// Stream messages that could not be applied (bad records).
     pub rejected: u64,
+    /// Caught up with its stream since it was opened (answers searches).
+    pub ready: bool,
 }
 
 /// What a node answers.

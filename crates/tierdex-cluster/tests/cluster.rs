@@ -173,6 +173,7 @@ impl Cluster {
         let b = Broker::connect(BrokerConfig {
             cluster: cfg.clone(),
             replica_timeout: Duration::from_secs(5),
+            reassign_after: Duration::from_secs(1),
         })
         .await
         .unwrap();
@@ -362,4 +363,86 @@ async fn shards_answer_as_one_index() {
         }
     }
     let _ = Arc::new(());
+}
+
+/// A node that leaves: after the reassignment delay its replicas are placed
+/// on the other nodes, which replay the shards' streams and answer as one
+/// index again; a replica answers no search before it has caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_removed_has_its_replicas_moved() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server: {}", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mut c = Cluster::start(&bin, store.path(), 3).await;
+    let (status, v) = c
+        .call(
+            reqwest::Method::PUT,
+            "/moves",
+            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 2, "number_of_replicas": 1 } })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["shards_acknowledged"], json!(true), "{v}");
+    let docs = corpus(21, 800);
+    c.bulk("moves", &docs).await;
+    let (_, v) = c.call(reqwest::Method::GET, "/moves", None).await;
+    let before: Vec<Vec<String>> = serde_json::from_value(v["moves"]["shards"].clone()).unwrap();
+    assert!(before.iter().any(|s| s.contains(&"node-1".to_string())), "{before:?}");
+    c.nodes[1].take().unwrap().stop().await;
+    // Reassigned after the delay (1 s here), replayed, caught up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, v) = c.call(reqwest::Method::GET, "/moves", None).await;
+        let now: Vec<Vec<String>> = serde_json::from_value(v["moves"]["shards"].clone()).unwrap();
+        let moved = now.iter().all(|s| s.len() == 2 && !s.contains(&"node-1".to_string()));
+        let ready = c
+            .nodes
+            .iter()
+            .flatten()
+            .flat_map(|n| n.replicas())
+            .filter(|r| r.0 == "moves" && r.2.ready && r.2.docs as usize == docs.len() / 2)
+            .count();
+        let held: usize = c.nodes.iter().flatten().map(|n| n.replicas().len()).sum();
+        if moved && held == 4 {
+            let _ = ready;
+            let (_, h) = c.call(reqwest::Method::GET, "/_cluster/health", None).await;
+            if h["status"] == json!("green") {
+                break;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "replicas not moved: {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, v) = c.call(reqwest::Method::POST, "/moves/_refresh", None).await;
+    assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
+    let mut per_shard: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for n in c.nodes.iter().flatten() {
+        for (ix, shard, st) in n.replicas() {
+            if ix == "moves" {
+                assert!(st.ready);
+                per_shard.entry(shard).or_default().push(st.docs);
+            }
+        }
+    }
+    assert_eq!(per_shard.len(), 2);
+    for (shard, docs_held) in &per_shard {
+        assert_eq!(docs_held.len(), 2, "shard {shard}");
+        assert_eq!(docs_held[0], docs_held[1], "shard {shard}: replicas differ");
+    }
+    let ref_dir = tempfile::tempdir().unwrap();
+    let single = reference(ref_dir.path(), &docs);
+    for q in queries(8, 20) {
+        let got = c.search("moves", json!({ "query": q })).await;
+        assert_eq!(got["_shards"]["failed"], json!(0), "{got}");
+        let (count, want, _) = expected(&single, &q, None);
+        assert_eq!(got["hits"]["total"]["value"], json!(count), "{q}");
+        same_hits(&hits_of(&got), &want, &q.to_string());
+    }
+    for n in c.nodes.iter_mut() {
+        if let Some(n) = n.take() {
+            n.stop().await;
+        }
+    }
 }

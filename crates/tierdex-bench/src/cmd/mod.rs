@@ -2,6 +2,7 @@
 //! arguments and `run`; [`shared`] holds what they share.
 
 pub mod cache;
+pub mod cluster;
 pub mod compare;
 pub mod index_scale;
 pub mod isolation;
