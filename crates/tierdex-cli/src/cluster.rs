@@ -50,7 +50,7 @@ pub struct NodeArgs {
         required = true
     )]
     cluster: Vec<String>,
-    /// Where the node's replicas live (one index per replica, DATA/INDEX/SHARD).
+    /// Where the node's replicas live (one index per replica, DATA/INDEX/UID/SHARD).
     #[arg(long, env = "TIERDEX_DATA")]
     data: PathBuf,
     /// The node's id: stable across restarts, as the cluster map assigns

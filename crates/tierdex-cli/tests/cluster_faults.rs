@@ -84,6 +84,7 @@ async fn replica_docs(client: &async_nats::Client, nodes: usize) -> Vec<Vec<(Str
             let req = ShardRequest {
                 index: "docs".into(),
                 shard,
+                uid: String::new(),
                 ask: Ask::Status,
             };
             let subject = tierdex_cluster::names::node_subject(&format!("node-{n}"));

@@ -233,6 +233,13 @@ impl Broker {
             replicas: copies,
             mappings,
             assignment: map::assign(shards, copies, &nodes),
+            uid: format!(
+                "{:x}{:x}",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+                std::process::id()
+            ),
         };
         meta.schema()?;
         if self.map.index(name).await?.is_some() {
@@ -266,6 +273,7 @@ impl Broker {
                 for node in nodes {
                     let req = ShardRequest {
                         index: meta.name.clone(),
+                        uid: meta.uid.clone(),
                         shard: shard as u32,
                         ask: Ask::Status,
                     };
@@ -317,6 +325,7 @@ impl Broker {
         }
         let req = ShardRequest {
             index: meta.name.clone(),
+            uid: meta.uid.clone(),
             shard,
             ask: ask.clone(),
         };
@@ -425,6 +434,7 @@ impl Broker {
             for node in &meta.assignment[shard as usize] {
                 let req = ShardRequest {
                     index: meta.name.clone(),
+                    uid: meta.uid.clone(),
                     shard,
                     ask: Ask::Sync {
                         upto: seq,

@@ -25,6 +25,11 @@ pub struct IndexMeta {
     pub mappings: Value,
     /// For each shard, the nodes holding a replica of it.
     pub assignment: Vec<Vec<String>>,
+    /// Unique to this creation: an index deleted and created again under
+    /// the same name is another index (its replicas live in other
+    /// directories, so none resumes from the old one's stream position).
+    #[serde(default)]
+    pub uid: String,
 }
 
 impl IndexMeta {

@@ -1,5 +1,5 @@
 //! A node holding replicas (`tierdex node`): for each replica the cluster
-//! map gives it, an index under `DATA/INDEX/SHARD` fed by a durable
+//! map gives it, an index under `DATA/INDEX/UID/SHARD` fed by a durable
 //! consumer of the shard's stream, and answers to brokers' requests on the
 //! node's subject.
 //!
@@ -53,6 +53,8 @@ pub struct NodeConfig {
 /// One replica held by this node.
 struct Replica {
     index: String,
+    /// The index's creation ([`IndexMeta::uid`]).
+    uid: String,
     shard: u32,
     writer: Arc<IndexWriter>,
     applied: tokio::sync::watch::Sender<u64>,
@@ -213,6 +215,32 @@ impl Inner {
                 }
             }
         }
+        // First let go of the replicas no longer wanted (or of an earlier
+        // index of the same name), then open the missing ones.
+        let gone: Vec<Arc<Replica>> = {
+            let mut reps = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
+            let keys: Vec<(String, u32)> = reps
+                .iter()
+                .filter(|((ix, s), r)| !wanted.iter().any(|(m, w)| m.name == *ix && w == s && m.uid == r.uid))
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| reps.remove(k)).collect()
+        };
+        for r in gone {
+            tracing::info!("no longer holding shard {} of [{}]", r.shard, r.index);
+            if let Some(t) = r.consumer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                t.abort();
+            }
+            let deleted = !indices.iter().any(|m| m.name == r.index && m.uid == r.uid);
+            if deleted {
+                // The index is gone: its replica's files go too.
+                let dir = self.replica_dir(&r.index, &r.uid, r.shard);
+                drop(r);
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!("removing {}: {e}", dir.display());
+                }
+            }
+        }
         for (meta, shard) in &wanted {
             let held = self
                 .replicas
@@ -231,26 +259,16 @@ impl Inner {
                     .insert((meta.name.clone(), *shard), rep);
             }
         }
-        let gone: Vec<Arc<Replica>> = {
-            let mut reps = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
-            let keys: Vec<(String, u32)> = reps
-                .keys()
-                .filter(|(ix, s)| !wanted.iter().any(|(m, w)| m.name == *ix && w == s))
-                .cloned()
-                .collect();
-            keys.iter().filter_map(|k| reps.remove(k)).collect()
-        };
-        for r in gone {
-            tracing::info!("no longer holding shard {} of [{}]", r.shard, r.index);
-            if let Some(t) = r.consumer.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                t.abort();
-            }
-        }
         Ok(())
     }
 
+    /// Where a replica's index lives: `DATA/INDEX/UID/SHARD`.
+    fn replica_dir(&self, index: &str, uid: &str, shard: u32) -> PathBuf {
+        self.data.join(index).join(uid).join(shard.to_string())
+    }
+
     async fn open_replica(&self, meta: &IndexMeta, shard: u32) -> Result<Arc<Replica>> {
-        let dir = self.data.join(&meta.name).join(shard.to_string());
+        let dir = self.replica_dir(&meta.name, &meta.uid, shard);
         let schema = meta.schema()?;
         let writer = tokio::task::spawn_blocking(move || -> tierdex::Result<IndexWriter> {
             std::fs::create_dir_all(&dir).map_err(|e| tierdex::Error::io(&dir, e))?;
@@ -275,6 +293,7 @@ impl Inner {
         );
         Ok(Arc::new(Replica {
             index: meta.name.clone(),
+            uid: meta.uid.clone(),
             shard,
             writer: Arc::new(writer),
             applied: tokio::sync::watch::channel(applied).0,
@@ -437,7 +456,7 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .get(&(req.index.clone(), req.shard))
             .cloned();
-        let Some(rep) = rep else {
+        let Some(rep) = rep.filter(|r| req.uid.is_empty() || r.uid == req.uid) else {
             return Answer::Error {
                 reason: format!(
                     "node {} holds no replica of shard {} of [{}]",

@@ -31,6 +31,9 @@ pub struct ShardRequest {
     pub index: String,
     /// The shard.
     pub shard: u32,
+    /// The index's creation ([`crate::map::IndexMeta::uid`]; empty: any).
+    #[serde(default)]
+    pub uid: String,
     /// What is asked.
     pub ask: Ask,
 }

@@ -357,6 +357,23 @@ async fn shards_answer_as_one_index() {
     assert_eq!(v["_source"], docs[8].1);
     let (status, _) = c.call(reqwest::Method::GET, "/books/_doc/doc-7", None).await;
     assert_eq!(status, 404);
+    // Deleted and created again: a new index, nothing of the old one.
+    let (status, v) = c.call(reqwest::Method::DELETE, "/books", None).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = c
+        .call(
+            reqwest::Method::PUT,
+            "/books",
+            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 3, "number_of_replicas": 1 } })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["shards_acknowledged"], json!(true), "{v}");
+    c.bulk("books", &docs[..10]).await;
+    let (_, v) = c.call(reqwest::Method::POST, "/books/_refresh", None).await;
+    assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
+    let (_, v) = c.call(reqwest::Method::POST, "/books/_count", None).await;
+    assert_eq!(v["count"], json!(10), "{v}");
     for n in c.nodes.iter_mut() {
         if let Some(n) = n.take() {
             n.stop().await;
