@@ -9,11 +9,11 @@
 //! ends with [`Op::Mark`] of the last message's stream sequence: the batch
 //! and its mark are durable together (the writer's log, then its
 //! manifest). Only then is the consumer acknowledged (acknowledging all
-//! before). After a crash the consumer redelivers what was not
-//! acknowledged; messages at or below the index's mark are skipped, so
-//! none is applied twice, and none acknowledged is lost. A consumer found
-//! ahead of the index (an index restored from an older snapshot) is made
-//! again from the index's mark.
+//! before). Whenever a replica starts consuming (at open, after a crash,
+//! after a failure) its durable consumer is made again to deliver from the
+//! index's mark on, in stream order: none is applied twice, none skipped.
+//! (Kept from before a crash, a consumer would deliver the dead process's
+//! unacknowledged messages only after the ack wait, after newer ones.)
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -323,14 +323,11 @@ impl Inner {
             .map_err(ClusterError::nats)?;
         let durable = names::consumer(&self.id, &rep.index, rep.shard);
         let applied = rep.applied();
-        if let Ok(mut c) = stream.get_consumer::<consumer::pull::Config>(&durable).await {
-            let floor = c.info().await.map_err(ClusterError::nats)?.ack_floor.stream_sequence;
-            if floor <= applied {
-                return Ok(c);
-            }
-            tracing::warn!(
-                "consumer {durable} acknowledged up to {floor}, the index holds {applied}: starting it again from the index"
-            );
+        // Always made again from the index's mark: a consumer kept from
+        // before a crash would deliver new messages first and the ones the
+        // dead process had fetched only after the ack wait, by when the
+        // mark is past them and they would be skipped as applied.
+        if stream.get_consumer::<consumer::pull::Config>(&durable).await.is_ok() {
             stream.delete_consumer(&durable).await.map_err(ClusterError::nats)?;
         }
         let deliver_policy = match applied {
@@ -375,6 +372,13 @@ impl Inner {
                 if seq <= applied {
                     rep.skipped.fetch_add(1, Ordering::Relaxed);
                     continue;
+                }
+                if seq != last + 1 {
+                    // Messages come in stream order from the mark on; a gap
+                    // means this consumer went astray: start it again.
+                    return Err(ClusterError::Nats(format!(
+                        "stream message {seq} came after {last}: restarting the consumer"
+                    )));
                 }
                 last = seq;
                 match to_op(&mut schema, &m.payload) {
