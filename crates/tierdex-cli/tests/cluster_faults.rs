@@ -25,7 +25,27 @@ use tierdex_cluster::ClusterConfig;
 
 const SHARDS: u32 = 3;
 
-fn node(urls: &str, dir: &Path, i: usize) -> Child {
+/// A node process, killed when dropped (also when the test fails).
+struct NodeProc(Child);
+
+impl NodeProc {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn node(urls: &str, dir: &Path, i: usize) -> NodeProc {
+    NodeProc(spawn_node(urls, dir, i))
+}
+
+fn spawn_node(urls: &str, dir: &Path, i: usize) -> Child {
     Command::new(env!("CARGO_BIN_EXE_tierdex"))
         .args([
             "node",
@@ -119,7 +139,7 @@ async fn faults_lose_nothing_acknowledged() {
     let client = cfg.connect("test").await.unwrap();
     local::wait_jetstream(&client, Duration::from_secs(30)).await.unwrap();
     let joined = urls.join(",");
-    let mut nodes: Vec<Child> = (0..3).map(|i| node(&joined, tmp.path(), i)).collect();
+    let mut nodes: Vec<NodeProc> = (0..3).map(|i| node(&joined, tmp.path(), i)).collect();
     let b = Broker::connect(BrokerConfig {
         cluster: cfg.clone(),
         replica_timeout: Duration::from_secs(2),
@@ -217,8 +237,7 @@ async fn faults_lose_nothing_acknowledged() {
 
     // kill -9 a node: searches go on from the other replicas.
     let killed_node = Instant::now();
-    nodes[1].kill().unwrap();
-    nodes[1].wait().unwrap();
+    nodes[1].kill();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let node_window = {
         let l = log.lock().unwrap();
@@ -353,10 +372,7 @@ async fn faults_lose_nothing_acknowledged() {
         );
         eprintln!("shard {shard}: {reps:?} (node, docs, applied, skipped as already applied)");
     }
-    for mut n in nodes {
-        let _ = n.kill();
-        let _ = n.wait();
-    }
+    drop(nodes);
 }
 
 /// `tierdex cluster up`: NATS, a node and a broker come up and answer;
