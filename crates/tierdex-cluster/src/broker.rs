@@ -36,6 +36,7 @@ use futures::future::join_all;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tierdex::query::global::GlobalStats;
+use tierdex_server::es::body_value;
 use tierdex_server::ApiError;
 
 use crate::map::{self, ClusterMap, IndexMeta};
@@ -543,18 +544,6 @@ async fn health(State(b): State<Arc<Broker>>) -> Res<Json<Value>> {
         "unassigned_shards": unassigned,
         "nodes": nodes,
     })))
-}
-
-fn body_value(body: &[u8]) -> Res<Value> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?;
-    if !v.is_object() {
-        return Err(ApiError::bad_request("request body must be a JSON object"));
-    }
-    Ok(v)
 }
 
 fn setting(settings: Option<&Value>, key: &str, default: u64) -> Res<u64> {

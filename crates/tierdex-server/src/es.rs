@@ -159,7 +159,8 @@ fn request_query(ix: &IndexHandle, body: &Value, uri: &UriParams) -> Result<(Que
     }
 }
 
-fn body_value(body: &axum::body::Bytes) -> Result<Value, ApiError> {
+/// A request body as a JSON object (an empty body: `{}`).
+pub fn body_value(body: &[u8]) -> Result<Value, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
