@@ -65,6 +65,10 @@ enum Cmd {
     /// of the same documents (issue #26): the command file's counts and
     /// top-10 ids and scores, and aggregations over the TED talks.
     Cluster(cmd::cluster::Args),
+    /// A local cluster's query throughput with 1, 2 and 3 nodes (each
+    /// joining node replays a copy of every shard) and its indexing
+    /// throughput with 1, 2 and 3 shards (issue #26).
+    ClusterScale(cmd::cluster_scale::Args),
 }
 
 fn main() {
@@ -83,6 +87,7 @@ fn main() {
         Cmd::LimitedReport { dir } => cmd::limited::report(&dir),
         Cmd::Cache(a) => cmd::cache::run(a),
         Cmd::Cluster(a) => cmd::cluster::run(a),
+        Cmd::ClusterScale(a) => cmd::cluster_scale::run(a),
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Isolation(a) => cmd::isolation::run(a),
         Cmd::IndexScale(a) => cmd::index_scale::run(a),

@@ -18,24 +18,25 @@ pub struct ClusterArgs {
     /// else as many servers as it reports (1 alone).
     #[arg(long, env = "TIERDEX_CLUSTER_STREAM_REPLICAS", value_name = "N")]
     cluster_stream_replicas: Option<usize>,
-    /// Longest wait for one replica's answer before a broker asks the next.
-    #[arg(
-        long,
-        env = "TIERDEX_CLUSTER_REPLICA_TIMEOUT_MS",
-        default_value_t = 2000,
-        value_name = "MS"
-    )]
-    cluster_replica_timeout_ms: u64,
+    /// Longest wait for one replica's answer before a broker asks the next
+    /// [default: 2000].
+    #[arg(long, env = "TIERDEX_CLUSTER_REPLICA_TIMEOUT_MS", value_name = "MS")]
+    cluster_replica_timeout_ms: Option<u64>,
     /// How long a node may be away before a broker places its replicas on
     /// other nodes (which replay the shards' streams); a node back sooner
-    /// keeps them.
-    #[arg(
-        long,
-        env = "TIERDEX_CLUSTER_REASSIGN_AFTER_SECS",
-        default_value_t = 60,
-        value_name = "SECS"
-    )]
-    cluster_reassign_after_secs: u64,
+    /// keeps them [default: 60].
+    #[arg(long, env = "TIERDEX_CLUSTER_REASSIGN_AFTER_SECS", value_name = "SECS")]
+    cluster_reassign_after_secs: Option<u64>,
+}
+
+impl ClusterArgs {
+    /// Whether any of these options was given (on the command line or in
+    /// the environment): a local `serve` refuses them rather than ignore them.
+    pub fn any_given(&self) -> bool {
+        self.cluster_stream_replicas.is_some()
+            || self.cluster_replica_timeout_ms.is_some()
+            || self.cluster_reassign_after_secs.is_some()
+    }
 }
 
 /// `tierdex node`.
@@ -115,6 +116,11 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 /// Runs a node until SIGTERM or Ctrl-C.
 pub fn run(a: NodeArgs) -> Result<()> {
+    if a.opts.cluster_replica_timeout_ms.is_some() || a.opts.cluster_reassign_after_secs.is_some() {
+        anyhow::bail!(
+            "--cluster-replica-timeout-ms and --cluster-reassign-after-secs apply to a broker (`tierdex serve --cluster`), not to a node"
+        );
+    }
     std::fs::create_dir_all(&a.data).with_context(|| format!("--data {}", a.data.display()))?;
     let id = a.id.clone().unwrap_or_else(|| default_id(&a.data));
     runtime()?.block_on(async {
@@ -145,15 +151,16 @@ pub fn broker(urls: &[String], opts: &ClusterArgs, addr: SocketAddr, insecure: b
     let mut exposure = tierdex_server::ServerConfig::new(PathBuf::new());
     exposure.insecure = insecure;
     tierdex_server::check_exposure(addr, &exposure)?;
-    if opts.cluster_replica_timeout_ms == 0 {
+    let replica_timeout_ms = opts.cluster_replica_timeout_ms.unwrap_or(2000);
+    if replica_timeout_ms == 0 {
         anyhow::bail!("--cluster-replica-timeout-ms must be positive");
     }
     runtime()?.block_on(async {
         let cluster = config(urls, opts).await?;
         let b = tierdex_cluster::broker::Broker::connect(tierdex_cluster::broker::BrokerConfig {
             cluster: cluster.clone(),
-            replica_timeout: Duration::from_millis(opts.cluster_replica_timeout_ms),
-            reassign_after: Duration::from_secs(opts.cluster_reassign_after_secs),
+            replica_timeout: Duration::from_millis(replica_timeout_ms),
+            reassign_after: Duration::from_secs(opts.cluster_reassign_after_secs.unwrap_or(60)),
         })
         .await
         .context("starting the broker")?;

@@ -24,9 +24,9 @@ use tierdex_workload as workload;
 /// Options of `tierdex demo`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Documents to generate.
-    #[arg(long, default_value_t = 200_000)]
-    docs: u64,
+    /// Documents to generate [default: 200000; 20000 with --cluster].
+    #[arg(long)]
+    docs: Option<u64>,
     /// Corpus and workload seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -44,6 +44,22 @@ pub struct Args {
     /// or range queries.
     #[arg(long)]
     text_only: bool,
+    /// Also run the documents and the queries through a local cluster
+    /// (issue #26): 3 NATS servers with JetStream, --nodes nodes and a
+    /// broker on loopback, every answer checked against the single index.
+    /// Needs `nats-server` (`go install github.com/nats-io/nats-server/v2@v2.15.2`).
+    #[arg(long)]
+    cluster: bool,
+    /// Nodes of the --cluster.
+    #[arg(long, default_value_t = 3, requires = "cluster")]
+    nodes: usize,
+    /// Shards of the --cluster's index.
+    #[arg(long, default_value_t = 3, requires = "cluster")]
+    shards: u32,
+    /// Copies beyond the first of each shard (Elasticsearch's
+    /// number_of_replicas) in the --cluster.
+    #[arg(long, default_value_t = 1, requires = "cluster")]
+    replicas: u32,
 }
 
 /// Typed-value samples taken from this many generated documents (at most).
@@ -70,23 +86,27 @@ pub fn run(a: Args) -> Result<()> {
 
 fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
     let typed = !a.text_only;
+    let n_docs = a.docs.unwrap_or(if a.cluster { 20_000 } else { 200_000 });
+    if a.cluster && tierdex_cluster::local::find_nats_server().is_none() {
+        anyhow::bail!("--cluster needs nats-server: {}", tierdex_cluster::local::INSTALL_HINT);
+    }
     println!(
         "tierdex demo: {} generated documents{} (seed {})",
-        a.docs,
+        n_docs,
         if typed { " with typed fields" } else { "" },
         a.seed
     );
     let t = Instant::now();
     let gen = Generator::new(GenOptions {
-        docs: a.docs,
+        docs: n_docs,
         seed: a.seed,
         typed,
         ..GenOptions::default()
     });
-    let docs = generate_parallel(&gen, a.docs);
+    let docs = generate_parallel(&gen, n_docs);
     let mut sample = TypedSample::new();
     if typed {
-        let every = (a.docs / SAMPLE_DOCS).max(1) as usize;
+        let every = (n_docs / SAMPLE_DOCS).max(1) as usize;
         for d in docs.iter().step_by(every) {
             sample.push_json(&serde_json::to_string(d)?)?;
         }
@@ -110,8 +130,9 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
         threads: a.threads,
         ..IndexOptions::default()
     };
-    let pb = bar(Some(a.docs), false, "indexing");
+    let pb = bar(Some(n_docs), false, "indexing");
     let t = Instant::now();
+    let kept = if a.cluster { docs.clone() } else { Vec::new() };
     let stats = build_index_with_progress(docs.into_iter().map(Ok), dir, &opts, &|p| match p {
         Progress::Indexed { docs, .. } => pb.set_position(docs),
         Progress::MergeStarted { segments } => {
@@ -182,6 +203,47 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
     }
     println!();
     println!("  (mean result: matches for modes with a count, hits returned for top_k)");
+    if a.cluster {
+        let mut demo_queries: Vec<crate::demo_cluster::DemoQuery> = queries
+            .iter()
+            .map(|q| crate::demo_cluster::DemoQuery {
+                category: q.category.clone(),
+                body: serde_json::json!({ "query": { "query_string": { "query": q.text } } }),
+            })
+            .collect();
+        if typed {
+            // The broker sorts by score only: the sorted categories stay local.
+            for q in tierdex_workload::typed::generate(&sample, &TextPools::from_workload(&queries), a.queries, a.seed)
+            {
+                let v: serde_json::Value = serde_json::from_str(&q.json)?;
+                if v.get("sort").is_none() {
+                    let mut body = serde_json::json!({ "query": v["query"] });
+                    if let Some(aggs) = v.get("aggs") {
+                        body["aggs"] = aggs.clone();
+                    }
+                    demo_queries.push(crate::demo_cluster::DemoQuery {
+                        category: q.category.clone(),
+                        body,
+                    });
+                }
+            }
+        }
+        println!();
+        let mapping = if typed {
+            typed::mapping()
+        } else {
+            serde_json::json!({ "properties": { "title": { "type": "text" }, "body": { "type": "text" } } })
+        };
+        let cluster_dir = std::env::temp_dir().join(format!("tierdex-demo-cluster-{}", std::process::id()));
+        let shape = crate::demo_cluster::Shape {
+            nodes: a.nodes,
+            shards: a.shards,
+            replicas: a.replicas,
+        };
+        let r = crate::demo_cluster::run(&shape, &cluster_dir, &mapping, &kept, &demo_queries, &searcher);
+        let _ = std::fs::remove_dir_all(&cluster_dir);
+        r?;
+    }
     if a.dir.is_some() {
         println!(
             "  index kept in {}; try: tierdex search {} 'your query' --highlight",

@@ -4,6 +4,7 @@
 mod cache;
 mod cluster;
 mod demo;
+mod demo_cluster;
 mod gen;
 mod get;
 mod index;

@@ -312,6 +312,11 @@ pub fn run(a: Args) -> Result<()> {
     if !a.cluster.is_empty() {
         return crate::cluster::broker(&a.cluster, &a.cluster_opts, a.addr, a.insecure);
     }
+    if a.cluster_opts.any_given() {
+        anyhow::bail!(
+            "the --cluster-* options (or their TIERDEX_CLUSTER_* variables) apply to a broker: give --cluster URLS too"
+        );
+    }
     if a.hash_password {
         return hash_password();
     }

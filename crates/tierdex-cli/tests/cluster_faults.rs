@@ -448,3 +448,84 @@ async fn cluster_up_starts_and_stops() {
         String::from_utf8_lossy(&left.stdout)
     );
 }
+
+/// Options that do not apply are refused, never ignored: a broker takes
+/// none of a local index's, a local `serve` none of a broker's, a node none
+/// of a broker's, and the demo's cluster shape needs `--cluster`. None of
+/// these needs a NATS server: they fail before connecting.
+#[test]
+fn cluster_options_that_do_not_apply_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().to_str().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["serve", "--cluster", "nats://127.0.0.1:1", "--threads", "2"],
+            "cannot be used with",
+        ),
+        (
+            &["serve", "--cluster", "nats://127.0.0.1:1", index],
+            "cannot be used with",
+        ),
+        (
+            &["serve", index, "--cluster-replica-timeout-ms", "5"],
+            "apply to a broker",
+        ),
+        (&["serve", index, "--cluster-stream-replicas", "1"], "apply to a broker"),
+        (
+            &[
+                "node",
+                "--cluster",
+                "nats://127.0.0.1:1",
+                "--data",
+                data,
+                "--cluster-reassign-after-secs",
+                "5",
+            ],
+            "not to a node",
+        ),
+        (&["demo", "--nodes", "2"], "--cluster"),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_tierdex"))
+            .args(args)
+            .env_remove("TIERDEX_CLUSTER")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// `tierdex demo --cluster` runs the demo's documents and queries (text,
+/// filters, ranges, aggregations) through a local cluster and finds every
+/// answer equal to the single index's.
+#[test]
+fn demo_cluster_answers_as_one_index() {
+    if local::find_nats_server().is_none() {
+        eprintln!("SKIPPED: no nats-server: {}", local::INSTALL_HINT);
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_tierdex"))
+        .args(["demo", "--cluster", "--docs", "3000", "--queries", "4", "--nodes", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = text
+        .lines()
+        .find(|l| l.contains("cluster against one index:"))
+        .unwrap_or_else(|| panic!("no summary line: {text}"));
+    // "counts equal N of N, top-10 and aggregations equal N of N"
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .filter(|&n| n != 10)
+        .collect();
+    assert_eq!(numbers.len(), 4, "{line}");
+    assert!(numbers[0] > 50, "{line}");
+    assert!(numbers.iter().all(|&n| n == numbers[0]), "{line}");
+}

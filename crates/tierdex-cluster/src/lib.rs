@@ -22,9 +22,12 @@
 //! * [`wire`]: what brokers and nodes send each other.
 //! * [`node`]: a node holding replicas: consumes, applies, answers.
 //! * [`broker`]: the HTTP service in front.
-//! * [`local`]: NATS servers on loopback (cluster up, demo, tests).
+//! * [`local`]: NATS servers on loopback (cluster up, demo, tests) and a
+//!   whole cluster in one process ([`local::LocalCluster`]).
+//! * [`check`]: comparing a cluster's answers with one index's.
 
 pub mod broker;
+pub mod check;
 pub mod local;
 pub mod map;
 pub mod names;

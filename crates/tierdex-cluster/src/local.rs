@@ -5,9 +5,12 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{ClusterError, Result};
+use crate::broker::{Broker, BrokerConfig};
+use crate::node::{Node, NodeConfig};
+use crate::{ClusterConfig, ClusterError, Result};
 
 /// Largest message the local servers take (a document's record).
 pub const MAX_PAYLOAD: usize = 8 << 20;
@@ -177,6 +180,124 @@ pub async fn wait_jetstream(client: &async_nats::Client, timeout: Duration) -> R
                 return Err(ClusterError::Nats(format!("JetStream not ready within {timeout:?}")))
             }
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// A whole cluster in this process on loopback: NATS servers with
+/// JetStream, nodes holding replicas and a broker serving HTTP on a free
+/// port (the bench and `tierdex demo --cluster`).
+pub struct LocalCluster {
+    nats: Vec<NatsServer>,
+    /// The nodes, in the order started (ids `{prefix}-{i}`).
+    pub nodes: Vec<Node>,
+    cfg: ClusterConfig,
+    dir: PathBuf,
+    prefix: String,
+    base: String,
+    broker: Arc<Broker>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl LocalCluster {
+    /// Starts `nats` servers (streams get `min(nats, 3)` copies), `nodes`
+    /// nodes named `{prefix}-{i}` and a broker, keeping their data under
+    /// `dir`; returns once the nodes have announced themselves.
+    pub async fn start(
+        bin: &Path,
+        dir: &Path,
+        nats: usize,
+        nodes: usize,
+        prefix: &str,
+        replica_timeout: Duration,
+    ) -> Result<LocalCluster> {
+        if nats == 0 {
+            return Err(ClusterError::Invalid("a cluster needs at least one NATS server".into()));
+        }
+        let servers = NatsServer::start_cluster(bin, &dir.join("nats"), nats)?;
+        let cfg = ClusterConfig {
+            urls: servers.iter().map(NatsServer::url).collect(),
+            stream_replicas: nats.min(3),
+        };
+        let client = cfg.connect(prefix).await?;
+        wait_jetstream(&client, Duration::from_secs(60)).await?;
+        let broker = Broker::connect(BrokerConfig {
+            cluster: cfg.clone(),
+            replica_timeout,
+            reassign_after: Duration::from_secs(60),
+        })
+        .await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| ClusterError::Invalid(format!("listening on loopback: {e}")))?;
+        let base = format!(
+            "http://{}",
+            listener
+                .local_addr()
+                .map_err(|e| ClusterError::Invalid(format!("listening on loopback: {e}")))?
+        );
+        let router = crate::broker::router(broker.clone());
+        let serving = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!("the local broker stopped: {e}");
+            }
+        });
+        let mut c = LocalCluster {
+            nats: servers,
+            nodes: Vec::new(),
+            cfg,
+            dir: dir.to_path_buf(),
+            prefix: prefix.to_string(),
+            base,
+            broker,
+            serving,
+        };
+        for _ in 0..nodes {
+            c.add_node().await?;
+        }
+        Ok(c)
+    }
+
+    /// Starts one more node; returns once the map lists it as live.
+    pub async fn add_node(&mut self) -> Result<()> {
+        let id = format!("{}-{}", self.prefix, self.nodes.len());
+        let node = Node::start(NodeConfig {
+            cluster: self.cfg.clone(),
+            id: id.clone(),
+            data: self.dir.join(&id),
+        })
+        .await?;
+        self.nodes.push(node);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.broker.map().live_nodes().await?.contains(&id) {
+            if Instant::now() > deadline {
+                return Err(ClusterError::Nats(format!(
+                    "node {id} did not announce itself within 30 s"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// The broker's HTTP address (`http://127.0.0.1:PORT`).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The NATS servers' URLs and stream copies.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.cfg
+    }
+
+    /// Stops the broker and the nodes, then the NATS servers.
+    pub async fn stop(mut self) {
+        self.serving.abort();
+        for n in std::mem::take(&mut self.nodes) {
+            n.stop().await;
+        }
+        for s in &mut self.nats {
+            s.kill();
         }
     }
 }

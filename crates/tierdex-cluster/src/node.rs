@@ -38,6 +38,9 @@ use crate::{ClusterConfig, ClusterError, Result};
 const BATCH: usize = 512;
 /// How often the node reads the map for replicas it should hold.
 const MAP_POLL: Duration = Duration::from_millis(300);
+/// Consecutive consumer failures logged quietly (the map poll stops the
+/// consumers of a deleted index within about this many attempts).
+const QUIET_FAILURES: u32 = 4;
 
 /// How to start a node.
 #[derive(Debug, Clone)]
@@ -306,11 +309,27 @@ impl Inner {
 
     /// Consumes a replica's stream for ever, starting again after failures
     /// (the stream not created yet, NATS away).
+    ///
+    /// An index deleted takes its streams with it before the map poll stops
+    /// this task: failures are logged as warnings only once they last
+    /// beyond [`QUIET_FAILURES`] attempts in a row.
     async fn consume(self: Arc<Self>, rep: Arc<Replica>) {
+        let mut failures = 0u32;
         loop {
-            if let Err(e) = self.consume_once(&rep).await {
-                tracing::warn!("consuming shard {} of [{}]: {e} (trying again)", rep.shard, rep.index);
+            let started = Instant::now();
+            match self.consume_once(&rep).await {
+                Err(e) if failures >= QUIET_FAILURES => {
+                    tracing::warn!("consuming shard {} of [{}]: {e} (trying again)", rep.shard, rep.index)
+                }
+                Err(e) => tracing::debug!("consuming shard {} of [{}]: {e} (trying again)", rep.shard, rep.index),
+                Ok(()) => {}
             }
+            // A consumer that ran a while before failing starts a new count.
+            failures = if started.elapsed() > Duration::from_secs(5) {
+                1
+            } else {
+                failures + 1
+            };
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use tierdex::update::{IndexWriter, WriterOptions};
 use tierdex::{Document, Schema};
 use tierdex_cluster::broker::{self, Broker, BrokerConfig};
+use tierdex_cluster::check::hits_of;
 use tierdex_cluster::node::{Node, NodeConfig};
 use tierdex_cluster::ClusterConfig;
 
@@ -97,28 +98,12 @@ fn reference(dir: &std::path::Path, docs: &[(String, Value)]) -> IndexWriter {
 }
 
 /// Count, top-10 (id, score) and aggregations of one index.
-fn expected(w: &IndexWriter, query: &Value, aggs: Option<&Value>) -> (u64, Vec<(String, f32)>, Option<Value>) {
-    let s = w.searcher();
-    let q = tierdex::query::dsl::query(s.schema(), s.query_limits(), query).unwrap();
-    let mut req = tierdex::search::SearchRequest::new(&q, 10);
-    req.mode = tierdex::Mode::TopKAndCount;
-    let r = s.search_request(&req).unwrap();
-    let hits = r.hits.iter().map(|h| (s.doc_id(h.doc).unwrap(), h.score)).collect();
-    let aggs = aggs.map(|a| {
-        let req = tierdex::aggs::Aggregations::from_body(
-            s.schema(),
-            s.query_limits(),
-            json!({ "aggs": a }).as_object().unwrap(),
-        )
-        .unwrap()
-        .unwrap();
-        let mut m = tierdex::aggs::AggsPartial::empty(&req);
-        for p in s.aggregate_parts(&q, &req).unwrap() {
-            m.merge(p);
-        }
-        tierdex::aggs::finalize(&req, &m).unwrap()
-    });
-    (r.count.unwrap(), hits, aggs)
+fn expected(w: &IndexWriter, query: &Value, aggs: Option<&Value>) -> tierdex_cluster::check::OneAnswer {
+    let mut body = json!({ "query": query });
+    if let Some(a) = aggs {
+        body["aggs"] = a.clone();
+    }
+    tierdex_cluster::check::one_index(&w.searcher(), &body).unwrap()
 }
 
 /// The same top-10: scores equal in order; ids equal except within a run
@@ -201,13 +186,7 @@ impl Cluster {
     }
 
     async fn bulk(&self, index: &str, docs: &[(String, Value)]) {
-        let mut nd = String::new();
-        for (id, v) in docs {
-            nd.push_str(&json!({ "index": { "_id": id } }).to_string());
-            nd.push('\n');
-            nd.push_str(&v.to_string());
-            nd.push('\n');
-        }
+        let nd = tierdex_cluster::check::bulk_body(docs.iter().map(|(id, v)| (id.as_str(), v)));
         let resp = self
             .http
             .post(format!("{}/{index}/_bulk", self.base))
@@ -229,20 +208,6 @@ impl Cluster {
         assert_eq!(status, 200, "{v}");
         v
     }
-}
-
-fn hits_of(v: &Value) -> Vec<(String, f32)> {
-    v["hits"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            (
-                h["_id"].as_str().unwrap().to_string(),
-                h["_score"].as_f64().unwrap() as f32,
-            )
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -461,5 +426,107 @@ async fn a_node_removed_has_its_replicas_moved() {
         if let Some(n) = n.take() {
             n.stop().await;
         }
+    }
+}
+
+/// The broker answers bad requests with Elasticsearch-shaped 4xx errors
+/// naming what is wrong, and writes nothing for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_requests_get_clear_errors() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server ({})", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let c = Cluster::start(&bin, store.path(), 1).await;
+    let put = |body: Value| c.call(reqwest::Method::PUT, "/bad", Some(body));
+    let reason = |v: &Value| v["error"]["reason"].as_str().unwrap_or_default().to_string();
+
+    let (status, v) = put(json!({ "settings": { "number_of_shards": 1 } })).await;
+    assert_eq!(status, 400, "no mappings: {v}");
+    assert!(reason(&v).contains("mappings"), "{v}");
+    let (status, v) = put(json!({ "mappings": mappings(), "settings": { "number_of_shards": 0 } })).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(reason(&v).contains("number_of_shards"), "{v}");
+    let (status, v) = put(json!({ "mappings": mappings(), "settings": { "refresh_interval": "1s" } })).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(reason(&v).contains("refresh_interval"), "{v}");
+    let (status, v) = put(json!({ "mappings": mappings(), "settings": { "number_of_replicas": 99 } })).await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = put(json!({ "mappings": { "properties": { "x": { "type": "no-such-type" } } } })).await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = c
+        .call(
+            reqwest::Method::PUT,
+            "/Bad-Name",
+            Some(json!({ "mappings": mappings() })),
+        )
+        .await;
+    assert_eq!(status, 400, "upper-case name: {v}");
+    let (status, v) = c.call(reqwest::Method::POST, "/missing/_search", Some(json!({}))).await;
+    assert_eq!(status, 404, "{v}");
+
+    let (status, v) =
+        put(json!({ "mappings": mappings(), "settings": { "number_of_shards": 2, "number_of_replicas": 0 } })).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = put(json!({ "mappings": mappings() })).await;
+    assert_eq!(status, 400, "created twice: {v}");
+    assert!(reason(&v).contains("already exists"), "{v}");
+    let (status, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/bad/_search",
+            Some(json!({ "query": { "nope": {} } })),
+        )
+        .await;
+    assert_eq!(status, 400, "unknown query: {v}");
+    let (status, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/bad/_search",
+            Some(json!({ "query": { "match_all": {} }, "size": -1 })),
+        )
+        .await;
+    assert_eq!(status, 400, "negative size: {v}");
+    let (status, v) = c
+        .call(reqwest::Method::PUT, "/bad/_doc/1", Some(json!({ "views": "many" })))
+        .await;
+    assert_eq!(status, 400, "a long given a word: {v}");
+    // _bulk: an unknown action refuses the request (nothing written); a bad
+    // or broken document fails its item only, as in Elasticsearch.
+    let resp = c
+        .http
+        .post(format!("{}/bad/_bulk", c.base))
+        .header("content-type", "application/x-ndjson")
+        .body("{\"index\":{\"_id\":\"a\"}}\n{\"title\":\"x\"}\n{\"frobnicate\":{}}\n{}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        400,
+        "an unknown action: {:?}",
+        resp.text().await
+    );
+    let resp = c
+        .http
+        .post(format!("{}/bad/_bulk", c.base))
+        .header("content-type", "application/x-ndjson")
+        .body("{\"index\":{\"_id\":\"a\"}}\n{\"title\":\"fine\"}\n{\"index\":{\"_id\":\"b\"}}\n{\"views\":\"many\"}\n{\"index\":{\"_id\":\"c\"}}\n{not json\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["errors"], json!(true), "{v}");
+    assert_eq!(v["items"][0]["index"]["status"], json!(201), "{v}");
+    assert_eq!(v["items"][1]["index"]["status"], json!(400), "{v}");
+    assert_eq!(v["items"][2]["index"]["status"], json!(400), "broken JSON: {v}");
+    let (_, v) = c.call(reqwest::Method::POST, "/bad/_refresh", None).await;
+    assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
+    let (status, v) = c.call(reqwest::Method::POST, "/bad/_count", None).await;
+    assert_eq!((status, &v["count"]), (200, &json!(1)), "only the good document: {v}");
+    for n in c.nodes.into_iter().flatten() {
+        n.stop().await;
     }
 }

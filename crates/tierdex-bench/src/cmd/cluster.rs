@@ -14,10 +14,8 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use tierdex::update::{IndexWriter, WriterOptions};
 use tierdex::Schema;
-use tierdex_cluster::broker::{self, Broker, BrokerConfig};
-use tierdex_cluster::local::{self, NatsServer};
-use tierdex_cluster::node::{Node, NodeConfig};
-use tierdex_cluster::ClusterConfig;
+use tierdex_cluster::check::{self, hits_of, same_top};
+use tierdex_cluster::local::{self, LocalCluster};
 
 /// Arguments of `tierdex-bench cluster`.
 #[derive(Debug, clap::Args)]
@@ -62,7 +60,7 @@ pub struct Args {
     out: PathBuf,
 }
 
-fn lines(path: &Path) -> Result<Box<dyn BufRead>> {
+pub(crate) fn lines(path: &Path) -> Result<Box<dyn BufRead>> {
     let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let name = path.to_string_lossy();
     Ok(if name.ends_with(".zst") {
@@ -75,7 +73,7 @@ fn lines(path: &Path) -> Result<Box<dyn BufRead>> {
 }
 
 /// The corpus as (id, source) in order.
-fn read_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<(String, Value)>> {
+pub(crate) fn read_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<(String, Value)>> {
     let mut out = Vec::new();
     for (n, line) in lines(path)?.lines().enumerate() {
         if limit.is_some_and(|l| out.len() >= l) {
@@ -98,15 +96,24 @@ fn read_corpus(path: &Path, limit: Option<usize>) -> Result<Vec<(String, Value)>
     Ok(out)
 }
 
-struct Local {
-    _nats: Vec<NatsServer>,
-    nodes: Vec<Node>,
+/// The broker's HTTP API.
+#[derive(Clone)]
+pub(crate) struct Api {
     base: String,
     http: reqwest::Client,
 }
 
-impl Local {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value> {
+impl Api {
+    pub(crate) fn new(base: &str) -> Result<Api> {
+        Ok(Api {
+            base: base.to_string(),
+            http: reqwest::Client::builder().timeout(Duration::from_secs(600)).build()?,
+        })
+    }
+
+    /// Sends a request; its JSON answer, or an error for a status other
+    /// than 2xx.
+    pub(crate) async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value> {
         let mut r = self.http.request(method, format!("{}{path}", self.base));
         if let Some(b) = body {
             r = r.json(&b);
@@ -120,19 +127,13 @@ impl Local {
         Ok(v)
     }
 
-    async fn bulk(&self, index: &str, docs: &[(String, Value)]) -> Result<()> {
-        let mut nd = String::new();
-        for (id, v) in docs {
-            nd.push_str(&json!({ "index": { "_id": id } }).to_string());
-            nd.push('\n');
-            nd.push_str(&v.to_string());
-            nd.push('\n');
-        }
+    /// Indexes the documents with one `_bulk`; an error if any item failed.
+    pub(crate) async fn bulk(&self, index: &str, docs: &[(String, Value)]) -> Result<()> {
         let resp = self
             .http
             .post(format!("{}/{index}/_bulk", self.base))
             .header("content-type", "application/x-ndjson")
-            .body(nd)
+            .body(check::bulk_body(docs.iter().map(|(id, v)| (id.as_str(), v))))
             .send()
             .await?;
         let v: Value = resp.json().await?;
@@ -143,50 +144,20 @@ impl Local {
     }
 }
 
-async fn start(a: &Args) -> Result<Local> {
+/// A local cluster in this process and its API.
+pub(crate) struct Local {
+    pub(crate) cluster: LocalCluster,
+    pub(crate) api: Api,
+}
+
+/// Starts `nats` NATS servers, `nodes` nodes and a broker under `work`.
+pub(crate) async fn start(work: &Path, nats: usize, nodes: usize) -> Result<Local> {
     let Some(bin) = local::find_nats_server() else {
         bail!("no nats-server: {}", local::INSTALL_HINT);
     };
-    let nats = NatsServer::start_cluster(&bin, &a.work.join("nats"), a.nats)?;
-    let cfg = ClusterConfig {
-        urls: nats.iter().map(NatsServer::url).collect(),
-        stream_replicas: a.nats.min(3),
-    };
-    let client = cfg.connect("bench").await?;
-    local::wait_jetstream(&client, Duration::from_secs(60)).await?;
-    let mut nodes = Vec::new();
-    for i in 0..a.nodes {
-        nodes.push(
-            Node::start(NodeConfig {
-                cluster: cfg.clone(),
-                id: format!("node-{i}"),
-                data: a.work.join(format!("node-{i}")),
-            })
-            .await?,
-        );
-    }
-    let b = Broker::connect(BrokerConfig {
-        cluster: cfg,
-        replica_timeout: Duration::from_secs(30),
-        reassign_after: Duration::from_secs(30),
-    })
-    .await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while b.map().live_nodes().await?.len() < a.nodes {
-        if Instant::now() > deadline {
-            bail!("the nodes did not announce themselves");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, broker::router(b)).await });
-    Ok(Local {
-        _nats: nats,
-        nodes,
-        base,
-        http: reqwest::Client::builder().timeout(Duration::from_secs(600)).build()?,
-    })
+    let cluster = LocalCluster::start(&bin, work, nats, nodes, "node", Duration::from_secs(30)).await?;
+    let api = Api::new(cluster.base())?;
+    Ok(Local { cluster, api })
 }
 
 fn single(dir: &Path, mapping: &Value, docs: &[(String, Value)]) -> Result<IndexWriter> {
@@ -211,72 +182,13 @@ fn single(dir: &Path, mapping: &Value, docs: &[(String, Value)]) -> Result<Index
     Ok(w)
 }
 
-/// A query's count, top-10 (id, score) and aggregations.
-type Answer = (u64, Vec<(String, f32)>, Option<Value>);
-
-/// Count and top-10 of the single index.
-fn expected(w: &IndexWriter, query: &Value, aggs: Option<&Value>) -> Result<Answer> {
-    let s = w.searcher();
-    let q = tierdex::query::dsl::query(s.schema(), s.query_limits(), query)?;
-    let mut req = tierdex::search::SearchRequest::new(&q, 10);
-    req.mode = tierdex::Mode::TopKAndCount;
-    let r = s.search_request(&req)?;
-    let hits = r
-        .hits
-        .iter()
-        .map(|h| Ok((s.doc_id(h.doc)?, h.score)))
-        .collect::<tierdex::Result<Vec<_>>>()?;
-    let aggs = match aggs {
-        None => None,
-        Some(a) => {
-            let body = json!({ "aggs": a });
-            let req = tierdex::aggs::Aggregations::from_body(
-                s.schema(),
-                s.query_limits(),
-                body.as_object().expect("object"),
-            )?
-            .context("no aggregations")?;
-            let mut m = tierdex::aggs::AggsPartial::empty(&req);
-            for p in s.aggregate_parts(&q, &req)? {
-                m.merge(p);
-            }
-            Some(tierdex::aggs::finalize(&req, &m)?)
-        }
-    };
-    Ok((r.count.unwrap_or(0), hits, aggs))
-}
-
-/// How two top-10 lists agree: (scores equal to the last bit, in order;
-/// scores within a millionth, in order; the same ids, those tied with the
-/// page's last score at that precision taken as a set that may be cut
-/// elsewhere).
-fn same_top(got: &[(String, f32)], want: &[(String, f32)]) -> (bool, bool, bool) {
-    let close = |a: f32, b: f32| (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0);
-    let exact = got.len() == want.len() && got.iter().zip(want).all(|(a, b)| a.1 == b.1);
-    let near = got.len() == want.len() && got.iter().zip(want).all(|(a, b)| close(a.1, b.1));
-    let last = want.last().map(|h| h.1);
-    let kept = |h: &&(String, f32)| last.is_none_or(|l| !close(h.1, l));
-    let mut a: Vec<&str> = got.iter().filter(kept).map(|h| h.0.as_str()).collect();
-    let mut b: Vec<&str> = want.iter().filter(kept).map(|h| h.0.as_str()).collect();
-    a.sort_unstable();
-    b.sort_unstable();
-    (exact, near, near && a == b)
-}
-
-fn hits_of(v: &Value) -> Vec<(String, f32)> {
-    v["hits"]["hits"]
-        .as_array()
-        .map(|hs| {
-            hs.iter()
-                .map(|h| {
-                    (
-                        h["_id"].as_str().unwrap_or_default().to_string(),
-                        h["_score"].as_f64().unwrap_or(0.0) as f32,
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// A query's count, top-10 (id, score) and aggregations in one index.
+fn expected(w: &IndexWriter, query: &Value, aggs: Option<&Value>) -> Result<check::OneAnswer> {
+    let mut body = json!({ "query": query });
+    if let Some(a) = aggs {
+        body["aggs"] = a.clone();
+    }
+    Ok(check::one_index(&w.searcher(), &body)?)
 }
 
 /// Runs the comparison.
@@ -295,9 +207,9 @@ async fn run_async(a: Args) -> Result<()> {
     let docs = read_corpus(&a.corpus, a.docs)?;
     let text_mb = docs.iter().map(|d| d.1.to_string().len()).sum::<usize>() as f64 / 1e6;
     eprintln!("{} documents ({text_mb:.0} MB of JSON)", docs.len());
-    let c = start(&a).await?;
+    let c = start(&a.work, a.nats, a.nodes).await?;
     let mapping = json!({ "properties": { "title": { "type": "text" }, "body": { "type": "text" } } });
-    c.call(
+    c.api.call(
         reqwest::Method::PUT,
         "/wiki",
         Some(json!({ "mappings": mapping, "settings": { "number_of_shards": a.shards, "number_of_replicas": a.replicas } })),
@@ -306,12 +218,12 @@ async fn run_async(a: Args) -> Result<()> {
     let t = Instant::now();
     let bar = indicatif::ProgressBar::new(docs.len() as u64);
     for chunk in docs.chunks(a.batch) {
-        c.bulk("wiki", chunk).await?;
+        c.api.bulk("wiki", chunk).await?;
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
     let stored = t.elapsed().as_secs_f64();
-    c.call(reqwest::Method::POST, "/wiki/_refresh", None).await?;
+    c.api.call(reqwest::Method::POST, "/wiki/_refresh", None).await?;
     let applied = t.elapsed().as_secs_f64();
     eprintln!(
         "cluster: stored in JetStream in {stored:.1} s, applied and searchable on every replica in {applied:.1} s"
@@ -345,6 +257,7 @@ async fn run_async(a: Args) -> Result<()> {
         };
         n += 1;
         let got = match c
+            .api
             .call(
                 reqwest::Method::POST,
                 "/wiki/_search",
@@ -360,7 +273,8 @@ async fn run_async(a: Args) -> Result<()> {
             }
         };
         let count_ok = got["hits"]["total"]["value"] == json!(want.0);
-        let (s_ok, n_ok, i_ok) = same_top(&hits_of(&got), &want.1);
+        let t = same_top(&hits_of(&got), &want.1);
+        let (s_ok, n_ok, i_ok) = (t.exact, t.near, t.ids);
         counts += usize::from(count_ok);
         scores += usize::from(s_ok);
         near += usize::from(n_ok);
@@ -423,7 +337,7 @@ async fn run_async(a: Args) -> Result<()> {
         }
     }
     let mut replicas = String::new();
-    for node in &c.nodes {
+    for node in &c.cluster.nodes {
         for (ix, shard, st) in node.replicas() {
             replicas.push_str(&format!(
                 "| {} | {ix} | {shard} | {} | {} | {} |\n",
@@ -444,9 +358,7 @@ async fn run_async(a: Args) -> Result<()> {
     std::fs::write(a.out.join("cluster.md"), &report)?;
     println!("{report}");
     drop(w);
-    for n in c.nodes {
-        n.stop().await;
-    }
+    c.cluster.stop().await;
     Ok(())
 }
 
@@ -468,16 +380,16 @@ async fn ted_aggs(c: &Local, path: &Path, a: &Args) -> Result<String> {
             .context("a talk without an objectID")?;
         docs.push((id, v));
     }
-    c.call(
+    c.api.call(
         reqwest::Method::PUT,
         "/ted",
         Some(json!({ "mappings": mapping, "settings": { "number_of_shards": a.shards, "number_of_replicas": a.replicas } })),
     )
     .await?;
     for chunk in docs.chunks(500) {
-        c.bulk("ted", chunk).await?;
+        c.api.bulk("ted", chunk).await?;
     }
-    c.call(reqwest::Method::POST, "/ted/_refresh", None).await?;
+    c.api.call(reqwest::Method::POST, "/ted/_refresh", None).await?;
     let dir = a.work.join("single-ted");
     let w = single(&dir, &mapping, &docs)?;
     let aggs = json!({
@@ -501,13 +413,14 @@ async fn ted_aggs(c: &Local, path: &Path, a: &Args) -> Result<String> {
     for q in &queries {
         let (count, top, want) = expected(&w, q, Some(&aggs))?;
         let got = c
+            .api
             .call(
                 reqwest::Method::POST,
                 "/ted/_search",
                 Some(json!({ "query": q, "aggs": aggs, "size": 10 })),
             )
             .await?;
-        let (_, _, ids_ok) = same_top(&hits_of(&got), &top);
+        let ids_ok = same_top(&hits_of(&got), &top).ids;
         let aggs_ok = Some(&got["aggregations"]) == want.as_ref();
         out.push_str(&format!(
             "| `{q}` | {} | {} | {} |\n",

@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod cluster;
+pub mod cluster_scale;
 pub mod compare;
 pub mod index_scale;
 pub mod isolation;
