@@ -404,24 +404,28 @@ impl Broker {
     }
 
     /// Which of `ids` the index holds now (asked of the shards).
-    async fn existing(&self, meta: &IndexMeta, ids: &[&str]) -> Res<Vec<bool>> {
+    async fn existing(&self, meta: &IndexMeta, ids: &[&str]) -> Res<Vec<Option<bool>>> {
         let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, id) in ids.iter().enumerate() {
             by_shard.entry(names::shard_of(id, meta.shards)).or_default().push(i);
         }
-        let mut out = vec![false; ids.len()];
+        let mut out = vec![None; ids.len()];
         for (shard, at) in by_shard {
             let ask = Ask::Fetch {
                 ids: at.iter().map(|&i| ids[i].to_string()).collect(),
                 source: Some(json!(false)),
             };
-            match self.ask(meta, shard, &ask).await.map_err(cluster_error)? {
-                Answer::Fetch(found) => {
+            match self.ask(meta, shard, &ask).await {
+                Ok(Answer::Fetch(found)) => {
                     for (&i, f) in at.iter().zip(found) {
-                        out[i] = f.is_some();
+                        out[i] = Some(f.is_some());
                     }
                 }
-                other => return Err(unexpected(&other)),
+                Ok(other) => return Err(unexpected(&other)),
+                Err(ClusterError::Invalid(why)) => return Err(ApiError::bad_request(why)),
+                // A replica busy (flushing a segment) or away: the write
+                // does not wait on it; the caller decides per item.
+                Err(e) => tracing::debug!("[{}]: whether ids exist is not known: {e}", meta.name),
             }
         }
         Ok(out)
@@ -684,7 +688,8 @@ async fn put_doc(b: &Broker, index: &str, id: String, q: WriteQuery, body: &[u8]
     let source = body_value(body)?;
     let mut schema = meta.schema().map_err(cluster_error)?;
     check_doc(&meta, &mut schema, &id, &source)?;
-    let existed = b.existing(&meta, &[&id]).await?[0];
+    // Unknown (no replica answered in time): written, reported as a replacement.
+    let existed = b.existing(&meta, &[&id]).await?[0].unwrap_or(true);
     let (shard, seq) = write_one(b, &meta, WriteOp::Index { id: id.clone(), source }, q.wants_refresh()?).await?;
     let (status, result) = match existed {
         true => (StatusCode::OK, "updated"),
@@ -733,7 +738,7 @@ async fn delete_doc(
     UrlQuery(q): UrlQuery<WriteQuery>,
 ) -> Res<(StatusCode, Json<Value>)> {
     let meta = b.index(&index).await?;
-    let existed = b.existing(&meta, &[&id]).await?[0];
+    let existed = b.existing(&meta, &[&id]).await?[0].unwrap_or(true);
     let (_, seq) = write_one(&b, &meta, WriteOp::Delete { id: id.clone() }, q.wants_refresh()?).await?;
     let (status, result) = match existed {
         true => (StatusCode::OK, "deleted"),
@@ -886,7 +891,7 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
         };
         let mut schema = meta.schema().map_err(cluster_error)?;
         let ids: Vec<&str> = at.iter().map(|&i| items[i].id.as_str()).collect();
-        let mut present: HashMap<String, bool> = ids
+        let mut present: HashMap<String, Option<bool>> = ids
             .iter()
             .zip(b.existing(&meta, &ids).await?)
             .map(|(id, e)| (id.to_string(), e))
@@ -908,7 +913,21 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
                     continue;
                 }
             }
-            let existed = present.get(&it.id).copied().unwrap_or(false);
+            let known = present.get(&it.id).copied().flatten();
+            if it.action == "create" && known.is_none() {
+                results[i] = Some(item_error(
+                    503,
+                    "unavailable",
+                    &format!(
+                        "[{}]: no replica could tell in time whether the id is new; not written",
+                        it.id
+                    ),
+                ));
+                continue;
+            }
+            // Unknown (no replica answered in time): written all the same,
+            // reported as a replacement.
+            let existed = known.unwrap_or(true);
             if it.action == "create" && existed {
                 results[i] = Some(item_error(
                     409,
@@ -923,7 +942,7 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
                 (WriteOp::Delete { .. }, true) => (200, "deleted"),
                 (WriteOp::Delete { .. }, false) => (404, "not_found"),
             };
-            present.insert(it.id.clone(), matches!(op, WriteOp::Index { .. }));
+            present.insert(it.id.clone(), Some(matches!(op, WriteOp::Index { .. })));
             ops.push(op);
             sent.push((i, status, result));
         }

@@ -38,6 +38,8 @@ use crate::{ClusterConfig, ClusterError, Result};
 const BATCH: usize = 512;
 /// How often the node reads the map for replicas it should hold.
 const MAP_POLL: Duration = Duration::from_millis(300);
+/// Longest wait for NATS while stopping.
+pub const STOP_WAIT: Duration = Duration::from_secs(3);
 /// Consecutive consumer failures logged quietly (the map poll stops the
 /// consumers of a deleted index within about this many attempts).
 const QUIET_FAILURES: u32 = 4;
@@ -175,12 +177,18 @@ impl Node {
 
     /// Stops: leaves the map at once, stops consuming and answering, and
     /// closes the replicas' indices (everything applied is durable).
+    ///
+    /// With NATS unreachable it does not wait for ever: leaving the map and
+    /// flushing each get [`STOP_WAIT`], then the node stops anyway (its
+    /// heartbeat expires instead).
     pub async fn stop(mut self) {
-        if let Err(e) = self.inner.map.leave(&self.inner.id).await {
-            tracing::warn!("leaving the cluster map: {e}");
+        match tokio::time::timeout(STOP_WAIT, self.inner.map.leave(&self.inner.id)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("leaving the cluster map: {e}"),
+            Err(_) => tracing::warn!("leaving the cluster map: no answer from NATS within {STOP_WAIT:?}"),
         }
         self.halt();
-        let _ = self.inner.client.flush().await;
+        let _ = tokio::time::timeout(STOP_WAIT, self.inner.client.flush()).await;
     }
 
     fn halt(&mut self) {

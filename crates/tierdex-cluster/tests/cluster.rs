@@ -530,3 +530,89 @@ async fn bad_requests_get_clear_errors() {
         n.stop().await;
     }
 }
+
+/// A node whose NATS server is gone still stops promptly (SIGTERM to
+/// `tierdex node` must not hang on a server that never answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_stops_without_nats() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server ({})", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mut c = Cluster::start(&bin, store.path(), 1).await;
+    c._nats.kill();
+    let node = c.nodes[0].take().unwrap();
+    let t = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), node.stop())
+        .await
+        .expect("the node did not stop within 20 s without NATS");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+/// Writes do not wait on replicas: with the only replica of a shard away
+/// (or too busy to say in time whether an id exists), `index` and `delete`
+/// items are still stored by JetStream and acknowledged; a `create` item,
+/// which must know the id is new, is refused (503) and not written. The
+/// replica applies the stored writes when it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_do_not_wait_for_replicas() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server ({})", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mut c = Cluster::start(&bin, store.path(), 1).await;
+    let (status, v) = c
+        .call(
+            reqwest::Method::PUT,
+            "/w",
+            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 1, "number_of_replicas": 0 } })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    c.bulk("w", &corpus(3, 5)).await;
+    c.nodes[0].take().unwrap().stop().await;
+    let resp = c
+        .http
+        .post(format!("{}/w/_bulk", c.base))
+        .header("content-type", "application/x-ndjson")
+        .body(concat!(
+            "{\"index\":{\"_id\":\"new-1\"}}\n{\"title\":\"one\"}\n",
+            "{\"create\":{\"_id\":\"new-2\"}}\n{\"title\":\"two\"}\n",
+            "{\"index\":{\"_id\":\"new-3\"}}\n{\"title\":\"three\"}\n",
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["items"][0]["index"]["status"], json!(200), "{v}");
+    assert_eq!(v["items"][1]["create"]["status"], json!(503), "{v}");
+    assert_eq!(v["items"][2]["index"]["status"], json!(200), "{v}");
+    c.nodes[0] = Some(
+        Node::start(NodeConfig {
+            cluster: c.cfg.clone(),
+            id: "node-0".into(),
+            data: c.dirs[0].path().to_path_buf(),
+        })
+        .await
+        .unwrap(),
+    );
+    let mut count = Value::Null;
+    for _ in 0..100 {
+        let (_, r) = c.call(reqwest::Method::POST, "/w/_refresh", None).await;
+        let (status, v) = c.call(reqwest::Method::POST, "/w/_count", None).await;
+        if status == 200 && r["_shards"]["failed"] == json!(0) {
+            count = v["count"].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(count, json!(7), "5 + new-1 + new-3, not new-2");
+    let (status, v) = c.call(reqwest::Method::GET, "/w/_doc/new-2", None).await;
+    assert_eq!(status, 404, "{v}");
+    for n in c.nodes.into_iter().flatten() {
+        n.stop().await;
+    }
+}

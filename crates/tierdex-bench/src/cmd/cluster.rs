@@ -160,7 +160,7 @@ pub(crate) async fn start(work: &Path, nats: usize, nodes: usize) -> Result<Loca
     Ok(Local { cluster, api })
 }
 
-fn single(dir: &Path, mapping: &Value, docs: &[(String, Value)]) -> Result<IndexWriter> {
+pub(crate) fn single(dir: &Path, mapping: &Value, docs: &[(String, Value)]) -> Result<IndexWriter> {
     let schema = Schema::from_json(&mapping.to_string()).map_err(anyhow::Error::msg)?;
     let w = IndexWriter::create_with_schema(
         dir,

@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
-use super::cluster::{lines, read_corpus, start, Api, Local};
+use super::cluster::{lines, read_corpus, single, start, Api, Local};
 
 /// Arguments of `tierdex-bench cluster-scale`.
 #[derive(Debug, clap::Args)]
@@ -127,7 +127,7 @@ async fn run_async(a: &Args) -> Result<()> {
         )
         .await?;
     index_all(&c.api, "q", &docs, a).await?;
-    c.api.call(reqwest::Method::POST, "/q/_refresh", None).await?;
+    refreshed(&c.api, "q").await?;
     // The queries the broker accepts (a warm-up pass too).
     let mut accepted = Vec::new();
     for q in &queries {
@@ -170,6 +170,7 @@ async fn run_async(a: &Args) -> Result<()> {
         }
     }
     c.api.call(reqwest::Method::DELETE, "/q", None).await?;
+    let single = single_load(a, &mapping, &docs, &accepted).await?;
     while c.cluster.nodes.len() < 3 {
         c.cluster.add_node().await?;
     }
@@ -188,14 +189,8 @@ async fn run_async(a: &Args) -> Result<()> {
         let t = Instant::now();
         index_all(&c.api, &name, &docs, a).await?;
         let stored = t.elapsed().as_secs_f64();
-        let r = c
-            .api
-            .call(reqwest::Method::POST, &format!("/{name}/_refresh"), None)
-            .await?;
+        refreshed(&c.api, &name).await?;
         let applied = t.elapsed().as_secs_f64();
-        if r["_shards"]["failed"] != json!(0) {
-            bail!("[{name}]: not every replica caught up: {r}");
-        }
         let count = c
             .api
             .call(reqwest::Method::POST, &format!("/{name}/_count"), None)
@@ -254,6 +249,16 @@ async fn run_async(a: &Args) -> Result<()> {
             joined.map_or("-".to_string(), |s| format!("{s:.1}"))
         )?;
     }
+    let qps = single.queries as f64 / single.secs;
+    writeln!(
+        r,
+        "| one index, `tierdex serve` (no cluster) | {qps:.0} | {:.2}x | {:.1} | {:.1} | {} | {} | - |",
+        base.map_or(1.0, |b| qps / b),
+        single.latency_us.value_at_quantile(0.5) as f64 / 1e3,
+        single.latency_us.value_at_quantile(0.99) as f64 / 1e3,
+        single.errors,
+        single.partial
+    )?;
     writeln!(
         r,
         "\n## Indexing: shards of one copy, one per node (3 nodes)\n\n`_bulk` of {} documents, {} requests in flight. Stored: acknowledged by JetStream (every document written to 3 NATS servers); applied: searchable on every replica (`_refresh` returned).\n",
@@ -278,6 +283,65 @@ async fn run_async(a: &Args) -> Result<()> {
     std::fs::write(a.out.join("cluster-scale.md"), &r)?;
     println!("{r}");
     Ok(())
+}
+
+/// The same load against one index of the same documents served by
+/// `tierdex serve` in this process (2 search workers, no result cache: its
+/// defaults), for what the cluster's layers cost.
+async fn single_load(a: &Args, mapping: &Value, docs: &[(String, Value)], queries: &Arc<Vec<Value>>) -> Result<Load> {
+    let dir = a.work.join("single");
+    {
+        let (dir, mapping, docs) = (dir.clone(), mapping.clone(), docs.to_vec());
+        tokio::task::spawn_blocking(move || single(&dir, &mapping, &docs).map(drop)).await??;
+    }
+    let mut config = tierdex_server::ServerConfig::new(dir);
+    config.index_name = "q".into();
+    let state = tierdex_server::state(config)?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(tierdex_server::serve(
+        state,
+        "127.0.0.1:0".parse()?,
+        move |addr| {
+            let _ = tx.send(addr);
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let addr = rx.await.context("the single index's server did not start")?;
+    let api = Api::new(&format!("http://{addr}"))?;
+    load(&api, "q", queries, a.clients, 2.0).await?;
+    let l = load(&api, "q", queries, a.clients, a.seconds).await?;
+    eprintln!(
+        "one index: {:.0} queries/s, p50 {:.1} ms, p99 {:.1} ms, {} errors",
+        l.queries as f64 / l.secs,
+        l.latency_us.value_at_quantile(0.5) as f64 / 1e3,
+        l.latency_us.value_at_quantile(0.99) as f64 / 1e3,
+        l.errors
+    );
+    let _ = stop_tx.send(());
+    server.await??;
+    Ok(l)
+}
+
+/// Returns once every replica of the index has applied its whole stream:
+/// `_refresh` waits up to a minute per call and reports the replicas still
+/// behind as failed, so it is called again until none is (30 minutes at
+/// most).
+async fn refreshed(api: &Api, index: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let r = api
+            .call(reqwest::Method::POST, &format!("/{index}/_refresh"), None)
+            .await?;
+        if r["_shards"]["failed"] == json!(0) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("[{index}]: not every replica caught up in 30 minutes: {r}");
+        }
+    }
 }
 
 /// Sends the documents through `_bulk`, `bulk_clients` requests in flight.
