@@ -440,7 +440,17 @@ impl<'i> Planner<'i> {
         if let Some(seen) = self.seen {
             seen.borrow_mut().push((field, term.to_string(), df));
         }
-        if df == 0 {
+        // With statistics over several indices (shards), a term only other
+        // indices hold is planned here too, matching nothing: every index
+        // then builds the same plan, whose canonical clause order is the
+        // order scores are summed in (float addition is not associative:
+        // a clause collapsed here but not there summed 3-term conjunctions
+        // one unit in the last place apart from one index's).
+        let elsewhere = self
+            .global
+            .and_then(|g| g.doc_freq(self.index.schema().name(field), term))
+            .is_some_and(|g| g > 0);
+        if df == 0 && !elsewhere {
             return Ok(None);
         }
         let mut n = self.index.field_stats(field).doc_count;
