@@ -108,6 +108,36 @@ pub fn json_close(a: &Value, b: &Value, rel: f64) -> bool {
     }
 }
 
+/// One index of `(id, source)` documents under `dir` with `mappings` (as
+/// a cluster index is created with), flushed and searchable: what a
+/// cluster's answers are compared with.
+pub fn reference_index(
+    dir: &std::path::Path,
+    mappings: &Value,
+    docs: &[(String, Value)],
+) -> tierdex::Result<tierdex::update::IndexWriter> {
+    let schema = tierdex::Schema::from_json(&mappings.to_string())
+        .map_err(|e| tierdex::Error::InvalidArgument(e.to_string()))?;
+    let w = tierdex::update::IndexWriter::create_with_schema(
+        dir,
+        schema,
+        Default::default(),
+        Default::default(),
+        Default::default(),
+        tierdex::update::WriterOptions::default(),
+    )?;
+    for chunk in docs.chunks(5000) {
+        let batch = chunk
+            .iter()
+            .map(|(id, v)| crate::node::source_doc(id.clone(), v).map_err(tierdex::Error::InvalidArgument))
+            .collect::<tierdex::Result<Vec<_>>>()?;
+        w.add(batch)?;
+    }
+    w.flush()?;
+    w.refresh()?;
+    Ok(w)
+}
+
 /// A `_bulk` body indexing `(id, source)` pairs.
 pub fn bulk_body<'a>(docs: impl IntoIterator<Item = (&'a str, &'a Value)>) -> String {
     let mut nd = String::new();

@@ -9,8 +9,7 @@ use std::time::Duration;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde_json::{json, Value};
-use tierdex::update::{IndexWriter, WriterOptions};
-use tierdex::{Document, Schema};
+use tierdex::update::IndexWriter;
 use tierdex_cluster::broker::{self, Broker, BrokerConfig};
 use tierdex_cluster::check::hits_of;
 use tierdex_cluster::node::{Node, NodeConfig};
@@ -78,23 +77,7 @@ fn queries(seed: u64, n: usize) -> Vec<Value> {
 
 /// The single index of the same documents, in this process.
 fn reference(dir: &std::path::Path, docs: &[(String, Value)]) -> IndexWriter {
-    let schema = Schema::from_json(&mappings().to_string()).unwrap();
-    let w = IndexWriter::create_with_schema(
-        dir,
-        schema,
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        WriterOptions::default(),
-    )
-    .unwrap();
-    let batch: Vec<Document> = docs
-        .iter()
-        .map(|(id, v)| tierdex_cluster::node::source_doc(id.clone(), v).unwrap())
-        .collect();
-    w.add(batch).unwrap();
-    w.refresh().unwrap();
-    w
+    tierdex_cluster::check::reference_index(dir, &mappings(), docs).unwrap()
 }
 
 /// Count, top-10 (id, score) and aggregations of one index.
@@ -201,6 +184,21 @@ impl Cluster {
         assert_eq!(v["errors"], json!(false), "{v}");
     }
 
+    /// Creates an index of `shards` x (`replicas` + 1) copies with the
+    /// test mappings; asserts that every copy was acknowledged.
+    async fn create(&self, index: &str, shards: u32, replicas: u32) {
+        let (status, v) = self
+            .call(
+                reqwest::Method::PUT,
+                &format!("/{index}"),
+                Some(json!({ "mappings": mappings(), "settings": {
+                    "number_of_shards": shards, "number_of_replicas": replicas } })),
+            )
+            .await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["shards_acknowledged"], json!(true), "{v}");
+    }
+
     async fn search(&self, index: &str, body: Value) -> Value {
         let (status, v) = self
             .call(reqwest::Method::POST, &format!("/{index}/_search"), Some(body))
@@ -218,15 +216,7 @@ async fn shards_answer_as_one_index() {
     };
     let store = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(&bin, store.path(), 2).await;
-    let (status, v) = c
-        .call(
-            reqwest::Method::PUT,
-            "/books",
-            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 3, "number_of_replicas": 1 } })),
-        )
-        .await;
-    assert_eq!(status, 200, "{v}");
-    assert_eq!(v["shards_acknowledged"], json!(true), "{v}");
+    c.create("books", 3, 1).await;
     let docs = corpus(11, 1500);
     c.bulk("books", &docs[..1000]).await;
     c.bulk("books", &docs[1000..]).await;
@@ -325,15 +315,7 @@ async fn shards_answer_as_one_index() {
     // Deleted and created again: a new index, nothing of the old one.
     let (status, v) = c.call(reqwest::Method::DELETE, "/books", None).await;
     assert_eq!(status, 200, "{v}");
-    let (status, v) = c
-        .call(
-            reqwest::Method::PUT,
-            "/books",
-            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 3, "number_of_replicas": 1 } })),
-        )
-        .await;
-    assert_eq!(status, 200, "{v}");
-    assert_eq!(v["shards_acknowledged"], json!(true), "{v}");
+    c.create("books", 3, 1).await;
     c.bulk("books", &docs[..10]).await;
     let (_, v) = c.call(reqwest::Method::POST, "/books/_refresh", None).await;
     assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
@@ -358,15 +340,7 @@ async fn a_node_removed_has_its_replicas_moved() {
     };
     let store = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(&bin, store.path(), 3).await;
-    let (status, v) = c
-        .call(
-            reqwest::Method::PUT,
-            "/moves",
-            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 2, "number_of_replicas": 1 } })),
-        )
-        .await;
-    assert_eq!(status, 200, "{v}");
-    assert_eq!(v["shards_acknowledged"], json!(true), "{v}");
+    c.create("moves", 2, 1).await;
     let docs = corpus(21, 800);
     c.bulk("moves", &docs).await;
     let (_, v) = c.call(reqwest::Method::GET, "/moves", None).await;
@@ -563,14 +537,7 @@ async fn writes_do_not_wait_for_replicas() {
     };
     let store = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(&bin, store.path(), 1).await;
-    let (status, v) = c
-        .call(
-            reqwest::Method::PUT,
-            "/w",
-            Some(json!({ "mappings": mappings(), "settings": { "number_of_shards": 1, "number_of_replicas": 0 } })),
-        )
-        .await;
-    assert_eq!(status, 200, "{v}");
+    c.create("w", 1, 0).await;
     c.bulk("w", &corpus(3, 5)).await;
     c.nodes[0].take().unwrap().stop().await;
     let resp = c

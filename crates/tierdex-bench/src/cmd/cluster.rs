@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use tierdex::update::{IndexWriter, WriterOptions};
-use tierdex::Schema;
+use tierdex::update::IndexWriter;
 use tierdex_cluster::check::{self, hits_of, same_top};
 use tierdex_cluster::local::{self, LocalCluster};
 
@@ -160,26 +159,9 @@ pub(crate) async fn start(work: &Path, nats: usize, nodes: usize) -> Result<Loca
     Ok(Local { cluster, api })
 }
 
+/// One index of the same documents, in this process.
 pub(crate) fn single(dir: &Path, mapping: &Value, docs: &[(String, Value)]) -> Result<IndexWriter> {
-    let schema = Schema::from_json(&mapping.to_string()).map_err(anyhow::Error::msg)?;
-    let w = IndexWriter::create_with_schema(
-        dir,
-        schema,
-        Default::default(),
-        Default::default(),
-        Default::default(),
-        WriterOptions::default(),
-    )?;
-    for chunk in docs.chunks(5000) {
-        let batch = chunk
-            .iter()
-            .map(|(id, v)| tierdex_cluster::node::source_doc(id.clone(), v).map_err(anyhow::Error::msg))
-            .collect::<Result<Vec<_>>>()?;
-        w.add(batch)?;
-    }
-    w.flush()?;
-    w.refresh()?;
-    Ok(w)
+    Ok(check::reference_index(dir, mapping, docs)?)
 }
 
 /// A query's count, top-10 (id, score) and aggregations in one index.

@@ -98,6 +98,41 @@ struct Load {
     partial: u64,
 }
 
+impl Load {
+    fn qps(&self) -> f64 {
+        self.queries as f64 / self.secs
+    }
+
+    fn ms(&self, quantile: f64) -> f64 {
+        self.latency_us.value_at_quantile(quantile) as f64 / 1e3
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{:.0} queries/s, p50 {:.1} ms, p99 {:.1} ms, {} errors, {} partial",
+            self.qps(),
+            self.ms(0.5),
+            self.ms(0.99),
+            self.errors,
+            self.partial
+        )
+    }
+
+    /// A row of the report's query table; `base`: the 1-node queries/s.
+    fn row(&self, label: &str, base: Option<f64>, joined: Option<f64>) -> String {
+        format!(
+            "| {label} | {:.0} | {:.2}x | {:.1} | {:.1} | {} | {} | {} |",
+            self.qps(),
+            base.map_or(1.0, |b| self.qps() / b),
+            self.ms(0.5),
+            self.ms(0.99),
+            self.errors,
+            self.partial,
+            joined.map_or("-".to_string(), |s| format!("{s:.1}"))
+        )
+    }
+}
+
 async fn run_async(a: &Args) -> Result<()> {
     let docs = read_corpus(&a.corpus, Some(a.docs))?;
     let text_mb = docs.iter().map(|d| d.1.to_string().len()).sum::<usize>() as f64 / 1e6;
@@ -156,14 +191,7 @@ async fn run_async(a: &Args) -> Result<()> {
         // A warm-up pass over every query, then the measured load.
         load(&c.api, "q", &accepted, a.clients, 2.0).await?;
         let l = load(&c.api, "q", &accepted, a.clients, a.seconds).await?;
-        eprintln!(
-            "{n} node(s): {:.0} queries/s, p50 {:.1} ms, p99 {:.1} ms, {} errors, {} partial",
-            l.queries as f64 / l.secs,
-            l.latency_us.value_at_quantile(0.5) as f64 / 1e3,
-            l.latency_us.value_at_quantile(0.99) as f64 / 1e3,
-            l.errors,
-            l.partial
-        );
+        eprintln!("{n} node(s): {}", l.summary());
         match query_rows.last_mut() {
             Some(row) if row.0 == n => row.2 = Some(l),
             _ => query_rows.push((n, None, Some(l))),
@@ -231,33 +259,16 @@ async fn run_async(a: &Args) -> Result<()> {
         r,
         "| nodes | queries/s | vs 1 node | p50 ms | p99 ms | errors | partial | node joined: replay s |\n|---:|---:|---:|---:|---:|---:|---:|---:|"
     )?;
-    let base = query_rows
-        .first()
-        .and_then(|row| row.2.as_ref())
-        .map(|l| l.queries as f64 / l.secs);
+    let base = query_rows.first().and_then(|row| row.2.as_ref()).map(Load::qps);
     for (n, joined, l) in &query_rows {
-        let Some(l) = l else { continue };
-        let qps = l.queries as f64 / l.secs;
-        writeln!(
-            r,
-            "| {n} | {qps:.0} | {:.2}x | {:.1} | {:.1} | {} | {} | {} |",
-            base.map_or(1.0, |b| qps / b),
-            l.latency_us.value_at_quantile(0.5) as f64 / 1e3,
-            l.latency_us.value_at_quantile(0.99) as f64 / 1e3,
-            l.errors,
-            l.partial,
-            joined.map_or("-".to_string(), |s| format!("{s:.1}"))
-        )?;
+        if let Some(l) = l {
+            writeln!(r, "{}", l.row(&n.to_string(), base, *joined))?;
+        }
     }
-    let qps = single.queries as f64 / single.secs;
     writeln!(
         r,
-        "| one index, `tierdex serve` (no cluster) | {qps:.0} | {:.2}x | {:.1} | {:.1} | {} | {} | - |",
-        base.map_or(1.0, |b| qps / b),
-        single.latency_us.value_at_quantile(0.5) as f64 / 1e3,
-        single.latency_us.value_at_quantile(0.99) as f64 / 1e3,
-        single.errors,
-        single.partial
+        "{}",
+        single.row("one index, `tierdex serve` (no cluster)", base, None)
     )?;
     writeln!(
         r,
@@ -313,13 +324,7 @@ async fn single_load(a: &Args, mapping: &Value, docs: &[(String, Value)], querie
     let api = Api::new(&format!("http://{addr}"))?;
     load(&api, "q", queries, a.clients, 2.0).await?;
     let l = load(&api, "q", queries, a.clients, a.seconds).await?;
-    eprintln!(
-        "one index: {:.0} queries/s, p50 {:.1} ms, p99 {:.1} ms, {} errors",
-        l.queries as f64 / l.secs,
-        l.latency_us.value_at_quantile(0.5) as f64 / 1e3,
-        l.latency_us.value_at_quantile(0.99) as f64 / 1e3,
-        l.errors
-    );
+    eprintln!("one index: {}", l.summary());
     let _ = stop_tx.send(());
     server.await??;
     Ok(l)
