@@ -206,8 +206,9 @@ pub async fn search_all(
     }
     let (id, ix, snapshot) = crate::scroll::pit_snapshot(&state, pit)?;
     let job = search_job(&state, &ix, &body, &uri)?;
+    let highlight = job.highlight.clone();
     let answer = state.search_snapshot(snapshot, job).await?;
-    let mut out = render(&answer, Some(ix.name()), 1, &uri);
+    let mut out = render(&answer, Some(ix.name()), 1, &uri, highlight.as_ref());
     out["pit_id"] = id.into();
     Ok(Json(out))
 }
@@ -267,6 +268,8 @@ async fn search_in(state: &Arc<AppState>, index: &str, uri: UriParams, body: Val
     for ix in &targets {
         jobs.push((ix.clone(), search_job(state, ix, &body, &uri)?));
     }
+    // One index only when highlighting (refused above for several).
+    let highlight = jobs.first().and_then(|(_, j)| j.highlight.clone());
     let answer = match jobs.len() {
         0 => crate::Answer {
             count: Some(0),
@@ -282,12 +285,24 @@ async fn search_in(state: &Arc<AppState>, index: &str, uri: UriParams, body: Val
         _ => state.search_many(jobs).await?,
     };
     let only = (targets.len() == 1).then(|| targets[0].name().to_string());
-    Ok(Json(render(&answer, only.as_deref(), targets.len(), &uri)))
+    Ok(Json(render(
+        &answer,
+        only.as_deref(),
+        targets.len(),
+        &uri,
+        highlight.as_ref(),
+    )))
 }
 
 /// A search answer in Elasticsearch's shape; hits without their own index
 /// name are `only`'s.
-pub(crate) fn render(answer: &crate::Answer, only: Option<&str>, shards: usize, uri: &UriParams) -> Value {
+pub(crate) fn render(
+    answer: &crate::Answer,
+    only: Option<&str>,
+    shards: usize,
+    uri: &UriParams,
+    highlight: Option<&tierdex::query::dsl::HighlightSpec>,
+) -> Value {
     let hits: Vec<Value> = answer
         .hits
         .iter()
@@ -301,13 +316,7 @@ pub(crate) fn render(answer: &crate::Answer, only: Option<&str>, shards: usize, 
                 hit["sort"] = json!(v);
             }
             if let Some(hl) = &h.highlight {
-                let mut m = Map::new();
-                for (f, s) in &hl.fields {
-                    if !s.marks.is_empty() {
-                        m.insert(f.clone(), json!([s.render("<em>", "</em>")]));
-                    }
-                }
-                hit["highlight"] = Value::Object(m);
+                hit["highlight"] = highlight.cloned().unwrap_or_default().render(hl);
             }
             hit
         })
@@ -384,7 +393,10 @@ fn search_job(state: &AppState, ix: &IndexHandle, body: &Value, uri: &UriParams)
         (_, true) => Mode::TopKAndCount,
         (_, false) => Mode::TopK,
     };
-    let highlight = body.get("highlight").map(|_| 150);
+    let highlight = match body.get("highlight") {
+        None => None,
+        Some(v) => Some(tierdex::query::dsl::HighlightSpec::parse(&schema, v).map_err(ApiError::engine)?),
+    };
     let timeout = match (body.get("timeout"), uri.timeout.as_deref()) {
         (Some(Value::String(t)), _) => parse_timeout(state, t)?,
         (None, Some(t)) => parse_timeout(state, t)?,

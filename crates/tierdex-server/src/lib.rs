@@ -316,8 +316,8 @@ pub struct SearchJob {
     pub sort: Vec<tierdex::search::SortField>,
     /// Start after this hit's sort values.
     pub search_after: Option<Vec<tierdex::search::SortValue>>,
-    /// Highlight the hits (snippet bytes).
-    pub highlight: Option<usize>,
+    /// Highlight the hits: which fields, tags, snippet bytes.
+    pub highlight: Option<tierdex::query::dsl::HighlightSpec>,
     /// Longest wait for the answer.
     pub timeout: Duration,
     /// Aggregations over the matches (`aggs` of the request body).
@@ -475,8 +475,8 @@ fn run_on(
                 None => None,
             },
             sort: r.sort.as_ref().map(|v| v[i].clone()),
-            highlight: match (&plan, job.highlight) {
-                (Some(p), Some(bytes)) => Some(s.highlight(p, h.doc, bytes)?),
+            highlight: match (&plan, &job.highlight) {
+                (Some(p), Some(spec)) => Some(s.highlight(p, h.doc, spec.max_bytes)?),
                 _ => None,
             },
         });
@@ -1360,7 +1360,13 @@ fn search_job(state: &AppState, ix: &IndexHandle, p: &SearchParams) -> Result<Se
         from: 0,
         sort: Vec::new(),
         search_after: None,
-        highlight: p.highlight.unwrap_or(false).then_some(200),
+        highlight: p
+            .highlight
+            .unwrap_or(false)
+            .then(|| tierdex::query::dsl::HighlightSpec {
+                max_bytes: 200,
+                ..Default::default()
+            }),
         timeout: match p.timeout {
             Some(ms) => state
                 .config

@@ -186,6 +186,7 @@ pub async fn first_page(
     if job.sort.is_empty() {
         job.sort = vec![SortField::desc(SortBy::Score)];
     }
+    let highlight = job.highlight.clone();
     let snapshot = ix.searcher();
     let st = ScrollState {
         job,
@@ -200,7 +201,7 @@ pub async fn first_page(
         expires: Instant::now() + keep,
         scroll: Some(st),
     })?;
-    let mut out = render(&answer, Some(&name), 1, uri);
+    let mut out = render(&answer, Some(&name), 1, uri, highlight.as_ref());
     out["_scroll_id"] = id.into();
     Ok(Json(out))
 }
@@ -241,12 +242,13 @@ pub async fn next_page(
     let (ix, snapshot, st) = state.contexts.get(&id, keep, "scroll")?;
     let st = st.ok_or_else(|| ApiError::bad_request(format!("[{id}] is a point in time, not a scroll")))?;
     let (answer, st) = page(&state, snapshot, st).await?;
+    let highlight = st.job.highlight.clone();
     state.contexts.set_scroll(&id, st);
     let uri = UriParams {
         rest_total_hits_as_int: p.rest_total_hits_as_int,
         ..Default::default()
     };
-    let mut out = render(&answer, Some(ix.name()), 1, &uri);
+    let mut out = render(&answer, Some(ix.name()), 1, &uri, highlight.as_ref());
     out["_scroll_id"] = id.into();
     Ok(Json(out))
 }

@@ -228,6 +228,51 @@ async fn elasticsearch_queries_answer_like_their_tierdex_equivalents() {
             .contains("<em>fig</em>"),
         "{v}"
     );
+    // Highlight options are honoured: fields, tags, the whole field.
+    let q = json!({"match": {"body": "fig"}});
+    let (st, v) = post(
+        &s.url("/fruit/_search"),
+        &json!({"query": q, "highlight": {"fields": {"title": {}}}}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v["hits"]["hits"][0]["highlight"],
+        json!({}),
+        "only title, where fig is not asked: {v}"
+    );
+    let (_, v) = post(
+        &s.url("/fruit/_search"),
+        &json!({"query": q, "highlight": {"fields": [{"b*": {}}], "pre_tags": ["<b>"], "post_tags": ["</b>"], "number_of_fragments": 0}}),
+    )
+    .await;
+    let hl = v["hits"]["hits"][0]["highlight"]["body"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(hl.contains("<b>fig</b>") && !hl.contains('…'), "{v}");
+    let (_, v) = post(
+        &s.url("/fruit/_search"),
+        &json!({"query": q, "highlight": {"fragment_size": 8}}),
+    )
+    .await;
+    let short = v["hits"]["hits"][0]["highlight"]["body"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        short.len() < hl.len() && short.contains("<em>fig</em>"),
+        "{short} vs {hl}"
+    );
+    for (bad, says) in [
+        (json!({"type": "fvh"}), "[type]"),
+        (json!({"fields": {"nope": {}}}), "not in the mapping"),
+        (json!({"number_of_fragments": 5}), "number_of_fragments"),
+    ] {
+        let (st, v) = post(&s.url("/fruit/_search"), &json!({"query": q, "highlight": bad})).await;
+        assert_eq!(st, 400, "{v}");
+        assert!(v.to_string().contains(says), "{v}");
+    }
     s.stop().await;
 }
 

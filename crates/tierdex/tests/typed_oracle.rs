@@ -393,6 +393,24 @@ fn check(s: &Searcher, rows: &[Row], rng: &mut Rng, cases: usize, context: &str)
             "{ctx}: search_after chain, sort {spec:?}"
         );
         assert!(n >= want_ids.len().min(12 * size), "{ctx}: chain stopped early");
+        // A trailing -1 instead of the document number: the hit itself
+        // (every document with its values) comes after.
+        if !want.is_empty() {
+            let at = rng.range(0, want.len() - 1);
+            let mut req = SearchRequest::new(&query, at + 1);
+            req.mode = Mode::TopK;
+            req.sort = spec.clone();
+            let r = s.search_request(&req).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let mut v = r.sort.as_ref().expect("sorted")[at].clone();
+            *v.last_mut().expect("the document number") = SortValue::Long(-1);
+            let mut req = SearchRequest::new(&query, size);
+            req.mode = Mode::TopK;
+            req.sort = spec.clone();
+            req.search_after = Some(v);
+            let r = s.search_request(&req).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let tail: Vec<String> = want_ids.iter().skip(at).take(size).cloned().collect();
+            assert_eq!(ids(s, &r), tail, "{ctx}: search_after with -1 at {at}, sort {spec:?}");
+        }
         // Ordered by score without a text query: every match scores the
         // same, and a top-k without a count (which stops once its hits
         // cannot be beaten) is the head of the whole ranked list.

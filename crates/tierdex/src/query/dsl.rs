@@ -763,6 +763,168 @@ impl SourceFilter {
     }
 }
 
+/// What a request's `highlight` asks for: which fields, the tags around
+/// each match, and how much of each field a snippet shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HighlightSpec {
+    /// Field names or `*` patterns (empty: every stored text field).
+    pub fields: Vec<String>,
+    /// Put before each match.
+    pub pre_tag: String,
+    /// Put after each match.
+    pub post_tag: String,
+    /// Bytes of a snippet (`usize::MAX`: the whole field).
+    pub max_bytes: usize,
+}
+
+impl Default for HighlightSpec {
+    fn default() -> Self {
+        HighlightSpec {
+            fields: Vec::new(),
+            pre_tag: "<em>".into(),
+            post_tag: "</em>".into(),
+            max_bytes: 150,
+        }
+    }
+}
+
+impl HighlightSpec {
+    /// The spec of a `highlight` object: `fields` (an object or a list of
+    /// one-entry objects, names or `*` patterns, each with `{}`),
+    /// `pre_tags`/`post_tags` (one tag each), `fragment_size` (bytes),
+    /// `number_of_fragments` (1, or 0 for the whole field) and
+    /// `require_field_match` (true: a term marks only its own field).
+    /// Anything else is an error naming it.
+    pub fn parse(schema: &Schema, v: &Value) -> Result<HighlightSpec> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| bad(format!("[highlight] takes an object, not {v}")))?;
+        const KEYS: &[&str] = &[
+            "fields",
+            "pre_tags",
+            "post_tags",
+            "fragment_size",
+            "number_of_fragments",
+            "require_field_match",
+        ];
+        only("highlight", o, KEYS)?;
+        let mut spec = HighlightSpec::default();
+        let mut named = |name: &str, opts: &Value| -> Result<()> {
+            match opts {
+                Value::Object(m) if m.is_empty() => {}
+                other => {
+                    return Err(bad(format!(
+                        "[highlight] options per field are not supported (field `{name}` has {other}); \
+                         give them once at the top of [highlight]"
+                    )))
+                }
+            }
+            if !name.contains('*') {
+                let f = schema
+                    .field(name)
+                    .ok_or_else(|| bad(format!("[highlight] field `{name}` is not in the mapping")))?;
+                if !schema.stored(f) {
+                    return Err(bad(format!(
+                        "[highlight] field `{name}` has no stored text to highlight"
+                    )));
+                }
+            }
+            spec.fields.push(name.to_string());
+            Ok(())
+        };
+        match o.get("fields") {
+            None => {}
+            Some(Value::Object(m)) => {
+                for (name, opts) in m {
+                    named(name, opts)?;
+                }
+            }
+            Some(Value::Array(a)) => {
+                for item in a {
+                    match item.as_object() {
+                        Some(m) if m.len() == 1 => {
+                            let (name, opts) = m.iter().next().expect("one entry");
+                            named(name, opts)?;
+                        }
+                        _ => {
+                            return Err(bad(format!(
+                                "[highlight.fields] entries are {{\"field\": {{}}}}, not {item}"
+                            )))
+                        }
+                    }
+                }
+            }
+            Some(other) => {
+                return Err(bad(format!(
+                    "[highlight.fields] takes an object of field names, not {other}"
+                )))
+            }
+        }
+        let tag = |key: &str| -> Result<Option<String>> {
+            match o.get(key) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => Ok(a[0].as_str().map(str::to_string)),
+                Some(other) => Err(bad(format!(
+                    "[highlight.{key}] takes one tag (a string or a list of one), not {other}"
+                ))),
+            }
+        };
+        if let Some(t) = tag("pre_tags")? {
+            spec.pre_tag = t;
+        }
+        if let Some(t) = tag("post_tags")? {
+            spec.post_tag = t;
+        }
+        if let Some(v) = o.get("fragment_size") {
+            spec.max_bytes = v
+                .as_u64()
+                .filter(|&n| n >= 1)
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+                .ok_or_else(|| bad(format!("[highlight.fragment_size] must be a whole number ≥ 1, not {v}")))?;
+        }
+        match o.get("number_of_fragments") {
+            None => {}
+            Some(v) if v.as_u64() == Some(1) => {}
+            Some(v) if v.as_u64() == Some(0) => spec.max_bytes = usize::MAX,
+            Some(v) => {
+                return Err(bad(format!(
+                    "[highlight.number_of_fragments] must be 1 (one snippet per field) or 0 (the whole field), not {v}"
+                )))
+            }
+        }
+        match o.get("require_field_match") {
+            None | Some(Value::Bool(true)) => {}
+            Some(v) => {
+                return Err(bad(format!(
+                    "[highlight.require_field_match] can only be true (a term marks its own field), not {v}"
+                )))
+            }
+        }
+        Ok(spec)
+    }
+
+    /// Whether field `name` is highlighted.
+    pub fn wants(&self, name: &str) -> bool {
+        self.fields.is_empty() || self.fields.iter().any(|p| glob(p, name))
+    }
+
+    /// A hit's `highlight` object: each wanted field with a match, its
+    /// snippet with the tags around the matches.
+    pub fn render(&self, h: &crate::search::Highlight) -> Value {
+        let mut m = Map::new();
+        for (f, s) in &h.fields {
+            if !s.marks.is_empty() && self.wants(f) {
+                m.insert(
+                    f.clone(),
+                    Value::Array(vec![Value::String(s.render(&self.pre_tag, &self.post_tag))]),
+                );
+            }
+        }
+        Value::Object(m)
+    }
+}
+
 /// Whether `pattern` (with `*` for any characters; a pattern matching an
 /// object's path matches everything under it) matches `path`.
 fn glob(pattern: &str, path: &str) -> bool {
@@ -1159,5 +1321,64 @@ mod tests {
             f(json!(true)),
             Some(json!({"a": 1, "user": {"name": "x", "age": 3}, "tags": ["p"]}))
         );
+    }
+
+    #[test]
+    fn highlight_specs_parse_or_name_what_is_wrong() {
+        let s = schema();
+        let p = |v: Value| HighlightSpec::parse(&s, &v);
+        assert_eq!(p(json!({})).unwrap(), HighlightSpec::default());
+        let h = p(
+            json!({"fields": {"body": {}, "ti*": {}}, "pre_tags": ["<b>"], "post_tags": "</b>",
+            "fragment_size": 40, "require_field_match": true}),
+        )
+        .unwrap();
+        assert_eq!(h.fields, vec!["body".to_string(), "ti*".to_string()]);
+        assert_eq!(
+            (h.pre_tag.as_str(), h.post_tag.as_str(), h.max_bytes),
+            ("<b>", "</b>", 40)
+        );
+        assert!(h.wants("body") && h.wants("title") && !h.wants("tag"));
+        assert!(HighlightSpec::default().wants("anything"));
+        let h = p(json!({"fields": [{"title": {}}], "number_of_fragments": 0})).unwrap();
+        assert_eq!((h.fields.len(), h.max_bytes), (1, usize::MAX));
+        for (bad, says) in [
+            (json!([]), "takes an object"),
+            (json!({"type": "fvh"}), "[type]"),
+            (json!({"fields": {"nope": {}}}), "`nope` is not in the mapping"),
+            (json!({"fields": {"tag": {}}}), "no stored text"),
+            (json!({"fields": {"body": {"fragment_size": 5}}}), "per field"),
+            (json!({"fields": "body"}), "object of field names"),
+            (json!({"fields": [{"a": {}, "b": {}}]}), "entries are"),
+            (json!({"pre_tags": ["<a>", "<b>"]}), "one tag"),
+            (json!({"fragment_size": 0}), "≥ 1"),
+            (json!({"number_of_fragments": 3}), "must be 1"),
+            (json!({"require_field_match": false}), "only be true"),
+        ] {
+            let e = p(bad.clone()).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let hl = crate::search::Highlight {
+            fields: vec![
+                (
+                    "title".into(),
+                    crate::query::highlight::Snippet {
+                        text: "a fig".into(),
+                        marks: vec![(2, 5)],
+                    },
+                ),
+                (
+                    "body".into(),
+                    crate::query::highlight::Snippet {
+                        text: "no match".into(),
+                        marks: vec![],
+                    },
+                ),
+            ],
+        };
+        let spec = p(json!({"pre_tags": "[", "post_tags": "]"})).unwrap();
+        assert_eq!(spec.render(&hl), json!({"title": ["a [fig]"]}));
+        let spec = p(json!({"fields": {"body": {}}})).unwrap();
+        assert_eq!(spec.render(&hl), json!({}));
     }
 }

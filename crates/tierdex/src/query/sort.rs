@@ -247,8 +247,9 @@ pub fn check(index: &Index, spec: &[SortField]) -> Result<()> {
 
 /// The key parts of `after` (a hit's sort values, the trailing document
 /// number optional) for the fields of `spec`, keywords as strings; and the
-/// document number when given.
-fn after_parts(index: &Index, spec: &[SortField], after: &[SortValue]) -> Result<(Vec<Part>, Option<DocId>)> {
+/// document number when given (-1: before every document, so that every
+/// document with equal values comes after).
+fn after_parts(index: &Index, spec: &[SortField], after: &[SortValue]) -> Result<(Vec<Part>, Option<i64>)> {
     if after.len() != spec.len() && after.len() != spec.len() + 1 {
         return Err(Error::InvalidArgument(format!(
             "search_after has {} values; the sort has {} keys (and the document number may follow)",
@@ -288,15 +289,15 @@ fn after_parts(index: &Index, spec: &[SortField], after: &[SortValue]) -> Result
     }
     let doc = match after.get(spec.len()) {
         None => None,
-        Some(SortValue::Long(d)) if *d >= 0 && *d <= u32::MAX as i64 => Some(*d as DocId),
-        Some(_) => return Err(bad(spec.len(), "a document number")),
+        Some(SortValue::Long(d)) if *d >= -1 && *d <= u32::MAX as i64 => Some(*d),
+        Some(_) => return Err(bad(spec.len(), "a document number (or -1)")),
     };
     Ok((parts, doc))
 }
 
 /// Whether the key `(parts, cdoc)` comes strictly after `(after, doc)` in
 /// sort order.
-fn is_after(parts: &[Part], cdoc: DocId, after: &[Part], doc: Option<DocId>, spec: &[SortField]) -> bool {
+fn is_after(parts: &[Part], cdoc: DocId, after: &[Part], doc: Option<i64>, spec: &[SortField]) -> bool {
     for (i, f) in spec.iter().enumerate() {
         match cmp_part(&parts[i], &after[i], f) {
             Ordering::Greater => return true,
@@ -304,7 +305,7 @@ fn is_after(parts: &[Part], cdoc: DocId, after: &[Part], doc: Option<DocId>, spe
             Ordering::Equal => {}
         }
     }
-    doc.is_some_and(|d| cdoc > d)
+    doc.is_some_and(|d| i64::from(cdoc) > d)
 }
 
 /// Runs a sorted search of `plan` over `index`: the page of `size` hits
