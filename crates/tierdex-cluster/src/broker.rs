@@ -8,9 +8,11 @@
 //! * A search runs in three phases, as Elasticsearch's DFS
 //!   query-then-fetch: every shard's statistics for the query are summed,
 //!   each shard finds its best `from + size` with the sums (so scores equal
-//!   those of one index holding every document), the broker merges the
-//!   hits (equal scores by shard, then by document) and the aggregation
-//!   partials, then fetches the page's `_source` from the shards holding it.
+//!   those of one index holding every document), or its first `from +
+//!   size` in a `sort`'s order after its part of a `search_after`; the
+//!   broker merges the hits ([`crate::order`]: equal keys by shard, then by
+//!   document) and the aggregation partials, then fetches the page's
+//!   `_source` and highlights from the shards holding it.
 //! * A shard is asked of one of its replicas, in turn, with a timeout; on a
 //!   failure or no answer the next replica is asked. When none answers the
 //!   shard is counted in `_shards.failed` and the answer is partial, as in
@@ -41,6 +43,7 @@ use tierdex_server::ApiError;
 
 use crate::map::{self, ClusterMap, IndexMeta};
 use crate::names;
+use crate::order::Order;
 use crate::wire::{Answer, Ask, ShardHit, ShardRequest, WriteOp};
 use crate::{ClusterConfig, ClusterError};
 
@@ -999,9 +1002,19 @@ fn body_usize(body: &Value, key: &str) -> Res<Option<usize>> {
     }
 }
 
+/// A hit of a page: from which shard, with its `_source` and `highlight`
+/// once fetched.
+struct PageHit {
+    hit: ShardHit,
+    shard: u32,
+    source: Option<Value>,
+    highlight: Option<Value>,
+}
+
 /// A search's answer gathered from the shards.
 struct Gathered {
-    hits: Vec<(ShardHit, u32, Option<Value>)>,
+    hits: Vec<PageHit>,
+    order: Order,
     count: u64,
     aggregations: Option<Value>,
     shards: u32,
@@ -1017,6 +1030,11 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
     // fault, answered once rather than per shard.
     if let Some(q) = &query {
         tierdex::query::dsl::query(&schema, &limits, q).map_err(ApiError::engine)?;
+    }
+    let order = Order::parse(&schema, body, meta.shards).map_err(ApiError::engine)?;
+    let highlight = body.get("highlight").cloned();
+    if let Some(h) = &highlight {
+        tierdex::query::dsl::HighlightSpec::parse(&schema, h).map_err(ApiError::engine)?;
     }
     let aggs_req = match &aggs_v {
         None => None,
@@ -1044,14 +1062,16 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
         }
     }
     let k = from + size;
-    let search = |_| Ask::Search {
+    let search = |shard| Ask::Search {
         query: query.clone(),
         k,
         count,
         aggs: aggs_v.clone(),
         global: global.clone(),
+        sort: order.node_sort(),
+        after: order.shard_after(shard),
     };
-    let mut hits: Vec<(ShardHit, u32, Option<Value>)> = Vec::new();
+    let mut hits: Vec<(ShardHit, u32)> = Vec::new();
     let mut total = 0u64;
     let mut partial = aggs_req.as_ref().map(tierdex::aggs::AggsPartial::empty);
     for (shard, r) in b.ask_all(meta, search).await {
@@ -1065,7 +1085,7 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
                 aggs,
             }) => {
                 total += c.unwrap_or(0);
-                hits.extend(h.into_iter().map(|h| (h, shard, None)));
+                hits.extend(h.into_iter().map(|h| (h, shard)));
                 if let (Some(m), Some(p)) = (partial.as_mut(), aggs) {
                     m.merge(p);
                 }
@@ -1074,36 +1094,64 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
             Err(e) => fail(&mut failures, &mut failed, shard, e)?,
         }
     }
-    hits.sort_by(|a, b| {
-        b.0.score
-            .total_cmp(&a.0.score)
-            .then(a.1.cmp(&b.1))
-            .then(a.0.doc.cmp(&b.0.doc))
-    });
-    let mut page: Vec<(ShardHit, u32, Option<Value>)> = hits.into_iter().skip(from).take(size).collect();
+    hits.sort_by(|a, b| order.cmp((&a.0, a.1), (&b.0, b.1)));
+    let mut page: Vec<PageHit> = hits
+        .into_iter()
+        .skip(from)
+        .take(size)
+        .map(|(hit, shard)| PageHit {
+            hit,
+            shard,
+            source: None,
+            highlight: None,
+        })
+        .collect();
+    // Fetch phase: `_source` and highlights from the shards holding the page.
     let source = body.get("_source").cloned();
-    if source != Some(json!(false)) && !page.is_empty() {
-        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (i, h) in page.iter().enumerate() {
-            by_shard.entry(h.1).or_default().push(i);
+    let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, h) in page.iter().enumerate() {
+        by_shard.entry(h.shard).or_default().push(i);
+    }
+    let ids = |at: &[usize]| at.iter().map(|&i| page[i].hit.id.clone()).collect::<Vec<_>>();
+    let mut asks = Vec::new();
+    for (&shard, at) in &by_shard {
+        if source != Some(json!(false)) {
+            asks.push((
+                shard,
+                Ask::Fetch {
+                    ids: ids(at),
+                    source: source.clone(),
+                },
+            ));
         }
-        let fetches = by_shard.iter().map(|(&shard, at)| {
-            let ask = Ask::Fetch {
-                ids: at.iter().map(|&i| page[i].0.id.clone()).collect(),
-                source: source.clone(),
-            };
-            async move { (shard, b.ask(meta, shard, &ask).await) }
-        });
-        for (shard, r) in join_all(fetches).await {
-            match r {
-                Ok(Answer::Fetch(docs)) => {
-                    for (&i, d) in by_shard[&shard].iter().zip(docs) {
-                        page[i].2 = d;
-                    }
+        if let Some(h) = &highlight {
+            asks.push((
+                shard,
+                Ask::Highlight {
+                    ids: ids(at),
+                    query: query.clone(),
+                    highlight: h.clone(),
+                },
+            ));
+        }
+    }
+    let fetches = asks
+        .iter()
+        .map(|(shard, ask)| async move { (*shard, b.ask(meta, *shard, ask).await) });
+    for (shard, r) in join_all(fetches).await {
+        match r {
+            Ok(Answer::Fetch(docs)) => {
+                for (&i, d) in by_shard[&shard].iter().zip(docs) {
+                    page[i].source = d;
                 }
-                Ok(other) => return Err(unexpected(&other)),
-                Err(e) => fail(&mut failures, &mut failed, shard, e)?,
             }
+            Ok(Answer::Highlights(h)) => {
+                for (&i, d) in by_shard[&shard].iter().zip(h) {
+                    page[i].highlight = Some(d);
+                }
+            }
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) => fail(&mut failures, &mut failed, shard, e)?,
         }
     }
     let aggregations = match (&aggs_req, &partial) {
@@ -1112,6 +1160,7 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
     };
     Ok(Gathered {
         hits: page,
+        order,
         count: total,
         aggregations,
         shards: meta.shards,
@@ -1147,11 +1196,15 @@ async fn search(
             "aggregations",
             "track_total_hits",
             "timeout",
+            "sort",
+            "search_after",
+            "highlight",
         ]
         .contains(&key.as_str())
         {
             return Err(ApiError::bad_request(format!(
-                "[{key}] is not supported by the cluster broker yet (query, size, from, _source, aggs, track_total_hits)"
+                "[{key}] is not supported by the cluster broker yet (query, size, from, sort, search_after, \
+                 _source, highlight, aggs, track_total_hits)"
             )));
         }
     }
@@ -1169,10 +1222,16 @@ async fn search(
     let hits: Vec<Value> = g
         .hits
         .iter()
-        .map(|(h, _, src)| {
-            let mut v = json!({ "_index": index, "_id": h.id, "_score": h.score });
-            if let Some(s) = src {
+        .map(|p| {
+            let mut v = json!({ "_index": index, "_id": p.hit.id, "_score": p.hit.score });
+            if let Some(s) = &p.source {
                 v["_source"] = s.clone();
+            }
+            if let Some(s) = g.order.hit_values(&p.hit, p.shard) {
+                v["sort"] = s;
+            }
+            if let Some(h) = &p.highlight {
+                v["highlight"] = h.clone();
             }
             v
         })
@@ -1181,7 +1240,7 @@ async fn search(
         "took": started.elapsed().as_millis() as u64,
         "timed_out": false,
         "_shards": shards_json(&g),
-        "hits": { "max_score": g.hits.first().map(|h| h.0.score), "hits": hits },
+        "hits": { "max_score": g.hits.first().map(|h| h.hit.score), "hits": hits },
     });
     if count {
         out["hits"]["total"] = json!({ "value": g.count, "relation": "eq" });

@@ -22,6 +22,8 @@
 //! * [`wire`]: what brokers and nodes send each other.
 //! * [`node`]: a node holding replicas: consumes, applies, answers.
 //! * [`broker`]: the HTTP service in front.
+//! * [`order`]: how the broker orders the shards' hits (score or `sort`,
+//!   `search_after`).
 //! * [`local`]: NATS servers on loopback (cluster up, demo, tests) and a
 //!   whole cluster in one process ([`local::LocalCluster`]).
 //! * [`check`]: comparing a cluster's answers with one index's.
@@ -32,6 +34,7 @@ pub mod local;
 pub mod map;
 pub mod names;
 pub mod node;
+pub mod order;
 pub mod wire;
 
 /// What can go wrong between the parts of a cluster.

@@ -608,6 +608,8 @@ fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
             count,
             aggs,
             global,
+            sort,
+            after,
         } => {
             let q = query_of(&s, &query)?;
             let view = s.with_global_stats(Arc::new(global));
@@ -617,13 +619,19 @@ fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
                 (_, true) => Mode::TopKAndCount,
                 (_, false) => Mode::TopK,
             };
+            if let Some(v) = &sort {
+                req.sort = tierdex::query::dsl::sort(view.schema(), v)?;
+            }
+            req.search_after = after;
             let r = view.search_request(&req)?;
+            let keys = req.sort.len();
             let mut hits = Vec::with_capacity(r.hits.len());
-            for h in &r.hits {
+            for (i, h) in r.hits.iter().enumerate() {
                 hits.push(ShardHit {
                     id: view.doc_id(h.doc)?,
                     score: h.score,
                     doc: h.doc,
+                    sort: r.sort.as_ref().map(|v| v[i][..keys.min(v[i].len())].to_vec()),
                 });
             }
             let aggs = match aggs {
@@ -673,6 +681,19 @@ fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
                 );
             }
             Ok(Answer::Fetch(out))
+        }
+        Ask::Highlight { ids, query, highlight } => {
+            let q = query_of(&s, &query)?;
+            let spec = tierdex::query::dsl::HighlightSpec::parse(s.schema(), &highlight)?;
+            let plan = s.plan(&q)?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in &ids {
+                out.push(match s.index().find_id(id)? {
+                    Some(doc) => spec.render(&s.highlight(&plan, doc, spec.max_bytes)?),
+                    None => Value::Object(Default::default()),
+                });
+            }
+            Ok(Answer::Highlights(out))
         }
         Ask::Sync { .. } | Ask::Status => Err(tierdex::Error::Internal("answered elsewhere".into())),
     }

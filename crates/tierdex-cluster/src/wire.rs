@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tierdex::aggs::AggsPartial;
 use tierdex::query::global::GlobalStats;
+use tierdex::search::SortValue;
 
 /// One write, as stored in a shard's stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +61,14 @@ pub enum Ask {
         aggs: Option<Value>,
         /// Statistics summed over every shard.
         global: GlobalStats,
+        /// The order, as a request's `sort` (`None`: by score).
+        #[serde(default)]
+        sort: Option<Value>,
+        /// Hits after these sort values only (this shard's part of the
+        /// request's `search_after`; a trailing document number as the
+        /// engine takes it).
+        #[serde(default)]
+        after: Option<Vec<SortValue>>,
     },
     /// The `_source` of documents by id, filtered as `source` says (third
     /// phase, and gets).
@@ -68,6 +77,16 @@ pub enum Ask {
         ids: Vec<String>,
         /// The request's `_source` (`None`: the whole document).
         source: Option<Value>,
+    },
+    /// Highlighted snippets of documents by id, as the request's
+    /// `highlight` asks (fetch phase).
+    Highlight {
+        /// External ids.
+        ids: Vec<String>,
+        /// The query object whose terms are marked (`None`: every document).
+        query: Option<Value>,
+        /// The request's `highlight` object.
+        highlight: Value,
     },
     /// Wait until the replica has applied the stream up to `upto`, then
     /// make it searchable.
@@ -90,6 +109,9 @@ pub struct ShardHit {
     pub score: f32,
     /// Document number in the replica's snapshot (orders equal scores).
     pub doc: u32,
+    /// With a sort: the hit's value for each key (no document number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<Vec<SortValue>>,
 }
 
 /// A replica's counters.
@@ -125,6 +147,8 @@ pub enum Answer {
     },
     /// Documents' `_source` by id (`None`: not found).
     Fetch(Vec<Option<Value>>),
+    /// Documents' `highlight` objects by id (empty: not found or no match).
+    Highlights(Vec<Value>),
     /// Applied and searchable up to this sequence.
     Synced(u64),
     /// Counters.

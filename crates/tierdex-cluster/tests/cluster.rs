@@ -27,6 +27,7 @@ fn mappings() -> Value {
         "body": { "type": "text" },
         "tag": { "type": "keyword" },
         "views": { "type": "long" },
+        "n": { "type": "long" },
     }})
 }
 
@@ -50,7 +51,7 @@ fn corpus(seed: u64, n: usize) -> Vec<(String, Value)> {
             let tag = TAGS[i % TAGS.len()];
             (
                 format!("doc-{i}"),
-                json!({ "title": title, "body": body, "tag": tag, "views": (i * 37) % 1000 }),
+                json!({ "title": title, "body": body, "tag": tag, "views": (i * 37) % 1000, "n": i }),
             )
         })
         .collect()
@@ -105,6 +106,49 @@ fn same_hits(got: &[(String, f32)], want: &[(String, f32)], what: &str) {
     a.sort_unstable();
     b.sort_unstable();
     assert_eq!(a, b, "{what}: ids");
+}
+
+/// One index's sorted page: the count, and each hit's id with its sort
+/// values (without the document number).
+fn sorted_one(w: &IndexWriter, body: &Value) -> (u64, Vec<(String, Vec<Value>)>) {
+    let s = w.searcher();
+    let q = tierdex::query::dsl::query(s.schema(), s.query_limits(), &body["query"]).unwrap();
+    let sort = tierdex::query::dsl::sort(s.schema(), &body["sort"]).unwrap();
+    let from = body["from"].as_u64().unwrap_or(0) as usize;
+    let size = body["size"].as_u64().unwrap_or(10) as usize;
+    let mut req = tierdex::search::SearchRequest::new(&q, size);
+    req.from = from;
+    req.sort = sort.clone();
+    let r = s.search_request(&req).unwrap();
+    let hits = r
+        .hits
+        .iter()
+        .zip(r.sort.unwrap())
+        .map(|(h, v)| {
+            let values = v[..sort.len()]
+                .iter()
+                .map(|x| serde_json::to_value(x).unwrap())
+                .collect();
+            (s.doc_id(h.doc).unwrap(), values)
+        })
+        .collect();
+    (r.count.unwrap(), hits)
+}
+
+/// A cluster answer's hits: id and sort values without the tie-break.
+fn sorted_hits(v: &Value) -> Vec<(String, Vec<Value>)> {
+    v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let values = h["sort"].as_array().unwrap();
+            (
+                h["_id"].as_str().unwrap().to_string(),
+                values[..values.len() - 1].to_vec(),
+            )
+        })
+        .collect()
 }
 
 struct Cluster {
@@ -252,6 +296,60 @@ async fn shards_answer_as_one_index() {
     let want: Vec<f32> = r.hits[10..].iter().map(|h| h.score).collect();
     let got: Vec<f32> = hits_of(&p2).iter().map(|h| h.1).collect();
     assert_eq!(got, want, "second page scores");
+
+    // Sorted: keys ending with a unique field give one index's pages.
+    let sorts = [
+        json!([{ "views": "desc" }, { "n": "asc" }]),
+        json!(["tag", { "n": "desc" }]),
+        json!([{ "views": { "order": "asc" } }, "_score", "n"]),
+    ];
+    for (i, q) in queries(8, 12).iter().enumerate() {
+        let sort = &sorts[i % sorts.len()];
+        let body = json!({ "query": q, "sort": sort, "from": i % 4, "size": 7 });
+        let got = c.search("books", body.clone()).await;
+        let (count, want) = sorted_one(&single, &body);
+        assert_eq!(got["hits"]["total"]["value"], json!(count), "sorted {body}");
+        assert_eq!(sorted_hits(&got), want, "sorted {body}");
+    }
+    // search_after pages walk one index's order.
+    let q = json!({ "match": { "body": "river" } });
+    let sort = json!([{ "tag": "desc" }, { "views": "asc" }, "n"]);
+    let (count, want) = sorted_one(&single, &json!({ "query": q, "sort": sort, "size": 10_000 }));
+    let mut walked = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let mut body = json!({ "query": q, "sort": sort, "size": 9 });
+        if let Some(a) = &after {
+            body["search_after"] = a.clone();
+        }
+        let got = c.search("books", body).await;
+        assert_eq!(got["hits"]["total"]["value"], json!(count));
+        let page = got["hits"]["hits"].as_array().unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last["sort"].clone());
+        walked.extend(sorted_hits(&got));
+    }
+    assert_eq!(walked.len(), want.len());
+    assert_eq!(walked, want, "search_after chain");
+    // Highlights: the snippets of one index, with the request's options.
+    let hl = json!({ "fields": { "body": {} }, "pre_tags": ["["], "post_tags": ["]"], "fragment_size": 60 });
+    let got = c
+        .search("books", json!({ "query": q, "highlight": hl, "_source": false }))
+        .await;
+    let s = single.searcher();
+    let spec = tierdex::query::dsl::HighlightSpec::parse(s.schema(), &hl).unwrap();
+    let plan = s
+        .plan(&tierdex::query::dsl::query(s.schema(), s.query_limits(), &q).unwrap())
+        .unwrap();
+    let page = got["hits"]["hits"].as_array().unwrap();
+    assert_eq!(page.len(), 10);
+    for h in page {
+        let doc = s.index().find_id(h["_id"].as_str().unwrap()).unwrap().unwrap();
+        let want = spec.render(&s.highlight(&plan, doc, spec.max_bytes).unwrap());
+        assert!(want["body"][0].as_str().unwrap().contains("[river]"), "{want}");
+        assert_eq!(h["highlight"], want, "{h}");
+        assert!(h.get("_source").is_none());
+    }
 
     // A node away: every shard still answers from the other replica.
     let away = c.nodes[0].take().unwrap();
@@ -462,6 +560,20 @@ async fn bad_requests_get_clear_errors() {
         )
         .await;
     assert_eq!(status, 400, "negative size: {v}");
+    for (body, says) in [
+        (json!({ "sort": ["nope"] }), "nope"),
+        (json!({ "sort": ["body"] }), "body"),
+        (json!({ "search_after": [1] }), "needs a [sort]"),
+        (json!({ "sort": ["views"], "search_after": [1, 2, 3] }), "has 3 values"),
+        (json!({ "sort": [{ "_doc": "desc" }] }), "descending"),
+        (json!({ "highlight": { "type": "fvh" } }), "[type]"),
+        (json!({ "highlight": { "fields": { "tag": {} } } }), "no stored text"),
+        (json!({ "pit": { "id": "x" } }), "[pit]"),
+    ] {
+        let (status, v) = c.call(reqwest::Method::POST, "/bad/_search", Some(body.clone())).await;
+        assert_eq!(status, 400, "{body}: {v}");
+        assert!(reason(&v).contains(says), "{body}: {v}");
+    }
     let (status, v) = c
         .call(reqwest::Method::PUT, "/bad/_doc/1", Some(json!({ "views": "many" })))
         .await;

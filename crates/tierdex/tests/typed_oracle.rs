@@ -364,6 +364,24 @@ fn check(s: &Searcher, rows: &[Row], rng: &mut Rng, cases: usize, context: &str)
         assert_eq!(r.count, Some(want.len() as u64), "{ctx}: count");
         let page: Vec<String> = want_ids.iter().skip(from).take(size).cloned().collect();
         assert_eq!(ids(s, &r), page, "{ctx}: page from {from} size {size}, sort {spec:?}");
+        // The hits' sort values compare as the engine ordered them (what a
+        // merge of several indices' pages relies on).
+        let values = r.sort.as_ref().expect("sorted");
+        for w in values.windows(2) {
+            let ord = spec
+                .iter()
+                .enumerate()
+                .map(|(i, f)| f.cmp_values(&w[0][i], &w[1][i]))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal);
+            assert_ne!(
+                ord,
+                std::cmp::Ordering::Greater,
+                "{ctx}: {:?} before {:?}, sort {spec:?}",
+                w[0],
+                w[1]
+            );
+        }
         let mut after: Option<Vec<SortValue>> = None;
         let mut walked = Vec::new();
         for _ in 0..(want.len() / size + 2).min(12) {

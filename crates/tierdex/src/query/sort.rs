@@ -78,6 +78,44 @@ impl SortField {
     }
 }
 
+impl SortField {
+    /// The order of two hits' values for this key, as a sorted search
+    /// orders them (for merging the pages of several indices).
+    pub fn cmp_values(&self, a: &SortValue, b: &SortValue) -> Ordering {
+        use SortValue::{Double, Keyword, Long, Missing};
+        let ord = match (a, b) {
+            (Missing, Missing) => return Ordering::Equal,
+            (Missing, _) => {
+                return if self.missing_first {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (_, Missing) => {
+                return if self.missing_first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            (Long(x), Long(y)) => x.cmp(y),
+            (Double(x), Double(y)) => x.total_cmp(y),
+            (Long(x), Double(y)) => (*x as f64).total_cmp(y),
+            (Double(x), Long(y)) => x.total_cmp(&(*y as f64)),
+            (Keyword(x), Keyword(y)) => x.as_bytes().cmp(y.as_bytes()),
+            // Values of one key are of one kind; a keyword sorts after numbers.
+            (Keyword(_), _) => Ordering::Greater,
+            (_, Keyword(_)) => Ordering::Less,
+        };
+        if self.descending {
+            ord.reverse()
+        } else {
+            ord
+        }
+    }
+}
+
 /// A hit's value for one sort key, as answers show it and `search_after`
 /// takes it back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
