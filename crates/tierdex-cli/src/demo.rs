@@ -212,20 +212,19 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
             })
             .collect();
         if typed {
-            // The broker sorts by score only: the sorted categories stay local.
             for q in tierdex_workload::typed::generate(&sample, &TextPools::from_workload(&queries), a.queries, a.seed)
             {
                 let v: serde_json::Value = serde_json::from_str(&q.json)?;
-                if v.get("sort").is_none() {
-                    let mut body = serde_json::json!({ "query": v["query"] });
-                    if let Some(aggs) = v.get("aggs") {
-                        body["aggs"] = aggs.clone();
+                let mut body = serde_json::json!({ "query": v["query"] });
+                for key in ["aggs", "sort"] {
+                    if let Some(x) = v.get(key) {
+                        body[key] = x.clone();
                     }
-                    demo_queries.push(crate::demo_cluster::DemoQuery {
-                        category: q.category.clone(),
-                        body,
-                    });
                 }
+                demo_queries.push(crate::demo_cluster::DemoQuery {
+                    category: q.category.clone(),
+                    body,
+                });
             }
         }
         println!();

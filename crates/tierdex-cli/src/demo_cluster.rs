@@ -12,7 +12,9 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use tierdex::search::Searcher;
 use tierdex::Document;
-use tierdex_cluster::check::{bulk_body, hits_of, json_close, one_index, same_top};
+use tierdex_cluster::check::{
+    bulk_body, hits_of, json_close, one_index, same_sorted, same_top, sorted_hits, sorted_one_index,
+};
 use tierdex_cluster::local::{self, LocalCluster};
 
 use crate::progress::bar;
@@ -143,17 +145,28 @@ async fn exercise(
     let (mut aggs_queries, mut aggs_bits) = (0u64, 0u64);
     let t = Instant::now();
     for q in queries {
-        let (want_count, want_top, want_aggs) =
-            one_index(searcher, &q.body).with_context(|| format!("demo query {}", q.body))?;
         let mut body = q.body.clone();
         body["size"] = json!(10);
         body["track_total_hits"] = json!(true);
+        let (want_count, want_top, want_aggs) =
+            one_index(searcher, &q.body).with_context(|| format!("demo query {}", q.body))?;
+        // Sorted: the same sort values in order, ids equal up to ties.
+        let want_sorted = match body.get("sort") {
+            Some(_) => Some(
+                sorted_one_index(searcher, &body)
+                    .with_context(|| format!("demo query {}", q.body))?
+                    .1,
+            ),
+            None => None,
+        };
         let started = Instant::now();
         let got = call(http, format!("{base}/demo/_search"), Some(&body)).await?;
         let us = started.elapsed().as_micros() as u64;
-        let got_top = hits_of(&got);
         let count_ok = got["hits"]["total"]["value"] == json!(want_count);
-        let top_ok = same_top(&got_top, &want_top).ids;
+        let top_ok = match &want_sorted {
+            Some(w) => same_sorted(&sorted_hits(&got), w),
+            None => same_top(&hits_of(&got), &want_top).ids,
+        };
         let got_aggs = got.get("aggregations").unwrap_or(&Value::Null);
         let (aggs_exact, aggs_ok) = match &want_aggs {
             None => (true, true),
@@ -213,7 +226,8 @@ async fn exercise(
     }
     println!();
     println!(
-        "  (*: the same top-10 ids and scores, ties at the page's end as sets, and the same aggregations, numbers within 1e-12)"
+        "  (*: the same top-10 ids and scores, ties at the page's end as sets; sorted: the same sort values, ids equal \
+         within each run of equal values; and the same aggregations, numbers within 1e-12)"
     );
     println!(
         "  cluster against one index: counts equal {counts} of {all}, top-10 and aggregations equal {tops} of {all}"

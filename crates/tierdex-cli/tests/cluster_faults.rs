@@ -500,7 +500,7 @@ fn cluster_options_that_do_not_apply_are_refused() {
 }
 
 /// `tierdex demo --cluster` runs the demo's documents and queries (text,
-/// filters, ranges, aggregations) through a local cluster and finds every
+/// filters, ranges, sorts, aggregations) through a local cluster and finds every
 /// answer equal to the single index's.
 #[test]
 fn demo_cluster_answers_as_one_index() {
@@ -528,4 +528,9 @@ fn demo_cluster_answers_as_one_index() {
     assert_eq!(numbers.len(), 4, "{line}");
     assert!(numbers[0] > 50, "{line}");
     assert!(numbers.iter().all(|&n| n == numbers[0]), "{line}");
+    // Sorted categories go through the broker too.
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("sort-price-asc") && l.contains("4 of 4")),
+        "{text}"
+    );
 }

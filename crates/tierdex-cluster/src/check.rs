@@ -91,6 +91,83 @@ pub fn one_index(s: &tierdex::Searcher, body: &Value) -> tierdex::Result<OneAnsw
     Ok((r.count.unwrap_or(0), top, aggs))
 }
 
+/// A sorted hit: its id and its sort values (without the tie-break).
+pub type SortedHit = (String, Vec<Value>);
+
+/// One index's answer to a sorted `_search` body (`query`, `sort`, `from`,
+/// `size`): the exact count and each hit's id and sort values.
+pub fn sorted_one_index(s: &tierdex::Searcher, body: &Value) -> tierdex::Result<(u64, Vec<SortedHit>)> {
+    let query = match body.get("query") {
+        Some(q) => tierdex::query::dsl::query(s.schema(), s.query_limits(), q)?,
+        None => tierdex::query::ast::Query::MatchAll,
+    };
+    let sort = tierdex::query::dsl::sort(s.schema(), body.get("sort").unwrap_or(&Value::Null))?;
+    let mut req = tierdex::search::SearchRequest::new(&query, body["size"].as_u64().unwrap_or(10) as usize);
+    req.from = body["from"].as_u64().unwrap_or(0) as usize;
+    req.sort = sort.clone();
+    req.mode = tierdex::Mode::TopKAndCount;
+    let r = s.search_request(&req)?;
+    let values = r.sort.unwrap_or_default();
+    let hits = r
+        .hits
+        .iter()
+        .zip(values)
+        .map(|(h, v)| {
+            let v = v[..sort.len().min(v.len())]
+                .iter()
+                .map(|x| serde_json::to_value(x).unwrap_or(Value::Null))
+                .collect();
+            Ok((s.doc_id(h.doc)?, v))
+        })
+        .collect::<tierdex::Result<Vec<_>>>()?;
+    Ok((r.count.unwrap_or(0), hits))
+}
+
+/// The id and sort values (without the trailing tie-break) of a sorted
+/// `_search` answer's hits.
+pub fn sorted_hits(answer: &Value) -> Vec<SortedHit> {
+    answer["hits"]["hits"]
+        .as_array()
+        .map(|hs| {
+            hs.iter()
+                .map(|h| {
+                    let v = h["sort"].as_array().cloned().unwrap_or_default();
+                    let keys = v.len().saturating_sub(1);
+                    (h["_id"].as_str().unwrap_or_default().to_string(), v[..keys].to_vec())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether two sorted pages agree: the same sort values in order, and the
+/// same ids within each run of equal values (which either side orders by
+/// its own tie-break); the run at the page's end may be cut elsewhere.
+pub fn same_sorted(got: &[SortedHit], want: &[SortedHit]) -> bool {
+    if got.len() != want.len() || got.iter().zip(want).any(|(a, b)| a.1 != b.1) {
+        return false;
+    }
+    let last = want.last().map(|h| &h.1);
+    let mut i = 0;
+    while i < want.len() {
+        let mut j = i;
+        while j < want.len() && want[j].1 == want[i].1 {
+            j += 1;
+        }
+        if Some(&want[i].1) != last {
+            let mut a: Vec<&str> = got[i..j].iter().map(|h| h.0.as_str()).collect();
+            let mut b: Vec<&str> = want[i..j].iter().map(|h| h.0.as_str()).collect();
+            a.sort_unstable();
+            b.sort_unstable();
+            if a != b {
+                return false;
+            }
+        }
+        i = j;
+    }
+    true
+}
+
 /// Whether two JSON values are equal but for numbers within `rel`
 /// (relative): float sums added in another order (across shards or
 /// segments) may differ in their last bits.
@@ -179,6 +256,21 @@ mod tests {
         let t = same_top(&ulp, &want);
         assert!(!t.exact && t.near && t.ids);
         assert!(!same_top(&want[..2], &want).near);
+    }
+
+    #[test]
+    fn sorted_pages_agree_up_to_ties() {
+        let hit = |id: &str, v: i64| (id.to_string(), vec![json!(v)]);
+        let want = [hit("a", 1), hit("b", 2), hit("c", 2), hit("d", 3), hit("e", 3)];
+        let swapped = [hit("a", 1), hit("c", 2), hit("b", 2), hit("d", 3), hit("f", 3)];
+        assert!(same_sorted(&swapped, &want));
+        let other = [hit("a", 1), hit("b", 2), hit("x", 2), hit("d", 3), hit("e", 3)];
+        assert!(!same_sorted(&other, &want));
+        let values = [hit("a", 1), hit("b", 2), hit("c", 3), hit("d", 3), hit("e", 3)];
+        assert!(!same_sorted(&values, &want));
+        assert!(!same_sorted(&want[..4], &want));
+        let v = json!({ "hits": { "hits": [ { "_id": "x", "sort": ["k", 7, 12345] } ] } });
+        assert_eq!(sorted_hits(&v), vec![("x".to_string(), vec![json!("k"), json!(7)])]);
     }
 
     #[test]

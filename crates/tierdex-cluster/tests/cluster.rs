@@ -11,7 +11,7 @@ use rand_pcg::Pcg64;
 use serde_json::{json, Value};
 use tierdex::update::IndexWriter;
 use tierdex_cluster::broker::{self, Broker, BrokerConfig};
-use tierdex_cluster::check::hits_of;
+use tierdex_cluster::check::{hits_of, sorted_hits, sorted_one_index};
 use tierdex_cluster::node::{Node, NodeConfig};
 use tierdex_cluster::ClusterConfig;
 
@@ -106,49 +106,6 @@ fn same_hits(got: &[(String, f32)], want: &[(String, f32)], what: &str) {
     a.sort_unstable();
     b.sort_unstable();
     assert_eq!(a, b, "{what}: ids");
-}
-
-/// One index's sorted page: the count, and each hit's id with its sort
-/// values (without the document number).
-fn sorted_one(w: &IndexWriter, body: &Value) -> (u64, Vec<(String, Vec<Value>)>) {
-    let s = w.searcher();
-    let q = tierdex::query::dsl::query(s.schema(), s.query_limits(), &body["query"]).unwrap();
-    let sort = tierdex::query::dsl::sort(s.schema(), &body["sort"]).unwrap();
-    let from = body["from"].as_u64().unwrap_or(0) as usize;
-    let size = body["size"].as_u64().unwrap_or(10) as usize;
-    let mut req = tierdex::search::SearchRequest::new(&q, size);
-    req.from = from;
-    req.sort = sort.clone();
-    let r = s.search_request(&req).unwrap();
-    let hits = r
-        .hits
-        .iter()
-        .zip(r.sort.unwrap())
-        .map(|(h, v)| {
-            let values = v[..sort.len()]
-                .iter()
-                .map(|x| serde_json::to_value(x).unwrap())
-                .collect();
-            (s.doc_id(h.doc).unwrap(), values)
-        })
-        .collect();
-    (r.count.unwrap(), hits)
-}
-
-/// A cluster answer's hits: id and sort values without the tie-break.
-fn sorted_hits(v: &Value) -> Vec<(String, Vec<Value>)> {
-    v["hits"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            let values = h["sort"].as_array().unwrap();
-            (
-                h["_id"].as_str().unwrap().to_string(),
-                values[..values.len() - 1].to_vec(),
-            )
-        })
-        .collect()
 }
 
 struct Cluster {
@@ -307,14 +264,15 @@ async fn shards_answer_as_one_index() {
         let sort = &sorts[i % sorts.len()];
         let body = json!({ "query": q, "sort": sort, "from": i % 4, "size": 7 });
         let got = c.search("books", body.clone()).await;
-        let (count, want) = sorted_one(&single, &body);
+        let (count, want) = sorted_one_index(&single.searcher(), &body).unwrap();
         assert_eq!(got["hits"]["total"]["value"], json!(count), "sorted {body}");
         assert_eq!(sorted_hits(&got), want, "sorted {body}");
     }
     // search_after pages walk one index's order.
     let q = json!({ "match": { "body": "river" } });
     let sort = json!([{ "tag": "desc" }, { "views": "asc" }, "n"]);
-    let (count, want) = sorted_one(&single, &json!({ "query": q, "sort": sort, "size": 10_000 }));
+    let (count, want) =
+        sorted_one_index(&single.searcher(), &json!({ "query": q, "sort": sort, "size": 10_000 })).unwrap();
     let mut walked = Vec::new();
     let mut after: Option<Value> = None;
     loop {
