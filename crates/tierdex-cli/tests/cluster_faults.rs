@@ -106,6 +106,7 @@ async fn replica_docs(client: &async_nats::Client, nodes: usize) -> Vec<Vec<(Str
                 shard,
                 uid: String::new(),
                 ask: Ask::Status,
+                context: None,
             };
             let subject = tierdex_cluster::names::node_subject(&format!("node-{n}"));
             if let Ok(Ok(m)) = tokio::time::timeout(
@@ -530,7 +531,8 @@ fn demo_cluster_answers_as_one_index() {
     assert!(numbers.iter().all(|&n| n == numbers[0]), "{line}");
     // Sorted categories go through the broker too.
     assert!(
-        text.lines().any(|l| l.trim_start().starts_with("sort-price-asc") && l.contains("4 of 4")),
+        text.lines()
+            .any(|l| l.trim_start().starts_with("sort-price-asc") && l.contains("4 of 4")),
         "{text}"
     );
 }

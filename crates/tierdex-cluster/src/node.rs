@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 
 use crate::map::{ClusterMap, IndexMeta, NodeInfo};
 use crate::names;
-use crate::wire::{Answer, Ask, ReplicaStatus, ShardHit, ShardRequest, WriteOp};
+use crate::wire::{Answer, Ask, ContextRef, ReplicaStatus, ShardHit, ShardRequest, WriteOp};
 use crate::{ClusterConfig, ClusterError, Result};
 
 /// Messages fetched per batch.
@@ -70,9 +70,68 @@ struct Replica {
     /// behind, would answer with part of the shard).
     ready: std::sync::atomic::AtomicBool,
     consumer: Mutex<Option<JoinHandle<()>>>,
+    /// Snapshots kept open for points in time and scrolls, with when they
+    /// expire.
+    contexts: Mutex<HashMap<String, (Arc<tierdex::Searcher>, Instant)>>,
 }
 
+/// Open snapshots per replica at most (Elasticsearch's
+/// `search.max_open_scroll_context`).
+pub const MAX_CONTEXTS: usize = 500;
+
+/// Numbers the contexts a node opens.
+static NEXT_CONTEXT: AtomicU64 = AtomicU64::new(0);
+
 impl Replica {
+    /// Keeps the current snapshot open for `keep`; its id.
+    fn open(&self, node: &str, keep: Duration) -> tierdex::Result<String> {
+        let now = Instant::now();
+        let mut m = self.contexts.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, (_, until)| *until > now);
+        if m.len() >= MAX_CONTEXTS {
+            return Err(tierdex::Error::Unavailable(format!(
+                "shard {} of [{}] on node {node} holds {MAX_CONTEXTS} open contexts (points in time, scrolls): \
+                 close some or wait until they expire",
+                self.shard, self.index
+            )));
+        }
+        let id = format!(
+            "{node}-{}-{}",
+            std::process::id(),
+            NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        m.insert(id.clone(), (self.writer.searcher(), now + keep));
+        Ok(id)
+    }
+
+    /// The snapshot of an open context, kept `c.keep_ms` longer.
+    fn context(&self, c: &ContextRef) -> tierdex::Result<Arc<tierdex::Searcher>> {
+        let now = Instant::now();
+        let mut m = self.contexts.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, (_, until)| *until > now);
+        match m.get_mut(&c.id) {
+            Some((s, until)) => {
+                if c.keep_ms > 0 {
+                    *until = now + Duration::from_millis(c.keep_ms);
+                }
+                Ok(s.clone())
+            }
+            None => Err(tierdex::Error::NotFound(format!(
+                "no search context [{}] on shard {} of [{}]: it expired or was closed",
+                c.id, self.shard, self.index
+            ))),
+        }
+    }
+
+    /// Closes a context; whether it was open.
+    fn close(&self, id: &str) -> bool {
+        self.contexts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some()
+    }
+
     fn applied(&self) -> u64 {
         *self.applied.borrow()
     }
@@ -312,6 +371,7 @@ impl Inner {
             rejected: AtomicU64::new(0),
             ready: std::sync::atomic::AtomicBool::new(false),
             consumer: Mutex::new(None),
+            contexts: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -529,7 +589,8 @@ impl Inner {
                 }
             }
             Ask::Status => Answer::Status(rep.status()),
-            _ if !rep.ready.load(Ordering::Relaxed) => Answer::Error {
+            Ask::Close => Answer::Closed(req.context.is_some_and(|c| rep.close(&c.id))),
+            _ if req.context.is_none() && !rep.ready.load(Ordering::Relaxed) => Answer::Error {
                 reason: format!(
                     "shard {} of [{}] on node {} is catching up with its stream (at {})",
                     req.shard,
@@ -539,12 +600,28 @@ impl Inner {
                 ),
                 bad: false,
             },
+            Ask::Open { keep_ms } => match rep.open(&self.id, Duration::from_millis(keep_ms)) {
+                Ok(context) => Answer::Opened {
+                    node: self.id.clone(),
+                    context,
+                },
+                Err(e) => Answer::Error {
+                    reason: e.to_string(),
+                    bad: false,
+                },
+            },
             ask => {
                 let r = rep.clone();
-                match tokio::task::spawn_blocking(move || read(&r, ask)).await {
+                let context = req.context;
+                match tokio::task::spawn_blocking(move || read(&r, context.as_ref(), ask)).await {
                     Ok(Ok(a)) => a,
                     Ok(Err(e)) => Answer::Error {
-                        bad: matches!(e, tierdex::Error::Query(_) | tierdex::Error::InvalidArgument(_)),
+                        // A context is on this node only: no other replica
+                        // would answer better.
+                        bad: matches!(
+                            e,
+                            tierdex::Error::Query(_) | tierdex::Error::InvalidArgument(_) | tierdex::Error::NotFound(_)
+                        ),
                         reason: e.to_string(),
                     },
                     Err(e) => Answer::Error {
@@ -594,9 +671,13 @@ fn query_of(s: &tierdex::Searcher, v: &Option<Value>) -> tierdex::Result<tierdex
     }
 }
 
-/// The reading asks, on a blocking thread.
-fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
-    let s = rep.writer.searcher();
+/// The reading asks, on a blocking thread: from the open snapshot
+/// `context`, or the replica's latest.
+fn read(rep: &Replica, context: Option<&ContextRef>, ask: Ask) -> tierdex::Result<Answer> {
+    let s = match context {
+        Some(c) => rep.context(c)?,
+        None => rep.writer.searcher(),
+    };
     match ask {
         Ask::Stats { query } => {
             let q = query_of(&s, &query)?;
@@ -657,6 +738,20 @@ fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
                 aggs,
             })
         }
+        Ask::Fetch { ids, source } if context.is_some() => {
+            let filter = match &source {
+                None => tierdex::query::dsl::SourceFilter::default(),
+                Some(v) => tierdex::query::dsl::SourceFilter::parse(v)?,
+            };
+            let mut out = Vec::with_capacity(ids.len());
+            for id in &ids {
+                out.push(
+                    s.get(id)?
+                        .map(|d| filter.apply(&d).unwrap_or_else(|| Value::Object(Default::default()))),
+                );
+            }
+            Ok(Answer::Fetch(out))
+        }
         Ask::Fetch { ids, source } => {
             if source == Some(Value::Bool(false)) {
                 // Which ids exist: the writer's id map, no document read.
@@ -695,6 +790,8 @@ fn read(rep: &Replica, ask: Ask) -> tierdex::Result<Answer> {
             }
             Ok(Answer::Highlights(out))
         }
-        Ask::Sync { .. } | Ask::Status => Err(tierdex::Error::Internal("answered elsewhere".into())),
+        Ask::Sync { .. } | Ask::Status | Ask::Open { .. } | Ask::Close => {
+            Err(tierdex::Error::Internal("answered elsewhere".into()))
+        }
     }
 }

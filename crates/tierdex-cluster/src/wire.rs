@@ -37,6 +37,19 @@ pub struct ShardRequest {
     pub uid: String,
     /// What is asked.
     pub ask: Ask,
+    /// Read from this open snapshot of the replica (a point in time or a
+    /// scroll) instead of its latest one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextRef>,
+}
+
+/// An open snapshot on one node, and how long to keep it from now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextRef {
+    /// The snapshot's id on its node.
+    pub id: String,
+    /// Keep it this many milliseconds from now (0: as it was).
+    pub keep_ms: u64,
 }
 
 /// What a broker asks of a replica.
@@ -88,6 +101,14 @@ pub enum Ask {
         /// The request's `highlight` object.
         highlight: Value,
     },
+    /// Keep the replica's current snapshot open for `keep_ms` (a point in
+    /// time): later asks with its [`ContextRef`] read from it.
+    Open {
+        /// Milliseconds.
+        keep_ms: u64,
+    },
+    /// Close the request's context.
+    Close,
     /// Wait until the replica has applied the stream up to `upto`, then
     /// make it searchable.
     Sync {
@@ -149,6 +170,15 @@ pub enum Answer {
     Fetch(Vec<Option<Value>>),
     /// Documents' `highlight` objects by id (empty: not found or no match).
     Highlights(Vec<Value>),
+    /// A snapshot kept open on `node`.
+    Opened {
+        /// The node holding it.
+        node: String,
+        /// Its id there.
+        context: String,
+    },
+    /// Whether the context was open.
+    Closed(bool),
     /// Applied and searchable up to this sequence.
     Synced(u64),
     /// Counters.

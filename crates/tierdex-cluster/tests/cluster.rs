@@ -653,3 +653,188 @@ async fn writes_do_not_wait_for_replicas() {
         n.stop().await;
     }
 }
+
+/// Walks a scroll to its end; the ids of every page and the last answer.
+async fn drain(c: &Cluster, first: Value, keep: &str) -> (Vec<String>, Value) {
+    let mut ids: Vec<String> = hits_of(&first).into_iter().map(|h| h.0).collect();
+    let mut id = first["_scroll_id"].as_str().unwrap().to_string();
+    loop {
+        let (status, v) = c
+            .call(
+                reqwest::Method::POST,
+                "/_search/scroll",
+                Some(json!({ "scroll_id": id, "scroll": keep })),
+            )
+            .await;
+        assert_eq!(status, 200, "{v}");
+        let page = hits_of(&v);
+        id = v["_scroll_id"].as_str().unwrap().to_string();
+        if page.is_empty() {
+            return (ids, v);
+        }
+        ids.extend(page.into_iter().map(|h| h.0));
+    }
+}
+
+/// Scrolls and points in time read the snapshots taken when they were
+/// opened, whatever is written, deleted and refreshed meanwhile: a scroll
+/// returns every match of its snapshot exactly once, a point in time pages
+/// by `search_after` as one index of those documents; closed, they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scrolls_and_points_in_time_read_one_snapshot() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server: {}", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let c = Cluster::start(&bin, store.path(), 2).await;
+    c.create("snap", 3, 1).await;
+    let docs = corpus(21, 600);
+    c.bulk("snap", &docs).await;
+    let (_, v) = c.call(reqwest::Method::POST, "/snap/_refresh", None).await;
+    assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
+    let ref_dir = tempfile::tempdir().unwrap();
+    let single = reference(ref_dir.path(), &docs);
+
+    // Opened before the changes below.
+    let all = json!({ "match_all": {} });
+    let text = json!({ "match": { "body": "river" } });
+    let (status, by_doc) = c
+        .call(
+            reqwest::Method::POST,
+            "/snap/_search?scroll=1m",
+            Some(json!({ "query": all, "sort": ["_doc"], "size": 37 })),
+        )
+        .await;
+    assert_eq!(status, 200, "{by_doc}");
+    assert_eq!(by_doc["hits"]["total"]["value"], json!(600));
+    let (_, by_score) = c
+        .call(
+            reqwest::Method::POST,
+            "/snap/_search?scroll=30s",
+            Some(json!({ "query": text, "size": 13, "_source": false })),
+        )
+        .await;
+    let (status, pit) = c.call(reqwest::Method::POST, "/snap/_pit?keep_alive=1m", None).await;
+    assert_eq!(status, 200, "{pit}");
+    let pit_id = pit["id"].as_str().unwrap().to_string();
+
+    // Written, deleted and refreshed meanwhile: seen by none of them.
+    let more: Vec<(String, Value)> = corpus(22, 150)
+        .into_iter()
+        .map(|(id, v)| (format!("new-{id}"), v))
+        .collect();
+    c.bulk("snap", &more).await;
+    for id in ["doc-1", "doc-2", "doc-3"] {
+        let (status, v) = c.call(reqwest::Method::DELETE, &format!("/snap/_doc/{id}"), None).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let (_, v) = c.call(reqwest::Method::POST, "/snap/_refresh", None).await;
+    assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
+    let (_, now) = c.call(reqwest::Method::POST, "/snap/_count", None).await;
+    assert_eq!(now["count"], json!(600 + 150 - 3), "{now}");
+
+    let (mut ids, last) = drain(&c, by_doc, "1m").await;
+    assert_eq!(last["hits"]["total"]["value"], json!(600));
+    assert_eq!(ids.len(), 600, "every document of the snapshot once");
+    ids.sort();
+    ids.dedup();
+    let mut want: Vec<String> = docs.iter().map(|d| d.0.clone()).collect();
+    want.sort();
+    assert_eq!(ids, want);
+
+    let (count, _, _) = expected(&single, &text, None);
+    assert_eq!(by_score["hits"]["total"]["value"], json!(count));
+    let (mut ids, _) = drain(&c, by_score.clone(), "30s").await;
+    assert_eq!(ids.len() as u64, count, "every match once");
+    let s = single.searcher();
+    let q = tierdex::query::dsl::query(s.schema(), s.query_limits(), &text).unwrap();
+    let r = s.search_parsed(&q, tierdex::Mode::TopK, 10_000).unwrap();
+    let mut want: Vec<String> = r.hits.iter().map(|h| s.doc_id(h.doc).unwrap()).collect();
+    ids.sort();
+    want.sort();
+    assert_eq!(ids, want);
+
+    // The point in time pages as one index of the documents it saw.
+    let sort = json!([{ "views": "desc" }, "tag"]);
+    let mut walked = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let mut body = json!({ "pit": { "id": pit_id, "keep_alive": "1m" }, "sort": sort, "size": 11 });
+        if let Some(a) = &after {
+            body["search_after"] = a.clone();
+        }
+        let (status, v) = c.call(reqwest::Method::POST, "/_search", Some(body)).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["pit_id"], json!(pit_id));
+        assert_eq!(v["hits"]["total"]["value"], json!(600));
+        let Some(last) = v["hits"]["hits"].as_array().unwrap().last().cloned() else {
+            break;
+        };
+        after = Some(last["sort"].clone());
+        walked.extend(sorted_hits(&v));
+    }
+    let (_, want) = sorted_one_index(&s, &json!({ "query": all, "sort": sort, "size": 10_000 })).unwrap();
+    assert_eq!(walked.len(), 600);
+    assert!(
+        tierdex_cluster::check::same_sorted(&walked, &want),
+        "point-in-time pages"
+    );
+
+    // Closed: gone.
+    let (status, v) = c
+        .call(reqwest::Method::DELETE, "/_pit", Some(json!({ "id": pit_id })))
+        .await;
+    assert_eq!((status, v["num_freed"].clone()), (200, json!(3)), "{v}");
+    let (status, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/_search",
+            Some(json!({ "pit": { "id": pit_id } })),
+        )
+        .await;
+    assert_eq!(status, 404, "{v}");
+    let scroll_id = by_score["_scroll_id"].clone();
+    let (status, v) = c
+        .call(
+            reqwest::Method::DELETE,
+            "/_search/scroll",
+            Some(json!({ "scroll_id": [scroll_id] })),
+        )
+        .await;
+    assert_eq!((status, v["num_freed"].clone()), (200, json!(3)), "{v}");
+    let (status, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/_search/scroll",
+            Some(json!({ "scroll_id": scroll_id })),
+        )
+        .await;
+    assert_eq!(status, 404, "{v}");
+
+    // Bad requests.
+    for (method, path, body, says) in [
+        ("POST", "/snap/_search?scroll=1m", json!({ "from": 5 }), "[from]"),
+        ("POST", "/snap/_search?scroll=1m", json!({ "sort": ["nope"] }), "nope"),
+        ("POST", "/snap/_search?scroll=2d", json!({}), "24h"),
+        ("POST", "/snap/_search?nope=1", json!({}), "nope"),
+        ("POST", "/_search", json!({ "query": all }), "needs a [pit]"),
+        (
+            "POST",
+            "/_search",
+            json!({ "pit": { "id": "bm90IGFuIGlk" } }),
+            "not an id",
+        ),
+        ("POST", "/snap/_search", json!({ "pit": { "id": pit_id } }), "[pit]"),
+        ("POST", "/snap/_pit", json!({}), "[keep_alive] is missing"),
+        ("POST", "/_search/scroll", json!({ "scroll_id": "%%%" }), "not an id"),
+    ] {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let (status, v) = c.call(m, path, Some(body.clone())).await;
+        assert_eq!(status, 400, "{path} {body}: {v}");
+        assert!(v.to_string().contains(says), "{path} {body}: {v}");
+    }
+    for n in c.nodes.into_iter().flatten() {
+        n.stop().await;
+    }
+}

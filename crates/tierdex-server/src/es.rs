@@ -106,7 +106,7 @@ fn parse_timeout(state: &AppState, s: &str) -> Result<std::time::Duration, ApiEr
 
 /// An Elasticsearch time value (`500ms`, `2s`, `1m`) of the parameter
 /// `what`.
-pub(crate) fn parse_time(what: &str, s: &str) -> Result<std::time::Duration, ApiError> {
+pub fn parse_time(what: &str, s: &str) -> Result<std::time::Duration, ApiError> {
     use std::time::Duration;
     let bad = |why: &str| {
         ApiError::bad_request(format!(

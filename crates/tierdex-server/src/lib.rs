@@ -45,6 +45,7 @@ pub mod indices;
 mod metrics;
 mod pool;
 mod scroll;
+pub use scroll::{MAX_CONTEXTS, MAX_KEEP_ALIVE};
 pub mod security;
 pub mod snapshots;
 

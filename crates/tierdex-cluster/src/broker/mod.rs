@@ -21,8 +21,10 @@
 //! Routes: `GET /`, `GET /_cluster/health`, `PUT|DELETE|GET /{index}`,
 //! `PUT|POST /{index}/_doc/{id}`, `POST /{index}/_doc`,
 //! `GET|DELETE /{index}/_doc/{id}`, `POST /_bulk`, `POST /{index}/_bulk`,
-//! `GET|POST /{index}/_search`, `GET|POST /{index}/_count`,
-//! `POST /{index}/_refresh`.
+//! `GET|POST /{index}/_search` (`?scroll=`), `GET|POST /{index}/_count`,
+//! `POST /{index}/_refresh`; points in time and scrolls ([`contexts`]):
+//! `POST /{index}/_pit`, `DELETE /_pit`, `GET|POST /_search` with a `pit`,
+//! `GET|POST|DELETE /_search/scroll` (and `/_search/scroll/{id}`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,8 +46,11 @@ use tierdex_server::ApiError;
 use crate::map::{self, ClusterMap, IndexMeta};
 use crate::names;
 use crate::order::Order;
-use crate::wire::{Answer, Ask, ShardHit, ShardRequest, WriteOp};
+use crate::wire::{Answer, Ask, ContextRef, ShardHit, ShardRequest, WriteOp};
+
+mod contexts;
 use crate::{ClusterConfig, ClusterError};
+use contexts::Pinned;
 
 /// Largest request body (Elasticsearch's `http.max_content_length`).
 const MAX_BODY: usize = 100 << 20;
@@ -84,9 +89,19 @@ const MAP_TTL: Duration = Duration::from_secs(1);
 
 type Res<T> = std::result::Result<T, ApiError>;
 
+/// A request the nodes refused as wrong: a 400, or a 404 for a search
+/// context that expired or was closed.
+fn invalid(m: String) -> ApiError {
+    if m.contains(contexts::MISSING) {
+        ApiError::new(StatusCode::NOT_FOUND, "search_context_missing_exception", m)
+    } else {
+        ApiError::bad_request(m)
+    }
+}
+
 fn cluster_error(e: ClusterError) -> ApiError {
     match e {
-        ClusterError::Invalid(m) => ApiError::bad_request(m),
+        ClusterError::Invalid(m) => invalid(m),
         ClusterError::NoIndex(name) => ApiError::new(
             StatusCode::NOT_FOUND,
             "index_not_found_exception",
@@ -276,6 +291,7 @@ impl Broker {
             for (shard, nodes) in meta.assignment.iter().enumerate() {
                 for node in nodes {
                     let req = ShardRequest {
+                        context: None,
                         index: meta.name.clone(),
                         uid: meta.uid.clone(),
                         shard: shard as u32,
@@ -317,6 +333,42 @@ impl Broker {
         Ok(())
     }
 
+    /// Asks `shard` where `pins` says (its open snapshot's node), or any of
+    /// its replicas.
+    async fn ask_at(&self, meta: &IndexMeta, shard: u32, pins: Option<&Pinned>, ask: &Ask) -> crate::Result<Answer> {
+        let Some(p) = pins else {
+            return self.ask(meta, shard, ask).await;
+        };
+        let (node, id) = &p.shards[shard as usize];
+        let req = ShardRequest {
+            index: meta.name.clone(),
+            uid: meta.uid.clone(),
+            shard,
+            ask: ask.clone(),
+            context: Some(ContextRef {
+                id: id.clone(),
+                keep_ms: p.keep_ms,
+            }),
+        };
+        let payload: bytes::Bytes = serde_json::to_vec(&req).expect("serialises").into();
+        let sent = self.client.request(names::node_subject(node), payload);
+        let why = match tokio::time::timeout(self.config.replica_timeout, sent).await {
+            Err(_) => format!("node {node} did not answer within {:?}", self.config.replica_timeout),
+            Ok(Err(e)) => format!("node {node} (holding the search context): {e}"),
+            Ok(Ok(msg)) => match serde_json::from_slice::<Answer>(&msg.payload) {
+                Ok(Answer::Error { reason, bad: true }) => return Err(ClusterError::Invalid(reason)),
+                Ok(Answer::Error { reason, .. }) => reason,
+                Ok(a) => return Ok(a),
+                Err(e) => format!("node {node} answered {e}"),
+            },
+        };
+        Err(ClusterError::ShardFailed {
+            index: meta.name.clone(),
+            shard,
+            why,
+        })
+    }
+
     /// Asks a shard's replicas in turn until one answers.
     async fn ask(&self, meta: &IndexMeta, shard: u32, ask: &Ask) -> crate::Result<Answer> {
         let nodes = &meta.assignment[shard as usize];
@@ -332,6 +384,7 @@ impl Broker {
             uid: meta.uid.clone(),
             shard,
             ask: ask.clone(),
+            context: None,
         };
         let payload: bytes::Bytes = serde_json::to_vec(&req).expect("serialises").into();
         let start = self.turn.fetch_add(1, Ordering::Relaxed);
@@ -360,10 +413,20 @@ impl Broker {
 
     /// Asks every shard at once; the failed shards' errors are kept apart.
     async fn ask_all(&self, meta: &IndexMeta, ask: impl Fn(u32) -> Ask) -> Vec<(u32, crate::Result<Answer>)> {
+        self.ask_all_at(meta, None, ask).await
+    }
+
+    /// [`Broker::ask_all`], each shard where `pins` says.
+    async fn ask_all_at(
+        &self,
+        meta: &IndexMeta,
+        pins: Option<&Pinned>,
+        ask: impl Fn(u32) -> Ask,
+    ) -> Vec<(u32, crate::Result<Answer>)> {
         let asks: Vec<(u32, Ask)> = (0..meta.shards).map(|s| (s, ask(s))).collect();
         join_all(
             asks.iter()
-                .map(|(s, a)| async move { (*s, self.ask(meta, *s, a).await) }),
+                .map(|(s, a)| async move { (*s, self.ask_at(meta, *s, pins, a).await) }),
         )
         .await
     }
@@ -441,6 +504,7 @@ impl Broker {
         for (&shard, &seq) in upto {
             for node in &meta.assignment[shard as usize] {
                 let req = ShardRequest {
+                    context: None,
                     index: meta.name.clone(),
                     uid: meta.uid.clone(),
                     shard,
@@ -501,6 +565,21 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/_bulk", post(bulk_all).put(bulk_all))
         .route("/{index}/_bulk", post(bulk).put(bulk))
         .route("/{index}/_search", get(search).post(search))
+        .route("/_search", get(contexts::search_pit).post(contexts::search_pit))
+        .route("/{index}/_pit", post(contexts::open_pit))
+        .route("/_pit", axum::routing::delete(contexts::close_pit))
+        .route(
+            "/_search/scroll",
+            get(contexts::next_page)
+                .post(contexts::next_page)
+                .delete(contexts::clear_scroll),
+        )
+        .route(
+            "/_search/scroll/{id}",
+            get(contexts::next_page_in_path)
+                .post(contexts::next_page_in_path)
+                .delete(contexts::clear_scroll_in_path),
+        )
         .route("/{index}/_count", get(count).post(count))
         .route("/{index}/_refresh", post(refresh).get(refresh))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
@@ -985,11 +1064,19 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
     })))
 }
 
-/// `?q=` and friends of a search.
+/// The URI parameters of a search; any other is a 400 naming it.
 #[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct SearchQuery {
     size: Option<usize>,
     from: Option<usize>,
+    /// Keep a scroll open this long (`1m`).
+    scroll: Option<String>,
+    /// `hits.total` as a number.
+    rest_total_hits_as_int: Option<bool>,
+    /// Accepted: answers are JSON either way.
+    #[allow(dead_code)]
+    pretty: Option<String>,
 }
 
 fn body_usize(body: &Value, key: &str) -> Res<Option<usize>> {
@@ -1021,7 +1108,13 @@ struct Gathered {
     failures: Vec<Value>,
 }
 
-async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: usize, count: bool) -> Res<Gathered> {
+async fn gather(
+    b: &Broker,
+    meta: &IndexMeta,
+    body: &Value,
+    (from, size, count): (usize, usize, bool),
+    pins: Option<&Pinned>,
+) -> Res<Gathered> {
     let query = body.get("query").cloned();
     let aggs_v = body.get("aggs").or_else(|| body.get("aggregations")).cloned();
     let schema = meta.schema().map_err(cluster_error)?;
@@ -1047,14 +1140,14 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
     let mut failed = vec![false; meta.shards as usize];
     let fail = |failures: &mut Vec<Value>, failed: &mut Vec<bool>, shard: u32, e: ClusterError| -> Res<()> {
         if let ClusterError::Invalid(m) = e {
-            return Err(ApiError::bad_request(m));
+            return Err(invalid(m));
         }
         failed[shard as usize] = true;
         failures.push(json!({ "shard": shard, "index": meta.name, "reason": { "type": "shard_failure", "reason": e.to_string() } }));
         Ok(())
     };
     let mut global = GlobalStats::default();
-    for (shard, r) in b.ask_all(meta, |_| Ask::Stats { query: query.clone() }).await {
+    for (shard, r) in b.ask_all_at(meta, pins, |_| Ask::Stats { query: query.clone() }).await {
         match r {
             Ok(Answer::Stats(g)) => global.merge(&g),
             Ok(other) => return Err(unexpected(&other)),
@@ -1074,7 +1167,7 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
     let mut hits: Vec<(ShardHit, u32)> = Vec::new();
     let mut total = 0u64;
     let mut partial = aggs_req.as_ref().map(tierdex::aggs::AggsPartial::empty);
-    for (shard, r) in b.ask_all(meta, search).await {
+    for (shard, r) in b.ask_all_at(meta, pins, search).await {
         if failed[shard as usize] {
             continue;
         }
@@ -1137,7 +1230,7 @@ async fn gather(b: &Broker, meta: &IndexMeta, body: &Value, from: usize, size: u
     }
     let fetches = asks
         .iter()
-        .map(|(shard, ask)| async move { (*shard, b.ask(meta, *shard, ask).await) });
+        .map(|(shard, ask)| async move { (*shard, b.ask_at(meta, *shard, pins, ask).await) });
     for (shard, r) in join_all(fetches).await {
         match r {
             Ok(Answer::Fetch(docs)) => {
@@ -1178,52 +1271,66 @@ fn shards_json(g: &Gathered) -> Value {
     s
 }
 
-async fn search(
-    State(b): State<Arc<Broker>>,
-    Path(index): Path<String>,
-    UrlQuery(q): UrlQuery<SearchQuery>,
-    body: axum::body::Bytes,
-) -> Res<Json<Value>> {
-    let started = Instant::now();
-    let body = body_value(&body)?;
+/// The keys a search body may have.
+const SEARCH_KEYS: &[&str] = &[
+    "query",
+    "size",
+    "from",
+    "_source",
+    "aggs",
+    "aggregations",
+    "track_total_hits",
+    "timeout",
+    "sort",
+    "search_after",
+    "highlight",
+    "pit",
+];
+
+/// Refuses a search body key the broker does not take (`pit` only where
+/// `pit` is true).
+fn check_search_keys(body: &Value, pit: bool) -> Res<()> {
     for key in body.as_object().into_iter().flat_map(|o| o.keys()) {
-        if ![
-            "query",
-            "size",
-            "from",
-            "_source",
-            "aggs",
-            "aggregations",
-            "track_total_hits",
-            "timeout",
-            "sort",
-            "search_after",
-            "highlight",
-        ]
-        .contains(&key.as_str())
-        {
+        if !SEARCH_KEYS.contains(&key.as_str()) || (key == "pit" && !pit) {
             return Err(ApiError::bad_request(format!(
-                "[{key}] is not supported by the cluster broker yet (query, size, from, sort, search_after, \
-                 _source, highlight, aggs, track_total_hits)"
+                "[{key}] is not supported by the cluster broker here (query, size, from, sort, search_after, \
+                 _source, highlight, aggs, track_total_hits; pit in /_search without an index)"
             )));
         }
     }
-    let size = body_usize(&body, "size")?.or(q.size).unwrap_or(10);
-    let from = body_usize(&body, "from")?.or(q.from).unwrap_or(0);
+    Ok(())
+}
+
+/// `from` and `size` of a search (the body's, else the URI's).
+fn window(body: &Value, q: &SearchQuery) -> Res<(usize, usize)> {
+    let size = body_usize(body, "size")?.or(q.size).unwrap_or(10);
+    let from = body_usize(body, "from")?.or(q.from).unwrap_or(0);
     if from.saturating_add(size) > MAX_WINDOW {
         return Err(ApiError::bad_request(format!(
             "[from] + [size] must be at most {MAX_WINDOW}, not {}",
             from.saturating_add(size)
         )));
     }
-    let count = !matches!(body.get("track_total_hits"), Some(Value::Bool(false)));
-    let meta = b.index(&index).await?;
-    let g = gather(&b, &meta, &body, from, size, count).await?;
+    Ok((from, size))
+}
+
+/// Runs a search over `meta` (from the snapshots `pins` names, if any) and
+/// answers in Elasticsearch's shape; also the gathered hits.
+async fn run_search(
+    b: &Broker,
+    meta: &IndexMeta,
+    body: &Value,
+    (from, size, count): (usize, usize, bool),
+    pins: Option<&Pinned>,
+    q: &SearchQuery,
+) -> Res<(Value, Gathered)> {
+    let started = Instant::now();
+    let g = gather(b, meta, body, (from, size, count), pins).await?;
     let hits: Vec<Value> = g
         .hits
         .iter()
         .map(|p| {
-            let mut v = json!({ "_index": index, "_id": p.hit.id, "_score": p.hit.score });
+            let mut v = json!({ "_index": meta.name, "_id": p.hit.id, "_score": p.hit.score });
             if let Some(s) = &p.source {
                 v["_source"] = s.clone();
             }
@@ -1243,11 +1350,39 @@ async fn search(
         "hits": { "max_score": g.hits.first().map(|h| h.hit.score), "hits": hits },
     });
     if count {
-        out["hits"]["total"] = json!({ "value": g.count, "relation": "eq" });
+        out["hits"]["total"] = total_json(g.count, q);
     }
-    if let Some(a) = g.aggregations {
-        out["aggregations"] = a;
+    if let Some(a) = &g.aggregations {
+        out["aggregations"] = a.clone();
     }
+    Ok((out, g))
+}
+
+/// `hits.total`: an object, or a number with `rest_total_hits_as_int`.
+fn total_json(n: u64, q: &SearchQuery) -> Value {
+    if q.rest_total_hits_as_int == Some(true) {
+        json!(n)
+    } else {
+        json!({ "value": n, "relation": "eq" })
+    }
+}
+
+async fn search(
+    State(b): State<Arc<Broker>>,
+    Path(index): Path<String>,
+    q: Result<UrlQuery<SearchQuery>, axum::extract::rejection::QueryRejection>,
+    body: axum::body::Bytes,
+) -> Res<Json<Value>> {
+    let UrlQuery(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let body = body_value(&body)?;
+    check_search_keys(&body, false)?;
+    let meta = b.index(&index).await?;
+    if let Some(keep) = &q.scroll {
+        return contexts::first_page(&b, &meta, body, keep, &q).await;
+    }
+    let (from, size) = window(&body, &q)?;
+    let count = !matches!(body.get("track_total_hits"), Some(Value::Bool(false)));
+    let (out, _) = run_search(&b, &meta, &body, (from, size, count), None, &q).await?;
     Ok(Json(out))
 }
 
@@ -1262,7 +1397,7 @@ async fn count(State(b): State<Arc<Broker>>, Path(index): Path<String>, body: ax
         return Err(ApiError::bad_request(format!("[{k}] is not supported in a count")));
     }
     let meta = b.index(&index).await?;
-    let g = gather(&b, &meta, &body, 0, 0, true).await?;
+    let g = gather(&b, &meta, &body, (0, 0, true), None).await?;
     Ok(Json(json!({ "count": g.count, "_shards": shards_json(&g) })))
 }
 
