@@ -147,9 +147,21 @@ pub fn run(a: NodeArgs) -> Result<()> {
 }
 
 /// Runs a broker on `addr` until SIGTERM or Ctrl-C.
-pub fn broker(urls: &[String], opts: &ClusterArgs, addr: SocketAddr, insecure: bool) -> Result<()> {
+pub fn broker(
+    urls: &[String],
+    opts: &ClusterArgs,
+    addr: SocketAddr,
+    insecure: bool,
+    guard: tierdex_server::security::Guard,
+) -> Result<()> {
     let mut exposure = tierdex_server::ServerConfig::new(PathBuf::new());
     exposure.insecure = insecure;
+    exposure.auth = guard.auth.clone();
+    let auth = if guard.auth.is_some() {
+        "authentication on"
+    } else {
+        "no authentication"
+    };
     tierdex_server::check_exposure(addr, &exposure)?;
     let replica_timeout_ms = opts.cluster_replica_timeout_ms.unwrap_or(2000);
     if replica_timeout_ms == 0 {
@@ -168,11 +180,11 @@ pub fn broker(urls: &[String], opts: &ClusterArgs, addr: SocketAddr, insecure: b
             .await
             .with_context(|| format!("listening on {addr}"))?;
         eprintln!(
-            "broker of the tierdex cluster at NATS {} serving on http://{} (SIGTERM or Ctrl-C stops)",
+            "broker of the tierdex cluster at NATS {} serving on http://{}, {auth} (SIGTERM or Ctrl-C stops)",
             cluster.urls.join(","),
             listener.local_addr()?
         );
-        axum::serve(listener, tierdex_cluster::broker::router(b))
+        axum::serve(listener, tierdex_cluster::broker::router(b, std::sync::Arc::new(guard)))
             .with_graceful_shutdown(tierdex_server::termination())
             .await
             .context("serving")?;

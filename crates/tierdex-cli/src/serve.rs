@@ -159,13 +159,13 @@ pub struct Args {
     /// Serve as a broker of a tierdex cluster (issue #26): the NATS
     /// servers' URLs (comma-separated). The broker holds no index: writes
     /// go to the shards' JetStream streams, searches to the nodes holding
-    /// replicas (`tierdex node`). Takes --addr, --insecure and the
-    /// --cluster-* options; the options of a local index are refused.
+    /// replicas (`tierdex node`). Takes --addr, --auth, --insecure, the
+    /// --cors-* and the --cluster-* options; the options of a local index
+    /// are refused.
     #[arg(long, env = "TIERDEX_CLUSTER", value_name = "URLS", value_delimiter = ',', conflicts_with_all = [
         "dir", "data", "path_repo", "no_auto_create_index", "create", "read_only", "refresh_ms", "buffer_docs",
         "truncate_corrupt_log", "max_writes", "threads", "queue", "timeout_ms", "index_name", "max_timeout_ms",
-        "auth", "cors_allow_origin", "cors_allow_methods", "cors_allow_headers", "cors_allow_credentials",
-        "cors_max_age_secs", "hash_password", "new_api_key", "tier", "madvise", "pool_bytes", "huge_pages",
+        "hash_password", "new_api_key", "tier", "madvise", "pool_bytes", "huge_pages",
         "prefetch_threshold", "phrase_filters", "cache_policy", "cache_bytes", "cache_shards", "cache_match",
         "cache_min_hits", "slow_query_ms", "access_log", "max_connections", "header_timeout_ms",
         "idle_timeout_ms", "max_body_bytes"])]
@@ -307,10 +307,41 @@ pub fn with_config(args: Vec<std::ffi::OsString>, known: &[String]) -> Result<Ve
     Ok(out)
 }
 
+/// The authentication file of `--auth`, loaded.
+fn auth_file(a: &Args) -> Result<Option<std::sync::Arc<tierdex_server::Auth>>> {
+    a.auth
+        .as_ref()
+        .map(|f| {
+            Ok(std::sync::Arc::new(
+                tierdex_server::Auth::load(f).map_err(anyhow::Error::msg)?,
+            ))
+        })
+        .transpose()
+}
+
+/// The CORS rules of the `--cors-*` options.
+fn cors(a: &Args) -> Result<tierdex_server::Cors> {
+    Ok(tierdex_server::Cors {
+        allow_origin: a.cors_allow_origin.clone(),
+        allow_methods: list("--cors-allow-methods", &a.cors_allow_methods, |m| {
+            m.to_ascii_uppercase().parse().ok()
+        })?,
+        allow_headers: list("--cors-allow-headers", &a.cors_allow_headers, |h| {
+            h.to_ascii_lowercase().parse().ok()
+        })?,
+        allow_credentials: a.cors_allow_credentials,
+        max_age: Duration::from_secs(a.cors_max_age_secs),
+    })
+}
+
 /// Runs `tierdex serve` until SIGTERM or SIGINT.
 pub fn run(a: Args) -> Result<()> {
     if !a.cluster.is_empty() {
-        return crate::cluster::broker(&a.cluster, &a.cluster_opts, a.addr, a.insecure);
+        let guard = tierdex_server::security::Guard {
+            auth: auth_file(&a)?,
+            cors: cors(&a)?,
+        };
+        return crate::cluster::broker(&a.cluster, &a.cluster_opts, a.addr, a.insecure, guard);
     }
     if a.cluster_opts.any_given() {
         anyhow::bail!(
@@ -381,22 +412,8 @@ pub fn run(a: Args) -> Result<()> {
         std::fs::create_dir_all(p).with_context(|| format!("--path-repo {}", p.display()))?;
     }
     config.path_repo = a.path_repo.clone();
-    if let Some(f) = &a.auth {
-        config.auth = Some(std::sync::Arc::new(
-            tierdex_server::Auth::load(f).map_err(anyhow::Error::msg)?,
-        ));
-    }
-    config.cors = tierdex_server::Cors {
-        allow_origin: a.cors_allow_origin.clone(),
-        allow_methods: list("--cors-allow-methods", &a.cors_allow_methods, |m| {
-            m.to_ascii_uppercase().parse().ok()
-        })?,
-        allow_headers: list("--cors-allow-headers", &a.cors_allow_headers, |h| {
-            h.to_ascii_lowercase().parse().ok()
-        })?,
-        allow_credentials: a.cors_allow_credentials,
-        max_age: Duration::from_secs(a.cors_max_age_secs),
-    };
+    config.auth = auth_file(&a)?;
+    config.cors = cors(&a)?;
     tierdex_server::check_exposure(a.addr, &config)?;
     if let Some(n) = a.index_name {
         config.index_name = n;

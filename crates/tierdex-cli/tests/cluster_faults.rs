@@ -156,7 +156,11 @@ async fn faults_lose_nothing_acknowledged() {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, broker::router(b)).await.unwrap() });
+    tokio::spawn(async move {
+        axum::serve(listener, broker::router(b, Default::default()))
+            .await
+            .unwrap()
+    });
     let http = reqwest::Client::new();
     let create = json!({
         "mappings": { "properties": { "title": { "type": "text" }, "key": { "type": "keyword" }, "n": { "type": "long" } } },
@@ -460,7 +464,7 @@ fn cluster_options_that_do_not_apply_are_refused() {
     let index = dir.path().to_str().unwrap();
     let data = dir.path().join("data");
     let data = data.to_str().unwrap();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["serve", "--cluster", "nats://127.0.0.1:1", "--threads", "2"],
             "cannot be used with",
@@ -487,6 +491,16 @@ fn cluster_options_that_do_not_apply_are_refused() {
             "not to a node",
         ),
         (&["demo", "--nodes", "2"], "--cluster"),
+        // A broker takes an authentication file (read before connecting)
+        // and refuses a public address without one.
+        (
+            &["serve", "--cluster", "nats://127.0.0.1:1", "--auth", "/nonexistent/auth.json"],
+            "/nonexistent/auth.json",
+        ),
+        (
+            &["serve", "--cluster", "nats://127.0.0.1:1", "--addr", "0.0.0.0:0"],
+            "--insecure",
+        ),
     ];
     for (args, want) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_tierdex"))

@@ -236,7 +236,7 @@ impl LocalCluster {
                 .local_addr()
                 .map_err(|e| ClusterError::Invalid(format!("listening on loopback: {e}")))?
         );
-        let router = crate::broker::router(broker.clone());
+        let router = crate::broker::router(broker.clone(), Default::default());
         let serving = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!("the local broker stopped: {e}");

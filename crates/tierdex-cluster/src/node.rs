@@ -577,7 +577,20 @@ impl Inner {
                 }
                 let w = rep.writer.clone();
                 match tokio::task::spawn_blocking(move || w.refresh().map(|_| ())).await {
-                    Ok(Ok(())) => Answer::Synced(rep.applied()),
+                    Ok(Ok(())) => {
+                        // `upto` was the stream's end when the refresh was
+                        // asked: caught up, so searches are answered now
+                        // (not only once the consumer notices).
+                        if !rep.ready.swap(true, Ordering::Relaxed) {
+                            tracing::info!(
+                                "shard {} of [{}] caught up with its stream at {}: answering searches",
+                                rep.shard,
+                                rep.index,
+                                rep.applied()
+                            );
+                        }
+                        Answer::Synced(rep.applied())
+                    }
                     Ok(Err(e)) => Answer::Error {
                         reason: e.to_string(),
                         bad: false,

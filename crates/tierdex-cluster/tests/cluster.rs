@@ -117,6 +117,14 @@ struct Cluster {
     base: String,
 }
 
+/// Serves a broker on a loopback port; its base URL.
+async fn serve_broker(b: Arc<Broker>, guard: Arc<tierdex_server::security::Guard>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, broker::router(b, guard)).await.unwrap() });
+    base
+}
+
 impl Cluster {
     async fn start(bin: &std::path::Path, store: &std::path::Path, n: usize) -> Cluster {
         let nats = tierdex_cluster::local::NatsServer::start(bin, store, "n1", 0, None).unwrap();
@@ -146,9 +154,7 @@ impl Cluster {
         })
         .await
         .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, broker::router(b)).await.unwrap() });
+        let base = serve_broker(b, Default::default()).await;
         Cluster {
             _nats: nats,
             nodes,
@@ -382,7 +388,6 @@ async fn shards_answer_as_one_index() {
             n.stop().await;
         }
     }
-    let _ = Arc::new(());
 }
 
 /// A node that leaves: after the reassignment delay its replicas are placed
@@ -641,6 +646,8 @@ async fn writes_do_not_wait_for_replicas() {
         let (_, r) = c.call(reqwest::Method::POST, "/w/_refresh", None).await;
         let (status, v) = c.call(reqwest::Method::POST, "/w/_count", None).await;
         if status == 200 && r["_shards"]["failed"] == json!(0) {
+            // Refreshed everywhere: every shard answers.
+            assert_eq!(v["_shards"]["failed"], json!(0), "{v}");
             count = v["count"].clone();
             break;
         }
@@ -834,6 +841,97 @@ async fn scrolls_and_points_in_time_read_one_snapshot() {
         assert_eq!(status, 400, "{path} {body}: {v}");
         assert!(v.to_string().contains(says), "{path} {body}: {v}");
     }
+    for n in c.nodes.into_iter().flatten() {
+        n.stop().await;
+    }
+}
+
+/// A broker guards its API as a server does: the product header the
+/// official clients check, JSON errors, JSON-only writes, cross-origin
+/// requests refused, and with an authentication file, credentials and
+/// roles (401 without, 403 for a role that is not enough).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_broker_is_guarded_as_a_server() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server: {}", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let c = Cluster::start(&bin, store.path(), 1).await;
+    c.create("guarded", 1, 0).await;
+    let http = reqwest::Client::new();
+    let r = http.get(format!("{}/nowhere/at/all", c.base)).send().await.unwrap();
+    assert_eq!(r.headers()["x-elastic-product"], "Elasticsearch");
+    assert_eq!(r.status().as_u16(), 404);
+    let v: Value = r.json().await.expect("a JSON error");
+    assert!(v["error"]["reason"].is_string(), "{v}");
+    // A form or a no-cors fetch cannot write; no origin is allowed.
+    let r = http
+        .post(format!("{}/guarded/_bulk", c.base))
+        .header("content-type", "text/plain")
+        .body("{\"index\":{\"_id\":\"x\"}}\n{}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let r = http
+        .get(format!("{}/guarded/_search", c.base))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+
+    // With an authentication file: a reader may search, not write.
+    let hash = tierdex_server::security::hash_secret("s3cret").unwrap();
+    let file = json!({ "api_keys": [ { "id": "reader", "hash": hash, "role": "read" },
+                                      { "id": "writer", "hash": hash, "role": "write" } ] });
+    let auth = tierdex_server::Auth::from_json(&file.to_string()).unwrap();
+    let guard = Arc::new(tierdex_server::security::Guard {
+        auth: Some(Arc::new(auth)),
+        cors: Default::default(),
+    });
+    let b = Broker::connect(BrokerConfig {
+        cluster: c.cfg.clone(),
+        replica_timeout: Duration::from_secs(5),
+        reassign_after: Duration::from_secs(60),
+    })
+    .await
+    .unwrap();
+    let base = serve_broker(b, guard).await;
+    use base64::Engine as _;
+    let key = |id: &str| {
+        format!(
+            "ApiKey {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{id}:s3cret"))
+        )
+    };
+    let doc = json!({ "title": "a", "body": "river", "tag": "art", "views": 1, "n": 1 });
+    let put = |who: Option<String>| {
+        let mut r = http.put(format!("{base}/guarded/_doc/1?refresh=true")).json(&doc);
+        if let Some(k) = who {
+            r = r.header("authorization", k);
+        }
+        r.send()
+    };
+    assert_eq!(put(None).await.unwrap().status().as_u16(), 401);
+    assert_eq!(put(Some(key("reader"))).await.unwrap().status().as_u16(), 403);
+    assert_eq!(put(Some(key("writer"))).await.unwrap().status().as_u16(), 201);
+    let wrong = format!(
+        "ApiKey {}",
+        base64::engine::general_purpose::STANDARD.encode("reader:nope")
+    );
+    let search = |k: String| {
+        http.post(format!("{base}/guarded/_search"))
+            .header("authorization", k)
+            .json(&json!({ "query": { "match": { "body": "river" } } }))
+            .send()
+    };
+    assert_eq!(search(wrong).await.unwrap().status().as_u16(), 401);
+    let r = search(key("reader")).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["hits"]["total"]["value"], json!(1), "{v}");
     for n in c.nodes.into_iter().flatten() {
         n.stop().await;
     }

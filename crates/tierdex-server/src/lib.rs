@@ -739,6 +739,24 @@ pub fn state(config: ServerConfig) -> tierdex::Result<Arc<AppState>> {
     }))
 }
 
+/// `router` with what every Elasticsearch-facing service of tierdex answers
+/// with (the cluster broker's; a server's [`router`] layers the same around
+/// its metrics): writes only as JSON, queries only in UTF-8,
+/// authentication and CORS as `guard` says, every error as JSON, and the
+/// product header the official clients check.
+pub fn guarded(router: Router, guard: Arc<security::Guard>) -> Router {
+    router
+        .layer(axum::middleware::from_fn(security::json_writes))
+        .layer(axum::middleware::from_fn(utf8_query))
+        .layer(axum::middleware::from_fn_with_state(
+            guard.clone(),
+            security::guard_auth,
+        ))
+        .layer(axum::middleware::from_fn_with_state(guard, security::guard_cors))
+        .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::map_response(product_header))
+}
+
 /// Marks every answer with the product header the official Elasticsearch
 /// clients check before they accept one (`X-Elastic-Product:
 /// Elasticsearch`): the API this server speaks is Elasticsearch's subset

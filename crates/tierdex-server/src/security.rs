@@ -536,14 +536,33 @@ fn forbidden_origin(origin: &str, why: &str) -> Response {
     .into_response()
 }
 
+/// What guards an HTTP service without an [`AppState`] (the cluster
+/// broker): its authentication file and its CORS rules, applied by
+/// [`guard_auth`] and [`guard_cors`] as a server's are.
+#[derive(Default)]
+pub struct Guard {
+    /// API keys and users (`None`: no authentication).
+    pub auth: Option<Arc<Auth>>,
+    /// Cross-origin rules (the default refuses every `Origin`).
+    pub cors: Cors,
+}
+
 /// Middleware: refuses requests from origins CORS does not allow, answers
 /// preflights, and adds the CORS headers to allowed cross-origin answers.
 pub async fn cors(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    apply_cors(&state.config().cors, req, next).await
+}
+
+/// [`cors`] with a [`Guard`]'s rules.
+pub async fn guard_cors(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    apply_cors(&guard.cors, req, next).await
+}
+
+async fn apply_cors(cors: &Cors, req: Request, next: Next) -> Response {
     let Some(origin) = req.headers().get(header::ORIGIN).cloned() else {
         return next.run(req).await;
     };
     let shown = String::from_utf8_lossy(origin.as_bytes()).into_owned();
-    let cors = &state.config().cors;
     if !cors.enabled() {
         return forbidden_origin(
             &shown,
@@ -592,9 +611,21 @@ fn route_access(req: &Request) -> Access {
 /// authentication file). 401 with `WWW-Authenticate` for missing or wrong
 /// credentials, 403 for a role that is not enough.
 pub async fn authenticate(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let Some(auth) = &state.config().auth else {
-        return next.run(req).await;
-    };
+    match &state.config().auth {
+        Some(auth) => apply_auth(auth, req, next).await,
+        None => next.run(req).await,
+    }
+}
+
+/// [`authenticate`] with a [`Guard`]'s authentication file.
+pub async fn guard_auth(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    match &guard.auth {
+        Some(auth) => apply_auth(auth, req, next).await,
+        None => next.run(req).await,
+    }
+}
+
+async fn apply_auth(auth: &Auth, req: Request, next: Next) -> Response {
     match auth
         .authorize(route_access(&req), req.headers().get(header::AUTHORIZATION))
         .await

@@ -524,7 +524,10 @@ impl Broker {
             }
         }
         let done = join_all(asks).await;
-        (done.iter().filter(|&&ok| ok).count(), done.len())
+        // A shard no node holds (its replicas being moved) is not synced:
+        // it counts as one failed copy.
+        let unheld = upto.keys().filter(|&&s| meta.assignment[s as usize].is_empty()).count();
+        (done.iter().filter(|&&ok| ok).count(), done.len() + unheld)
     }
 
     /// The last stream sequence of each shard.
@@ -551,9 +554,10 @@ fn unexpected(a: &Answer) -> ApiError {
     )
 }
 
-/// The broker's routes.
-pub fn router(broker: Arc<Broker>) -> Router {
-    Router::new()
+/// The broker's routes, guarded as a server's are (authentication and
+/// CORS per `guard`, JSON-only writes, JSON errors, the product header).
+pub fn router(broker: Arc<Broker>, guard: Arc<tierdex_server::security::Guard>) -> Router {
+    let routes = Router::new()
         .route("/", get(info))
         .route("/_cluster/health", get(health))
         .route("/{index}", put(create).delete(delete).get(get_index))
@@ -582,8 +586,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route("/{index}/_count", get(count).post(count))
         .route("/{index}/_refresh", post(refresh).get(refresh))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
-        .with_state(broker)
+        .with_state(broker);
+    tierdex_server::guarded(routes, guard).layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
 }
 
 async fn info() -> Json<Value> {
