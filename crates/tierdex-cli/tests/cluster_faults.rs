@@ -494,7 +494,13 @@ fn cluster_options_that_do_not_apply_are_refused() {
         // A broker takes an authentication file (read before connecting)
         // and refuses a public address without one.
         (
-            &["serve", "--cluster", "nats://127.0.0.1:1", "--auth", "/nonexistent/auth.json"],
+            &[
+                "serve",
+                "--cluster",
+                "nats://127.0.0.1:1",
+                "--auth",
+                "/nonexistent/auth.json",
+            ],
             "/nonexistent/auth.json",
         ),
         (

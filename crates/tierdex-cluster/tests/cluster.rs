@@ -936,3 +936,78 @@ async fn the_broker_is_guarded_as_a_server() {
         n.stop().await;
     }
 }
+
+/// The official Elasticsearch Python clients (8.x and 9.x, from
+/// `TIERDEX_ES8_PY` / `TIERDEX_ES9_PY`; CI sets both) work against a broker
+/// unmodified: bulk helpers, sorted and highlighted searches, aggregations,
+/// `helpers.scan`, points in time, deletes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_elasticsearch_python_clients_work_with_a_broker() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server: {}", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let c = Cluster::start(&bin, store.path(), 2).await;
+    for (env, major) in [("TIERDEX_ES8_PY", "8"), ("TIERDEX_ES9_PY", "9")] {
+        let Some(python) = std::env::var_os(env) else {
+            assert!(std::env::var_os("CI").is_none(), "CI must set {env}");
+            eprintln!("SKIPPED: set {env} to a python with the client installed");
+            continue;
+        };
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join("elasticsearch_broker.py");
+        let base = c.base.clone();
+        let index = format!("client-{major}");
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(python)
+                .arg(script)
+                .arg(base)
+                .arg(index)
+                .output()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(out.status.success(), "{env}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["client_major"], major, "{env} runs another major version");
+        assert_eq!(v["ping"], true);
+        assert_eq!(v["info"], "tierdex");
+        assert_eq!(
+            (v["bulk_ok"].clone(), v["bulk_errors"].clone()),
+            (json!(300), json!(0)),
+            "{v}"
+        );
+        assert_eq!(v["count"], json!(300));
+        assert!(v["river_total"].as_u64().unwrap() > 0, "{v}");
+        let views: Vec<i64> = v["sorted_views"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect();
+        assert_eq!(views.len(), 5);
+        assert!(views.windows(2).all(|w| w[0] >= w[1]), "{v}");
+        assert!(v["highlight"].as_str().unwrap().contains("<b>river</b>"), "{v}");
+        assert_eq!(v["tags"], json!({ "art": 100, "science": 100, "travel": 100 }));
+        assert_eq!(
+            (v["scan"].clone(), v["scan_unique"].clone()),
+            (json!(300), json!(300)),
+            "{v}"
+        );
+        assert_eq!(
+            (v["pit_pages"].clone(), v["pit_unique"].clone()),
+            (json!(300), json!(300)),
+            "{v}"
+        );
+        assert_eq!(v["pit_closed"], json!(3));
+        assert_eq!(v["after_delete"], json!(299));
+        assert_eq!(v["get_d1"], "science");
+        assert_eq!(v["exists_after"], false);
+    }
+    for n in c.nodes.into_iter().flatten() {
+        n.stop().await;
+    }
+}
