@@ -75,6 +75,10 @@ struct Replica {
     contexts: Mutex<HashMap<String, (Arc<tierdex::Searcher>, Instant)>>,
 }
 
+/// Longest a real-time read waits for its replica to apply the writes
+/// stored before it.
+const REAL_TIME_WAIT: Duration = Duration::from_secs(10);
+
 /// Open snapshots per replica at most (Elasticsearch's
 /// `search.max_open_scroll_context`).
 pub const MAX_CONTEXTS: usize = 500;
@@ -452,7 +456,7 @@ impl Inner {
             }
             let caught_up = msgs.len() < BATCH;
             let applied = rep.applied();
-            let mut ops = Vec::with_capacity(msgs.len() + 1);
+            let mut writes = Vec::with_capacity(msgs.len());
             let mut last = applied;
             for m in &msgs {
                 let seq = m.info().map_err(ClusterError::nats)?.stream_sequence;
@@ -468,24 +472,36 @@ impl Inner {
                     )));
                 }
                 last = seq;
-                match to_op(&mut schema, &m.payload) {
-                    Ok(op) => ops.push(op),
-                    Err(why) => {
-                        rep.rejected.fetch_add(1, Ordering::Relaxed);
-                        tracing::error!(
-                            "shard {} of [{}]: stream message {seq} is not applied: {why}",
-                            rep.shard,
-                            rep.index
-                        );
-                    }
-                }
+                writes.push((seq, m.payload.clone()));
             }
             if last > applied {
-                ops.push(Op::Mark(last));
-                let w = rep.writer.clone();
-                tokio::task::spawn_blocking(move || w.apply(ops))
-                    .await
-                    .map_err(|e| ClusterError::Invalid(format!("applying: {e}")))??;
+                // Converted where the writer may be read (an update merges
+                // into the document as it is at its place in the stream).
+                let r = rep.clone();
+                let mut sch = std::mem::replace(&mut schema, Schema::title_body());
+                schema = tokio::task::spawn_blocking(move || -> tierdex::Result<Schema> {
+                    let mut pending = Pending::new();
+                    let mut ops = Vec::with_capacity(writes.len() + 1);
+                    for (seq, payload) in &writes {
+                        match to_op(&mut sch, payload, &mut pending, &r.writer) {
+                            Ok(Some(op)) => ops.push(op),
+                            Ok(None) => {}
+                            Err(why) => {
+                                r.rejected.fetch_add(1, Ordering::Relaxed);
+                                tracing::error!(
+                                    "shard {} of [{}]: stream message {seq} is not applied: {why}",
+                                    r.shard,
+                                    r.index
+                                );
+                            }
+                        }
+                    }
+                    ops.push(Op::Mark(last));
+                    r.writer.apply(ops)?;
+                    Ok(sch)
+                })
+                .await
+                .map_err(|e| ClusterError::Invalid(format!("applying: {e}")))??;
                 rep.applied.send_replace(last);
                 dirty = true;
             }
@@ -624,6 +640,23 @@ impl Inner {
                 },
             },
             ask => {
+                if let Ask::Fetch { upto: Some(upto), .. } = &ask {
+                    // A real-time read: every write stored before it.
+                    let mut rx = rep.applied.subscribe();
+                    let wait = rx.wait_for(|&a| a >= *upto);
+                    if !matches!(tokio::time::timeout(REAL_TIME_WAIT, wait).await, Ok(Ok(_))) {
+                        return Answer::Error {
+                            reason: format!(
+                                "shard {} of [{}] on node {}: applied {} of {upto} within {REAL_TIME_WAIT:?}",
+                                req.shard,
+                                req.index,
+                                self.id,
+                                rep.applied()
+                            ),
+                            bad: false,
+                        };
+                    }
+                }
                 let r = rep.clone();
                 let context = req.context;
                 match tokio::task::spawn_blocking(move || read(&r, context.as_ref(), ask)).await {
@@ -649,16 +682,61 @@ impl Inner {
 
 /// A stream message as a writer operation, checked against the schema (so
 /// that one bad record is left out instead of failing its whole batch).
-fn to_op(schema: &mut Schema, payload: &[u8]) -> std::result::Result<Op, String> {
+/// The sources written earlier in the batch being converted (`None`:
+/// deleted), for the updates that follow them.
+type Pending = HashMap<String, Option<Value>>;
+
+/// The writer operation of a stream message (`None`: nothing to do, an
+/// update that changes nothing or of a document that does not exist).
+fn to_op(
+    schema: &mut Schema,
+    payload: &[u8],
+    pending: &mut Pending,
+    writer: &IndexWriter,
+) -> std::result::Result<Option<Op>, String> {
     let op: WriteOp = serde_json::from_slice(payload).map_err(|e| format!("not a write: {e}"))?;
-    match op {
-        WriteOp::Delete { id } => Ok(Op::Delete(id)),
-        WriteOp::Index { id, source } => {
-            let doc = source_doc(id, &source)?;
-            schema.admit(&doc).map_err(|e| e.to_string())?;
-            Ok(Op::Add(doc))
+    let (id, source) = match op {
+        WriteOp::Delete { id } => {
+            pending.insert(id.clone(), None);
+            return Ok(Some(Op::Delete(id)));
         }
-    }
+        WriteOp::Index { id, source } => (id, source),
+        WriteOp::Update {
+            id,
+            doc,
+            upsert,
+            doc_as_upsert,
+        } => {
+            let current = match pending.get(&id) {
+                Some(c) => c.clone(),
+                None => writer
+                    .get(&id)
+                    .map_err(|e| format!("reading [{id}] to update it: {e}"))?
+                    .and_then(|d| tierdex::query::dsl::SourceFilter::default().apply(&d)),
+            };
+            let next = match (current, doc) {
+                (Some(mut cur), Some(patch)) => {
+                    let before = cur.clone();
+                    tierdex_server::es::merge_source(&mut cur, &patch);
+                    if cur == before {
+                        return Ok(None);
+                    }
+                    cur
+                }
+                (Some(_), None) => return Ok(None),
+                (None, doc) => match (upsert, doc) {
+                    (Some(u), _) => u,
+                    (None, Some(d)) if doc_as_upsert => d,
+                    _ => return Ok(None),
+                },
+            };
+            (id, next)
+        }
+    };
+    let doc = source_doc(id.clone(), &source)?;
+    schema.admit(&doc).map_err(|e| e.to_string())?;
+    pending.insert(id, Some(source));
+    Ok(Some(Op::Add(doc)))
 }
 
 /// A document from an Elasticsearch `_source` object (null fields left out).
@@ -751,7 +829,7 @@ fn read(rep: &Replica, context: Option<&ContextRef>, ask: Ask) -> tierdex::Resul
                 aggs,
             })
         }
-        Ask::Fetch { ids, source } if context.is_some() => {
+        Ask::Fetch { ids, source, .. } if context.is_some() => {
             let filter = match &source {
                 None => tierdex::query::dsl::SourceFilter::default(),
                 Some(v) => tierdex::query::dsl::SourceFilter::parse(v)?,
@@ -765,7 +843,7 @@ fn read(rep: &Replica, context: Option<&ContextRef>, ask: Ask) -> tierdex::Resul
             }
             Ok(Answer::Fetch(out))
         }
-        Ask::Fetch { ids, source } => {
+        Ask::Fetch { ids, source, .. } => {
             if source == Some(Value::Bool(false)) {
                 // Which ids exist: the writer's id map, no document read.
                 return Ok(Answer::Fetch(

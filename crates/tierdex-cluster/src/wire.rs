@@ -18,6 +18,21 @@ pub enum WriteOp {
         /// The document's fields.
         source: Value,
     },
+    /// Merge `doc` into the document `id` as it is at this place in the
+    /// stream (every replica applies the stream in order, so concurrent
+    /// updates are applied one after the other, none lost); when it does
+    /// not exist, create it from `upsert`, or from `doc` with
+    /// `doc_as_upsert`, else nothing.
+    Update {
+        /// External id.
+        id: String,
+        /// The fields to merge (objects merge key by key).
+        doc: Option<Value>,
+        /// The document to create when there is none.
+        upsert: Option<Value>,
+        /// Create it from `doc` when there is none.
+        doc_as_upsert: bool,
+    },
     /// Delete the document `id`.
     Delete {
         /// External id.
@@ -90,6 +105,10 @@ pub enum Ask {
         ids: Vec<String>,
         /// The request's `_source` (`None`: the whole document).
         source: Option<Value>,
+        /// Read once the replica has applied its stream through this
+        /// sequence (real-time gets: every write stored before the read).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        upto: Option<u64>,
     },
     /// Highlighted snippets of documents by id, as the request's
     /// `highlight` asks (fetch phase).

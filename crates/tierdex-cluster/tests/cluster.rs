@@ -1011,3 +1011,167 @@ async fn the_elasticsearch_python_clients_work_with_a_broker() {
         n.stop().await;
     }
 }
+
+/// Partial updates (`_update` and bulk `update`): merged by every replica
+/// at their place in the shard's stream, so concurrent updates of one
+/// document are all applied (none lost) and the replicas agree; answers as
+/// Elasticsearch's (`updated`, `noop`, `created`, 404 for a missing one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn updates_merge_in_stream_order() {
+    let Some(bin) = tierdex_cluster::local::find_nats_server() else {
+        eprintln!("SKIPPED: no nats-server: {}", tierdex_cluster::local::INSTALL_HINT);
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let c = Cluster::start(&bin, store.path(), 2).await;
+    c.create("u", 2, 1).await;
+    let base = json!({ "title": "first", "body": "river stone", "tag": "t0", "views": 0, "n": 0 });
+    let (status, v) = c
+        .call(reqwest::Method::PUT, "/u/_doc/a?refresh=true", Some(base.clone()))
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let update = |id: &str, body: Value| {
+        let path = format!("/u/_update/{id}");
+        let c = &c;
+        async move { c.call(reqwest::Method::POST, &path, Some(body)).await }
+    };
+    let get = |id: &str| {
+        let path = format!("/u/_doc/{id}");
+        let c = &c;
+        async move { c.call(reqwest::Method::GET, &path, None).await }
+    };
+
+    // Gets and creates are real time: a write stored just before, not yet
+    // refreshed, is seen.
+    for i in 0..5 {
+        let id = format!("rt-{i}");
+        let (status, _) = c
+            .call(reqwest::Method::PUT, &format!("/u/_doc/{id}"), Some(base.clone()))
+            .await;
+        assert_eq!(status, 201);
+        let (status, v) = get(&id).await;
+        assert_eq!(status, 200, "a get right after the write: {v}");
+        let r = c
+            .http
+            .post(format!("{}/u/_bulk", c.base))
+            .header("content-type", "application/x-ndjson")
+            .body(format!("{{\"create\":{{\"_id\":\"{id}\"}}}}\n{}\n", base))
+            .send()
+            .await
+            .unwrap();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["items"][0]["create"]["status"], json!(409), "{v}");
+    }
+    let (status, v) = update("a", json!({ "doc": { "views": 5 } })).await;
+    assert_eq!((status, v["result"].clone()), (200, json!("updated")), "{v}");
+    let (_, v) = get("a").await;
+    assert_eq!(v["_source"]["views"], json!(5), "{v}");
+    assert_eq!(v["_source"]["title"], json!("first"), "merged, not replaced: {v}");
+    let (status, v) = update("a", json!({ "doc": { "views": 5 } })).await;
+    assert_eq!((status, v["result"].clone()), (200, json!("noop")), "{v}");
+    let (_, v) = update("a", json!({ "doc": { "views": 5 }, "detect_noop": false })).await;
+    assert_eq!(v["result"], json!("updated"), "{v}");
+    let (status, v) = update("missing", json!({ "doc": { "views": 1 } })).await;
+    assert_eq!(status, 404, "{v}");
+    assert_eq!(v["error"]["type"], json!("document_missing_exception"), "{v}");
+    let (status, v) = update(
+        "b",
+        json!({ "doc": { "views": 1 }, "upsert": { "title": "made", "views": 7 } }),
+    )
+    .await;
+    assert_eq!((status, v["result"].clone()), (201, json!("created")), "{v}");
+    let (status, v) = update("c", json!({ "doc": { "title": "as upsert" }, "doc_as_upsert": true })).await;
+    assert_eq!(status, 201, "{v}");
+    for (body, says) in [
+        (json!({ "doc": { "views": "many" } }), "views"),
+        (json!({ "script": "ctx._source.views++" }), "[script]"),
+        (json!({}), "needs [doc]"),
+        (json!({ "doc": [1] }), "must be an object"),
+    ] {
+        let (status, v) = update("a", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {v}");
+        assert!(v.to_string().contains(says), "{body}: {v}");
+    }
+    let (status, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/u/_update/a?routing=x",
+            Some(json!({ "doc": { "n": 1 } })),
+        )
+        .await;
+    assert_eq!(status, 400, "an unknown parameter: {v}");
+
+    // Concurrent updates of different fields of one document: every one
+    // is applied (a read-modify-write in the broker would lose some).
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        for body in [
+            json!({ "doc": { "views": 100 + i } }),
+            json!({ "doc": { "n": 200 + i } }),
+            json!({ "doc": { "tag": format!("x{i}") } }),
+        ] {
+            let http = c.http.clone();
+            let url = format!("{}/u/_update/a", c.base);
+            tasks.push(tokio::spawn(async move {
+                let r = http.post(url).json(&body).send().await.unwrap();
+                r.status().as_u16()
+            }));
+        }
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    // Bulk updates: merged, missing (404), created, refused (400).
+    let nd = concat!(
+        "{\"update\":{\"_id\":\"b\"}}\n{\"doc\":{\"body\":\"bulk merged\"}}\n",
+        "{\"update\":{\"_id\":\"nope\"}}\n{\"doc\":{\"views\":1}}\n",
+        "{\"update\":{\"_id\":\"d\"}}\n{\"doc\":{\"title\":\"bulk made\"},\"doc_as_upsert\":true}\n",
+        "{\"update\":{\"_id\":\"b\"}}\n{\"doc\":{\"views\":\"many\"}}\n",
+        "{\"update\":{\"_id\":\"b\"}}\n{\"lang\":\"painless\"}\n",
+    );
+    let r = c
+        .http
+        .post(format!("{}/u/_bulk?refresh=true", c.base))
+        .header("content-type", "application/x-ndjson")
+        .body(nd)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    let statuses: Vec<u64> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["update"]["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, vec![200, 404, 201, 400, 400], "{v}");
+    let (_, r) = c.call(reqwest::Method::POST, "/u/_refresh", None).await;
+    assert_eq!(r["_shards"]["failed"], json!(0), "{r}");
+    // Every replica answers the same merged documents.
+    for _ in 0..4 {
+        let (_, v) = get("a").await;
+        let s = &v["_source"];
+        assert!(s["views"].as_i64().unwrap() >= 100, "{v}");
+        assert!(s["n"].as_i64().unwrap() >= 200, "{v}");
+        assert!(s["tag"].as_str().unwrap().starts_with('x'), "{v}");
+        assert_eq!(s["body"], json!("river stone"), "{v}");
+        let (_, v) = get("b").await;
+        assert_eq!(
+            v["_source"],
+            json!({ "title": "made", "views": 7, "body": "bulk merged" }),
+            "{v}"
+        );
+        let (_, v) = get("d").await;
+        assert_eq!(v["_source"], json!({ "title": "bulk made" }), "{v}");
+    }
+    let tag = get("a").await.1["_source"]["tag"].clone();
+    let got = c.search("u", json!({ "query": { "term": { "tag": tag } } })).await;
+    assert_eq!(got["hits"]["total"]["value"], json!(1), "searchable as updated: {got}");
+    let got = c
+        .search("u", json!({ "query": { "match": { "body": "merged" } } }))
+        .await;
+    assert_eq!(hits_of(&got)[0].0, "b");
+    for n in c.nodes.into_iter().flatten() {
+        n.stop().await;
+    }
+}

@@ -1048,12 +1048,12 @@ pub async fn delete_doc(
 
 /// Merges `patch` into `base` as Elasticsearch's partial update does:
 /// objects key by key, recursively; anything else (arrays too) replaced.
-fn merge_into(base: &mut Value, patch: &Value) {
+pub fn merge_source(base: &mut Value, patch: &Value) {
     match (base, patch) {
         (Value::Object(b), Value::Object(p)) => {
             for (k, v) in p {
                 match b.get_mut(k) {
-                    Some(existing) if existing.is_object() && v.is_object() => merge_into(existing, v),
+                    Some(existing) if existing.is_object() && v.is_object() => merge_source(existing, v),
                     _ => {
                         b.insert(k.clone(), v.clone());
                     }
@@ -1129,7 +1129,7 @@ pub async fn update_doc(
                 .apply(&d)
                 .unwrap_or_else(|| json!({}));
             let mut after = before.clone();
-            merge_into(&mut after, patch);
+            merge_source(&mut after, patch);
             if detect_noop && after == before {
                 let v = json!({ "_index": ix.name(), "_id": id, "_version": 1, "result": "noop",
                     "_shards": { "total": 0, "successful": 0, "failed": 0 }, "_seq_no": 0, "_primary_term": 1 });

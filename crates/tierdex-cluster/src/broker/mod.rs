@@ -438,7 +438,7 @@ impl Broker {
         let mut acks = Vec::with_capacity(ops.len());
         for op in &ops {
             let id = match op {
-                WriteOp::Index { id, .. } | WriteOp::Delete { id } => id,
+                WriteOp::Index { id, .. } | WriteOp::Delete { id } | WriteOp::Update { id, .. } => id,
             };
             let shard = names::shard_of(id, meta.shards);
             let bytes = serde_json::to_vec(op).expect("serialises");
@@ -480,6 +480,7 @@ impl Broker {
             let ask = Ask::Fetch {
                 ids: at.iter().map(|&i| ids[i].to_string()).collect(),
                 source: Some(json!(false)),
+                upto: self.last_sequence(meta, shard).await,
             };
             match self.ask(meta, shard, &ask).await {
                 Ok(Answer::Fetch(found)) => {
@@ -531,6 +532,14 @@ impl Broker {
     }
 
     /// The last stream sequence of each shard.
+    /// The last stream sequence of `shard` (`None` when JetStream cannot
+    /// say: reads then go on without waiting, as searches do without a
+    /// quorum).
+    async fn last_sequence(&self, meta: &IndexMeta, shard: u32) -> Option<u64> {
+        let mut s = self.js.get_stream(names::stream(&meta.name, shard)).await.ok()?;
+        Some(s.info().await.ok()?.state.last_sequence)
+    }
+
     async fn last_sequences(&self, meta: &IndexMeta) -> Res<BTreeMap<u32, u64>> {
         let mut out = BTreeMap::new();
         for shard in 0..meta.shards {
@@ -566,6 +575,7 @@ pub fn router(broker: Arc<Broker>, guard: Arc<tierdex_server::security::Guard>) 
             "/{index}/_doc/{id}",
             put(index_doc_id).post(index_doc_id).get(get_doc).delete(delete_doc),
         )
+        .route("/{index}/_update/{id}", post(update_doc))
         .route("/_bulk", post(bulk_all).put(bulk_all))
         .route("/{index}/_bulk", post(bulk).put(bulk))
         .route("/{index}/_search", get(search).post(search))
@@ -716,10 +726,14 @@ async fn get_index(State(b): State<Arc<Broker>>, Path(index): Path<String>) -> R
     }})))
 }
 
-/// `?refresh=` of a write.
+/// `?refresh=` of a write; any other parameter is a 400 naming it.
 #[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct WriteQuery {
     refresh: Option<String>,
+    /// Accepted: answers are JSON either way.
+    #[allow(dead_code)]
+    pretty: Option<String>,
 }
 
 impl WriteQuery {
@@ -845,6 +859,7 @@ async fn get_doc(
     let ask = Ask::Fetch {
         ids: vec![id.clone()],
         source: None,
+        upto: b.last_sequence(&meta, shard).await,
     };
     match b.ask(&meta, shard, &ask).await.map_err(cluster_error)? {
         Answer::Fetch(mut v) => Ok(match v.pop().flatten() {
@@ -859,6 +874,120 @@ async fn get_doc(
         }),
         other => Err(unexpected(&other)),
     }
+}
+
+/// An update's body (`doc`, `upsert`, `doc_as_upsert`, `detect_noop`) as
+/// a stream write, checked against the mapping; and `detect_noop`.
+fn update_op(meta: &IndexMeta, schema: &mut tierdex::Schema, id: &str, body: &Value) -> Res<(WriteOp, bool)> {
+    let o = body
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("an update is a JSON object"))?;
+    if let Some(k) = o
+        .keys()
+        .find(|k| !["doc", "upsert", "doc_as_upsert", "detect_noop"].contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in an update (doc, upsert, doc_as_upsert, detect_noop)"
+        )));
+    }
+    let flag = |k: &str, default: bool| match o.get(k) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "[{k}] must be true or false, not {other}"
+        ))),
+    };
+    let (doc_as_upsert, detect_noop) = (flag("doc_as_upsert", false)?, flag("detect_noop", true)?);
+    let (doc, upsert) = (o.get("doc").cloned(), o.get("upsert").cloned());
+    for (k, x) in [("doc", &doc), ("upsert", &upsert)] {
+        match x {
+            Some(v) if !v.is_object() => return Err(ApiError::bad_request(format!("[{k}] must be an object"))),
+            Some(v) => check_doc(meta, schema, id, v)?,
+            None => {}
+        }
+    }
+    if doc.is_none() && upsert.is_none() {
+        return Err(ApiError::bad_request("an update needs [doc] (or [upsert])"));
+    }
+    Ok((
+        WriteOp::Update {
+            id: id.to_string(),
+            doc,
+            upsert,
+            doc_as_upsert,
+        },
+        detect_noop,
+    ))
+}
+
+/// `POST /{index}/_update/{id}`: merges `doc` into the document, or creates
+/// it from `upsert` (or from `doc` with `doc_as_upsert`). The merge is
+/// applied by every replica at the update's place in the shard's stream,
+/// so concurrent updates of one document are applied one after the other
+/// and none is lost; the answer (`updated`, `created`, `noop`, or 404 for
+/// a missing document) is judged from a replica's document now.
+async fn update_doc(
+    State(b): State<Arc<Broker>>,
+    Path((index, id)): Path<(String, String)>,
+    q: Result<UrlQuery<WriteQuery>, axum::extract::rejection::QueryRejection>,
+    body: axum::body::Bytes,
+) -> Res<(StatusCode, Json<Value>)> {
+    let UrlQuery(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let meta = b.index(&index).await?;
+    let mut schema = meta.schema().map_err(cluster_error)?;
+    let (op, detect_noop) = update_op(&meta, &mut schema, &id, &body_value(&body)?)?;
+    let WriteOp::Update {
+        doc,
+        upsert,
+        doc_as_upsert,
+        ..
+    } = &op
+    else {
+        unreachable!("an update")
+    };
+    let shard = names::shard_of(&id, meta.shards);
+    let ask = Ask::Fetch {
+        ids: vec![id.clone()],
+        source: None,
+        upto: b.last_sequence(&meta, shard).await,
+    };
+    // `None`: no replica could tell in time (the update goes ahead).
+    let current = match b.ask(&meta, shard, &ask).await {
+        Ok(Answer::Fetch(mut v)) => Some(v.pop().flatten()),
+        _ => None,
+    };
+    let answer = |status: StatusCode, result: &str, seq: Option<u64>| {
+        let mut v = json!({ "_index": index, "_id": id, "result": result, "_shard": shard,
+            "_shards": { "total": meta.replicas, "successful": 1, "failed": 0 } });
+        if let Some(s) = seq {
+            v["_seq_no"] = json!(s);
+        }
+        (status, Json(v))
+    };
+    match &current {
+        Some(None) if upsert.is_none() && !(*doc_as_upsert && doc.is_some()) => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "document_missing_exception",
+                format!("[{id}]: document missing"),
+            ))
+        }
+        Some(Some(cur)) => {
+            let mut after = cur.clone();
+            if let Some(d) = doc {
+                tierdex_server::es::merge_source(&mut after, d);
+            }
+            if doc.is_none() || (detect_noop && after == *cur) {
+                return Ok(answer(StatusCode::OK, "noop", None));
+            }
+        }
+        _ => {}
+    }
+    let (_, seq) = write_one(&b, &meta, op, q.wants_refresh()?).await?;
+    Ok(match current {
+        Some(None) => answer(StatusCode::CREATED, "created", Some(seq)),
+        _ => answer(StatusCode::OK, "updated", Some(seq)),
+    })
 }
 
 async fn bulk_all(
@@ -883,7 +1012,14 @@ struct Item {
     action: String,
     index: String,
     id: String,
-    op: Result<WriteOp, ApiError>,
+    op: Result<BulkOp, ApiError>,
+}
+
+/// A bulk item as parsed: a write, or an update's body (read against the
+/// index's mapping once the index is known).
+enum BulkOp {
+    Write(WriteOp),
+    Update(Value),
 }
 
 fn parse_bulk(default_index: Option<&str>, body: &[u8]) -> Res<Vec<Item>> {
@@ -895,7 +1031,7 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8]) -> Res<Vec<Item>> {
             .map_err(|e| ApiError::bad_request(format!("bulk line {}: not JSON: {e}", n + 1)))?;
         let Some((action, m)) = meta.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else {
             return Err(ApiError::bad_request(format!(
-                "bulk line {}: an action must be an object with one key (index, create, delete)",
+                "bulk line {}: an action must be an object with one key (index, create, update, delete)",
                 n + 1
             )));
         };
@@ -916,7 +1052,31 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8]) -> Res<Vec<Item>> {
                     action: action.clone(),
                     index,
                     id: id.clone(),
-                    op: Ok(WriteOp::Delete { id }),
+                    op: Ok(BulkOp::Write(WriteOp::Delete { id })),
+                });
+            }
+            "update" => {
+                let Some(id) = id else {
+                    return Err(ApiError::bad_request(format!(
+                        "bulk line {}: an update needs an [_id]",
+                        n + 1
+                    )));
+                };
+                let Some((_, body)) = lines.next() else {
+                    return Err(ApiError::bad_request(format!(
+                        "bulk line {}: the update has no body line after it",
+                        n + 1
+                    )));
+                };
+                // Read against the mapping once the index is known.
+                let op = serde_json::from_str::<Value>(body)
+                    .map_err(|e| ApiError::bad_request(format!("the update is not JSON: {e}")))
+                    .map(BulkOp::Update);
+                items.push(Item {
+                    action: action.clone(),
+                    index,
+                    id,
+                    op,
                 });
             }
             "index" | "create" => {
@@ -929,7 +1089,7 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8]) -> Res<Vec<Item>> {
                 let id = id.unwrap_or_else(new_id);
                 let op = serde_json::from_str::<Value>(doc)
                     .map_err(|e| ApiError::bad_request(format!("the document is not JSON: {e}")))
-                    .map(|source| WriteOp::Index { id: id.clone(), source });
+                    .map(|source| BulkOp::Write(WriteOp::Index { id: id.clone(), source }));
                 items.push(Item {
                     action: action.clone(),
                     index,
@@ -939,7 +1099,7 @@ fn parse_bulk(default_index: Option<&str>, body: &[u8]) -> Res<Vec<Item>> {
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "bulk line {}: [{other}] is not supported by the cluster broker (index, create, delete)",
+                    "bulk line {}: [{other}] is not supported by the cluster broker (index, create, update, delete)",
                     n + 1
                 )))
             }
@@ -993,6 +1153,16 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
                 }
                 Ok(op) => op,
             };
+            let op = match op {
+                BulkOp::Update(body) => match update_op(&meta, &mut schema, &it.id, &body) {
+                    Ok((op, _)) => op,
+                    Err(e) => {
+                        results[i] = Some(item_error(400, "illegal_argument_exception", &e.reason()));
+                        continue;
+                    }
+                },
+                BulkOp::Write(op) => op,
+            };
             if let WriteOp::Index { id, source } = &op {
                 if let Err(e) = check_doc(&meta, &mut schema, id, source) {
                     results[i] = Some(item_error(400, "mapper_parsing_exception", &e.reason()));
@@ -1000,6 +1170,33 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
                 }
             }
             let known = present.get(&it.id).copied().flatten();
+            if let WriteOp::Update {
+                doc,
+                upsert,
+                doc_as_upsert,
+                ..
+            } = &op
+            {
+                let creates = upsert.is_some() || (*doc_as_upsert && doc.is_some());
+                if known == Some(false) && !creates {
+                    results[i] = Some(item_error(
+                        404,
+                        "document_missing_exception",
+                        &format!("[{}]: document missing", it.id),
+                    ));
+                    continue;
+                }
+                // Unknown: applied in stream order all the same, reported
+                // as an update.
+                let (status, result) = match known {
+                    Some(false) => (201, "created"),
+                    _ => (200, "updated"),
+                };
+                present.insert(it.id.clone(), Some(true));
+                ops.push(op);
+                sent.push((i, status, result));
+                continue;
+            }
             if it.action == "create" && known.is_none() {
                 results[i] = Some(item_error(
                     503,
@@ -1027,6 +1224,7 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
                 (WriteOp::Index { .. }, false) => (201, "created"),
                 (WriteOp::Delete { .. }, true) => (200, "deleted"),
                 (WriteOp::Delete { .. }, false) => (404, "not_found"),
+                (WriteOp::Update { .. }, _) => unreachable!("answered above"),
             };
             present.insert(it.id.clone(), Some(matches!(op, WriteOp::Index { .. })));
             ops.push(op);
@@ -1218,6 +1416,7 @@ async fn gather(
                 Ask::Fetch {
                     ids: ids(at),
                     source: source.clone(),
+                    upto: None,
                 },
             ));
         }
