@@ -1171,6 +1171,39 @@ async fn updates_merge_in_stream_order() {
         .search("u", json!({ "query": { "match": { "body": "merged" } } }))
         .await;
     assert_eq!(hits_of(&got)[0].0, "b");
+    // _mget (real time, each shard asked once) and the mapping.
+    let (status, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/u/_mget",
+            Some(json!({ "ids": ["b", "nope", "d"] })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let found: Vec<bool> = v["docs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["found"] == json!(true))
+        .collect();
+    assert_eq!(found, vec![true, false, true], "{v}");
+    assert_eq!(v["docs"][2]["_source"], json!({ "title": "bulk made" }));
+    let (_, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/_mget",
+            Some(json!({ "docs": [ { "_index": "u", "_id": "b", "_source": ["title"] },
+                                   { "_index": "no-such", "_id": "b" } ] })),
+        )
+        .await;
+    assert_eq!(v["docs"][0]["_source"], json!({ "title": "made" }), "{v}");
+    assert_eq!(v["docs"][1]["error"]["type"], json!("index_not_found_exception"), "{v}");
+    let (status, v) = c
+        .call(reqwest::Method::POST, "/_mget", Some(json!({ "ids": ["b"] })))
+        .await;
+    assert_eq!(status, 400, "{v}");
+    let (_, v) = c.call(reqwest::Method::GET, "/u/_mapping", None).await;
+    assert_eq!(v["u"]["mappings"], mappings(), "{v}");
     for n in c.nodes.into_iter().flatten() {
         n.stop().await;
     }

@@ -22,7 +22,8 @@
 //! `PUT|POST /{index}/_doc/{id}`, `POST /{index}/_doc`,
 //! `GET|DELETE /{index}/_doc/{id}`, `POST /_bulk`, `POST /{index}/_bulk`,
 //! `GET|POST /{index}/_search` (`?scroll=`), `GET|POST /{index}/_count`,
-//! `POST /{index}/_refresh`; points in time and scrolls ([`contexts`]):
+//! `POST /{index}/_refresh`, `POST /{index}/_update/{id}`, `GET|POST
+//! /_mget` and `/{index}/_mget`, `GET /{index}/_mapping`; points in time and scrolls ([`contexts`]):
 //! `POST /{index}/_pit`, `DELETE /_pit`, `GET|POST /_search` with a `pit`,
 //! `GET|POST|DELETE /_search/scroll` (and `/_search/scroll/{id}`).
 
@@ -576,6 +577,9 @@ pub fn router(broker: Arc<Broker>, guard: Arc<tierdex_server::security::Guard>) 
             put(index_doc_id).post(index_doc_id).get(get_doc).delete(delete_doc),
         )
         .route("/{index}/_update/{id}", post(update_doc))
+        .route("/{index}/_mapping", get(get_mapping))
+        .route("/_mget", get(mget_all).post(mget_all))
+        .route("/{index}/_mget", get(mget_in).post(mget_in))
         .route("/_bulk", post(bulk_all).put(bulk_all))
         .route("/{index}/_bulk", post(bulk).put(bulk))
         .route("/{index}/_search", get(search).post(search))
@@ -724,6 +728,134 @@ async fn get_index(State(b): State<Arc<Broker>>, Path(index): Path<String>) -> R
         }},
         "shards": m.assignment,
     }})))
+}
+
+/// `GET /{index}/_mapping`.
+async fn get_mapping(State(b): State<Arc<Broker>>, Path(index): Path<String>) -> Res<Json<Value>> {
+    let m = b.index(&index).await?;
+    Ok(Json(json!({ index: { "mappings": m.mappings } })))
+}
+
+/// An id of an `_mget` request (a string, or a number as text).
+fn mget_id(v: Option<&Value>, what: &str) -> Res<String> {
+    match v {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        _ => Err(ApiError::bad_request(format!("{what} needs an `_id` (a string)"))),
+    }
+}
+
+async fn mget_all(State(b): State<Arc<Broker>>, body: axum::body::Bytes) -> Res<Json<Value>> {
+    mget(&b, None, &body).await
+}
+
+async fn mget_in(State(b): State<Arc<Broker>>, Path(index): Path<String>, body: axum::body::Bytes) -> Res<Json<Value>> {
+    mget(&b, Some(index), &body).await
+}
+
+/// `POST /_mget` and `/{index}/_mget` (`ids`, or `docs` with `_index`,
+/// `_id`, `_source`): real-time gets, each shard asked once.
+async fn mget(b: &Broker, path_index: Option<String>, body: &[u8]) -> Res<Json<Value>> {
+    let v = body_value(body)?;
+    let o = v.as_object().expect("an object");
+    if let Some(k) = o.keys().find(|k| *k != "docs" && *k != "ids") {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in _mget (docs, ids)"
+        )));
+    }
+    // (index, id, _source filter) in the request's order.
+    let mut wanted: Vec<(String, String, Option<Value>)> = Vec::new();
+    if let Some(ids) = o.get("ids") {
+        let Some(ix) = &path_index else {
+            return Err(ApiError::bad_request(
+                "[ids] needs an index in the path: /{index}/_mget",
+            ));
+        };
+        let list = ids
+            .as_array()
+            .ok_or_else(|| ApiError::bad_request("[ids] must be a list"))?;
+        for id in list {
+            wanted.push((ix.clone(), mget_id(Some(id), "[ids] entry")?, None));
+        }
+    }
+    if let Some(docs) = o.get("docs") {
+        let list = docs
+            .as_array()
+            .ok_or_else(|| ApiError::bad_request("[docs] must be a list"))?;
+        for d in list {
+            let d = d
+                .as_object()
+                .ok_or_else(|| ApiError::bad_request("[docs] entries are objects"))?;
+            if let Some(k) = d.keys().find(|k| !["_id", "_index", "_source"].contains(&k.as_str())) {
+                return Err(ApiError::bad_request(format!(
+                    "[docs] entry key [{k}] is not supported"
+                )));
+            }
+            let id = mget_id(d.get("_id"), "a [docs] entry")?;
+            let ix = match (d.get("_index"), &path_index) {
+                (Some(Value::String(i)), _) => i.clone(),
+                (Some(other), _) => {
+                    return Err(ApiError::bad_request(format!("[_index] must be a string, not {other}")))
+                }
+                (None, Some(ix)) => ix.clone(),
+                (None, None) => return Err(ApiError::bad_request(format!("[docs] entry [{id}] names no `_index`"))),
+            };
+            if let Some(s) = d.get("_source") {
+                tierdex::query::dsl::SourceFilter::parse(s).map_err(ApiError::engine)?;
+            }
+            wanted.push((ix, id, d.get("_source").cloned()));
+        }
+    }
+    // One real-time fetch per (index, shard, _source filter).
+    let mut groups: BTreeMap<(String, u32, String), Vec<usize>> = BTreeMap::new();
+    let mut metas: HashMap<String, Res<IndexMeta>> = HashMap::new();
+    for (i, (ix, id, src)) in wanted.iter().enumerate() {
+        if !metas.contains_key(ix) {
+            metas.insert(ix.clone(), b.index(ix).await);
+        }
+        if let Some(Ok(m)) = metas.get(ix) {
+            let key = (
+                ix.clone(),
+                names::shard_of(id, m.shards),
+                src.as_ref().map_or(String::new(), Value::to_string),
+            );
+            groups.entry(key).or_default().push(i);
+        }
+    }
+    let mut out: Vec<Value> = wanted
+        .iter()
+        .map(|(ix, id, _)| match metas.get(ix) {
+            Some(Err(e)) => json!({ "_index": ix, "_id": id, "error": { "type": "index_not_found_exception", "reason": e.reason() } }),
+            _ => Value::Null,
+        })
+        .collect();
+    for ((ix, shard, _), at) in groups {
+        let meta = metas[&ix].as_ref().expect("known");
+        let ask = Ask::Fetch {
+            ids: at.iter().map(|&i| wanted[i].1.clone()).collect(),
+            source: wanted[at[0]].2.clone(),
+            upto: b.last_sequence(meta, shard).await,
+        };
+        match b.ask(meta, shard, &ask).await {
+            Ok(Answer::Fetch(docs)) => {
+                for (&i, d) in at.iter().zip(docs) {
+                    let id = &wanted[i].1;
+                    out[i] = match d {
+                        Some(source) => json!({ "_index": ix, "_id": id, "found": true, "_source": source }),
+                        None => json!({ "_index": ix, "_id": id, "found": false }),
+                    };
+                }
+            }
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) => {
+                let reason = e.to_string();
+                for &i in &at {
+                    out[i] = json!({ "_index": ix, "_id": wanted[i].1, "error": { "type": "unavailable", "reason": reason } });
+                }
+            }
+        }
+    }
+    Ok(Json(json!({ "docs": out })))
 }
 
 /// `?refresh=` of a write; any other parameter is a 400 naming it.
