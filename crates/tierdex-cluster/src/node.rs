@@ -868,6 +868,13 @@ fn read(rep: &Replica, context: Option<&ContextRef>, ask: Ask) -> tierdex::Resul
             }
             Ok(Answer::Fetch(out))
         }
+        Ask::Matching { query } => {
+            let q = query_of(&s, &Some(query))?;
+            let docs = s.matching_docs(&q, None)?;
+            Ok(Answer::Ids(
+                docs.into_iter().map(|d| s.doc_id(d)).collect::<tierdex::Result<_>>()?,
+            ))
+        }
         Ask::Highlight { ids, query, highlight } => {
             let q = query_of(&s, &query)?;
             let spec = tierdex::query::dsl::HighlightSpec::parse(s.schema(), &highlight)?;

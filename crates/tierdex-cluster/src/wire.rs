@@ -120,6 +120,12 @@ pub enum Ask {
         /// The request's `highlight` object.
         highlight: Value,
     },
+    /// The ids of every live document the query matches (a delete by
+    /// query), from the replica's latest snapshot.
+    Matching {
+        /// The query object.
+        query: Value,
+    },
     /// Keep the replica's current snapshot open for `keep_ms` (a point in
     /// time): later asks with its [`ContextRef`] read from it.
     Open {
@@ -187,6 +193,8 @@ pub enum Answer {
     },
     /// Documents' `_source` by id (`None`: not found).
     Fetch(Vec<Option<Value>>),
+    /// The ids a [`Ask::Matching`] asked for.
+    Ids(Vec<String>),
     /// Documents' `highlight` objects by id (empty: not found or no match).
     Highlights(Vec<Value>),
     /// A snapshot kept open on `node`.

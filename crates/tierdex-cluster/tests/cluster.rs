@@ -1204,6 +1204,31 @@ async fn updates_merge_in_stream_order() {
     assert_eq!(status, 400, "{v}");
     let (_, v) = c.call(reqwest::Method::GET, "/u/_mapping", None).await;
     assert_eq!(v["u"]["mappings"], mappings(), "{v}");
+    // Delete by query: the five rt-* documents (tag t0) go, the rest stay.
+    let (_, before) = c.call(reqwest::Method::POST, "/u/_count", None).await;
+    let (status, v) = c
+        .call(
+            reqwest::Method::POST,
+            "/u/_delete_by_query?refresh=true",
+            Some(json!({ "query": { "term": { "tag": "t0" } } })),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!((v["total"].clone(), v["deleted"].clone()), (json!(5), json!(5)), "{v}");
+    let (_, after) = c.call(reqwest::Method::POST, "/u/_count", None).await;
+    assert_eq!(after["count"].as_u64().unwrap() + 5, before["count"].as_u64().unwrap());
+    let (status, _) = get("rt-0").await;
+    assert_eq!(status, 404);
+    for body in [
+        json!({}),
+        json!({ "query": { "match_all": {} }, "size": 3 }),
+        json!({ "query": { "nope": {} } }),
+    ] {
+        let (status, v) = c
+            .call(reqwest::Method::POST, "/u/_delete_by_query", Some(body.clone()))
+            .await;
+        assert_eq!(status, 400, "{body}: {v}");
+    }
     for n in c.nodes.into_iter().flatten() {
         n.stop().await;
     }

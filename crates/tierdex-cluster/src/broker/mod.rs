@@ -23,7 +23,8 @@
 //! `GET|DELETE /{index}/_doc/{id}`, `POST /_bulk`, `POST /{index}/_bulk`,
 //! `GET|POST /{index}/_search` (`?scroll=`), `GET|POST /{index}/_count`,
 //! `POST /{index}/_refresh`, `POST /{index}/_update/{id}`, `GET|POST
-//! /_mget` and `/{index}/_mget`, `GET /{index}/_mapping`; points in time and scrolls ([`contexts`]):
+//! /_mget` and `/{index}/_mget`, `GET /{index}/_mapping`, `POST
+//! /{index}/_delete_by_query`; points in time and scrolls ([`contexts`]):
 //! `POST /{index}/_pit`, `DELETE /_pit`, `GET|POST /_search` with a `pit`,
 //! `GET|POST|DELETE /_search/scroll` (and `/_search/scroll/{id}`).
 
@@ -578,6 +579,7 @@ pub fn router(broker: Arc<Broker>, guard: Arc<tierdex_server::security::Guard>) 
         )
         .route("/{index}/_update/{id}", post(update_doc))
         .route("/{index}/_mapping", get(get_mapping))
+        .route("/{index}/_delete_by_query", post(delete_by_query))
         .route("/_mget", get(mget_all).post(mget_all))
         .route("/{index}/_mget", get(mget_in).post(mget_in))
         .route("/_bulk", post(bulk_all).put(bulk_all))
@@ -728,6 +730,71 @@ async fn get_index(State(b): State<Arc<Broker>>, Path(index): Path<String>) -> R
         }},
         "shards": m.assignment,
     }})))
+}
+
+/// `POST /{index}/_delete_by_query` (`query`): every shard's matching ids
+/// (from its latest refreshed snapshot, as Elasticsearch's), deleted
+/// through the shards' streams; shards that fail are listed in `failures`
+/// and their documents left.
+async fn delete_by_query(
+    State(b): State<Arc<Broker>>,
+    Path(index): Path<String>,
+    q: Result<UrlQuery<WriteQuery>, axum::extract::rejection::QueryRejection>,
+    body: axum::body::Bytes,
+) -> Res<Json<Value>> {
+    let started = Instant::now();
+    let UrlQuery(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let refresh = q.wants_refresh()?;
+    let v = body_value(&body)?;
+    if let Some(k) = v.as_object().and_then(|o| o.keys().find(|k| *k != "query")) {
+        return Err(ApiError::bad_request(format!(
+            "[{k}] is not supported in a delete by query (query)"
+        )));
+    }
+    let Some(query) = v.get("query").cloned() else {
+        return Err(ApiError::bad_request("a delete by query needs a [query]"));
+    };
+    let meta = b.index(&index).await?;
+    let schema = meta.schema().map_err(cluster_error)?;
+    tierdex::query::dsl::query(&schema, &tierdex::query::QueryLimits::default(), &query).map_err(ApiError::engine)?;
+    let mut failures = Vec::new();
+    let mut ids = Vec::new();
+    for (shard, r) in b.ask_all(&meta, |_| Ask::Matching { query: query.clone() }).await {
+        match r {
+            Ok(Answer::Ids(found)) => ids.extend(found),
+            Ok(other) => return Err(unexpected(&other)),
+            Err(ClusterError::Invalid(m)) => return Err(invalid(m)),
+            Err(e) => failures.push(json!({ "index": index, "shard": shard, "cause": { "type": "shard_failure", "reason": e.to_string() } })),
+        }
+    }
+    let total = ids.len();
+    let (mut deleted, mut batches) = (0usize, 0usize);
+    let mut upto: BTreeMap<u32, u64> = BTreeMap::new();
+    for chunk in ids.chunks(1000) {
+        let ops = chunk.iter().map(|id| WriteOp::Delete { id: id.clone() }).collect();
+        for (id, r) in chunk.iter().zip(b.publish(&meta, ops).await) {
+            match r {
+                Ok((shard, seq)) => {
+                    deleted += 1;
+                    let e = upto.entry(shard).or_default();
+                    *e = (*e).max(seq);
+                }
+                Err(e) => {
+                    failures.push(json!({ "index": index, "id": id, "cause": { "type": "unavailable", "reason": e } }))
+                }
+            }
+        }
+        batches += 1;
+    }
+    if refresh && !upto.is_empty() {
+        b.sync(&meta, &upto, Duration::from_secs(60)).await;
+    }
+    Ok(Json(json!({
+        "took": started.elapsed().as_millis() as u64, "timed_out": false, "total": total, "deleted": deleted,
+        "batches": batches, "version_conflicts": 0, "noops": 0, "failures": failures,
+        "retries": { "bulk": 0, "search": 0 }, "throttled_millis": 0, "requests_per_second": -1.0,
+        "throttled_until_millis": 0,
+    })))
 }
 
 /// `GET /{index}/_mapping`.
