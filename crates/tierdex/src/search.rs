@@ -18,7 +18,8 @@ use crate::query::collector::{Cutoff, Deadline, TopK};
 use crate::query::column::{DocSet, DocSetScorer};
 use crate::query::count;
 use crate::query::global::GlobalStats;
-use crate::query::highlight::{make_snippet, Snippet};
+use crate::query::highlight::make_snippet;
+pub use crate::query::highlight::Highlight;
 pub use crate::query::limits::QueryLimits;
 use crate::query::planner::{prefetch_zones, Planner};
 pub use crate::query::sort::{SortBy, SortField, SortValue};
@@ -124,56 +125,6 @@ impl<'q> SearchRequest<'q> {
             deadline: None,
             aggs: None,
         }
-    }
-}
-
-/// Highlighted excerpts of one hit: per stored field, in schema order, a
-/// window of its text around the matches (the whole text when it is short).
-/// Serialised as an object from field name to snippet.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Highlight {
-    /// Field name and snippet, in schema order.
-    pub fields: Vec<(String, Snippet)>,
-}
-
-impl Highlight {
-    /// The snippet of field `name` (an empty one if the hit has none).
-    pub fn get(&self, name: &str) -> &Snippet {
-        static EMPTY: Snippet = Snippet {
-            text: String::new(),
-            marks: Vec::new(),
-        };
-        self.fields.iter().find(|(n, _)| n == name).map_or(&EMPTY, |(_, s)| s)
-    }
-
-    /// The `title` snippet (default schema).
-    pub fn title(&self) -> &Snippet {
-        self.get("title")
-    }
-
-    /// The `body` snippet (default schema).
-    pub fn body(&self) -> &Snippet {
-        self.get("body")
-    }
-}
-
-impl Serialize for Highlight {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.fields.len()))?;
-        for (name, snippet) in &self.fields {
-            m.serialize_entry(name, snippet)?;
-        }
-        m.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Highlight {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Highlight, D::Error> {
-        let map = std::collections::BTreeMap::<String, Snippet>::deserialize(d)?;
-        Ok(Highlight {
-            fields: map.into_iter().collect(),
-        })
     }
 }
 

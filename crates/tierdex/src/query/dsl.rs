@@ -911,7 +911,7 @@ impl HighlightSpec {
 
     /// A hit's `highlight` object: each wanted field with a match, its
     /// snippet with the tags around the matches.
-    pub fn render(&self, h: &crate::search::Highlight) -> Value {
+    pub fn render(&self, h: &crate::query::highlight::Highlight) -> Value {
         let mut m = Map::new();
         for (f, s) in &h.fields {
             if !s.marks.is_empty() && self.wants(f) {
@@ -1358,7 +1358,7 @@ mod tests {
             let e = p(bad.clone()).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
-        let hl = crate::search::Highlight {
+        let hl = crate::query::highlight::Highlight {
             fields: vec![
                 (
                     "title".into(),
