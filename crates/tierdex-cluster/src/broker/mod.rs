@@ -57,6 +57,10 @@ use contexts::Pinned;
 /// Largest request body (Elasticsearch's `http.max_content_length`).
 const MAX_BODY: usize = 100 << 20;
 
+/// Longest wait for a shard stream's last sequence before a real-time
+/// read (beyond it the read does not wait for the replica).
+const LAST_SEQUENCE_WAIT: Duration = Duration::from_millis(500);
+
 /// Largest `from + size` of a search.
 const MAX_WINDOW: usize = 10_000;
 
@@ -471,20 +475,30 @@ impl Broker {
         .await
     }
 
-    /// Which of `ids` the index holds now (asked of the shards).
-    async fn existing(&self, meta: &IndexMeta, ids: &[&str]) -> Res<Vec<Option<bool>>> {
+    /// Which of `ids` the index holds now (asked of the shards); with
+    /// `real_time`, once the replicas have applied every write stored
+    /// before (for `create` and `update`, which must know; plain index and
+    /// delete items only report `created` or `updated` from it, and do not
+    /// wait on replicas).
+    async fn existing(&self, meta: &IndexMeta, ids: &[&str], real_time: bool) -> Res<Vec<Option<bool>>> {
         let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, id) in ids.iter().enumerate() {
             by_shard.entry(names::shard_of(id, meta.shards)).or_default().push(i);
         }
         let mut out = vec![None; ids.len()];
-        for (shard, at) in by_shard {
+        let asks = by_shard.into_iter().map(|(shard, at)| async move {
             let ask = Ask::Fetch {
                 ids: at.iter().map(|&i| ids[i].to_string()).collect(),
                 source: Some(json!(false)),
-                upto: self.last_sequence(meta, shard).await,
+                upto: match real_time {
+                    true => self.last_sequence(meta, shard).await,
+                    false => None,
+                },
             };
-            match self.ask(meta, shard, &ask).await {
+            (at, self.ask(meta, shard, &ask).await)
+        });
+        for (at, r) in join_all(asks).await {
+            match r {
                 Ok(Answer::Fetch(found)) => {
                     for (&i, f) in at.iter().zip(found) {
                         out[i] = Some(f.is_some());
@@ -538,8 +552,13 @@ impl Broker {
     /// say: reads then go on without waiting, as searches do without a
     /// quorum).
     async fn last_sequence(&self, meta: &IndexMeta, shard: u32) -> Option<u64> {
-        let mut s = self.js.get_stream(names::stream(&meta.name, shard)).await.ok()?;
-        Some(s.info().await.ok()?.state.last_sequence)
+        let ask = async {
+            let mut s = self.js.get_stream(names::stream(&meta.name, shard)).await.ok()?;
+            Some(s.info().await.ok()?.state.last_sequence)
+        };
+        // While JetStream moves a stream's leader (a NATS server lost) it
+        // may not answer for seconds: writes do not wait on that.
+        tokio::time::timeout(LAST_SEQUENCE_WAIT, ask).await.ok().flatten()
     }
 
     async fn last_sequences(&self, meta: &IndexMeta) -> Res<BTreeMap<u32, u64>> {
@@ -988,7 +1007,7 @@ async fn put_doc(b: &Broker, index: &str, id: String, q: WriteQuery, body: &[u8]
     let mut schema = meta.schema().map_err(cluster_error)?;
     check_doc(&meta, &mut schema, &id, &source)?;
     // Unknown (no replica answered in time): written, reported as a replacement.
-    let existed = b.existing(&meta, &[&id]).await?[0].unwrap_or(true);
+    let existed = b.existing(&meta, &[&id], false).await?[0].unwrap_or(true);
     let (shard, seq) = write_one(b, &meta, WriteOp::Index { id: id.clone(), source }, q.wants_refresh()?).await?;
     let (status, result) = match existed {
         true => (StatusCode::OK, "updated"),
@@ -1037,7 +1056,7 @@ async fn delete_doc(
     UrlQuery(q): UrlQuery<WriteQuery>,
 ) -> Res<(StatusCode, Json<Value>)> {
     let meta = b.index(&index).await?;
-    let existed = b.existing(&meta, &[&id]).await?[0].unwrap_or(true);
+    let existed = b.existing(&meta, &[&id], false).await?[0].unwrap_or(true);
     let (_, seq) = write_one(&b, &meta, WriteOp::Delete { id: id.clone() }, q.wants_refresh()?).await?;
     let (status, result) = match existed {
         true => (StatusCode::OK, "deleted"),
@@ -1336,9 +1355,12 @@ async fn run_bulk(b: &Broker, default_index: Option<&str>, q: WriteQuery, body: 
         };
         let mut schema = meta.schema().map_err(cluster_error)?;
         let ids: Vec<&str> = at.iter().map(|&i| items[i].id.as_str()).collect();
+        let real_time = at
+            .iter()
+            .any(|&i| matches!(items[i].action.as_str(), "create" | "update"));
         let mut present: HashMap<String, Option<bool>> = ids
             .iter()
-            .zip(b.existing(&meta, &ids).await?)
+            .zip(b.existing(&meta, &ids, real_time).await?)
             .map(|(id, e)| (id.to_string(), e))
             .collect();
         let mut ops = Vec::new();
