@@ -127,6 +127,16 @@ impl Replica {
         }
     }
 
+    /// Drops the contexts whose keep-alive has passed (their snapshots
+    /// keep segments alive).
+    fn sweep(&self) {
+        let now = Instant::now();
+        self.contexts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, (_, until)| *until > now);
+    }
+
     /// Closes a context; whether it was open.
     fn close(&self, id: &str) -> bool {
         self.contexts
@@ -147,6 +157,7 @@ impl Replica {
             skipped: self.skipped.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
             ready: self.ready.load(Ordering::Relaxed),
+            contexts: self.contexts.lock().unwrap_or_else(|p| p.into_inner()).len(),
         }
     }
 }
@@ -218,6 +229,16 @@ impl Node {
             loop {
                 if let Err(e) = i.follow_map().await {
                     tracing::warn!("reading the cluster map: {e}");
+                }
+                let reps: Vec<Arc<Replica>> = i
+                    .replicas
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                    .cloned()
+                    .collect();
+                for r in reps {
+                    r.sweep();
                 }
                 tokio::time::sleep(MAP_POLL).await;
             }

@@ -174,6 +174,9 @@ pub struct ReplicaStatus {
     pub rejected: u64,
     /// Caught up with its stream since it was opened (answers searches).
     pub ready: bool,
+    /// Snapshots kept open for points in time and scrolls.
+    #[serde(default)]
+    pub contexts: usize,
 }
 
 /// What a node answers.

@@ -819,6 +819,30 @@ async fn scrolls_and_points_in_time_read_one_snapshot() {
         .await;
     assert_eq!(status, 404, "{v}");
 
+    // An expired snapshot is dropped by the node without being touched
+    // (the `_doc` scroll above, kept for a minute, still holds 3).
+    let open = |c: &Cluster| -> usize {
+        c.nodes
+            .iter()
+            .flatten()
+            .flat_map(|n| n.replicas())
+            .map(|r| r.2.contexts)
+            .sum()
+    };
+    let before = open(&c);
+    let (status, _) = c.call(reqwest::Method::POST, "/snap/_pit?keep_alive=1s", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(open(&c), before + 3, "the snapshots are open");
+    let mut left = usize::MAX;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = open(&c);
+        if left == before {
+            break;
+        }
+    }
+    assert_eq!(left, before, "expired snapshots swept");
+
     // Bad requests.
     for (method, path, body, says) in [
         ("POST", "/snap/_search?scroll=1m", json!({ "from": 5 }), "[from]"),
