@@ -850,22 +850,8 @@ fn read(rep: &Replica, context: Option<&ContextRef>, ask: Ask) -> tierdex::Resul
                 aggs,
             })
         }
-        Ask::Fetch { ids, source, .. } if context.is_some() => {
-            let filter = match &source {
-                None => tierdex::query::dsl::SourceFilter::default(),
-                Some(v) => tierdex::query::dsl::SourceFilter::parse(v)?,
-            };
-            let mut out = Vec::with_capacity(ids.len());
-            for id in &ids {
-                out.push(
-                    s.get(id)?
-                        .map(|d| filter.apply(&d).unwrap_or_else(|| Value::Object(Default::default()))),
-                );
-            }
-            Ok(Answer::Fetch(out))
-        }
         Ask::Fetch { ids, source, .. } => {
-            if source == Some(Value::Bool(false)) {
+            if context.is_none() && source == Some(Value::Bool(false)) {
                 // Which ids exist: the writer's id map, no document read.
                 return Ok(Answer::Fetch(
                     ids.iter()
@@ -879,13 +865,14 @@ fn read(rep: &Replica, context: Option<&ContextRef>, ask: Ask) -> tierdex::Resul
             };
             let mut out = Vec::with_capacity(ids.len());
             for id in &ids {
-                // An empty object when the filter keeps nothing (a JSON null
+                // From the open snapshot, else the writer (real time). An
+                // empty object when the filter keeps nothing (a JSON null
                 // would read back as not found).
-                out.push(
-                    rep.writer
-                        .get(id)?
-                        .map(|d| filter.apply(&d).unwrap_or_else(|| Value::Object(Default::default()))),
-                );
+                let doc = match context {
+                    Some(_) => s.get(id)?,
+                    None => rep.writer.get(id)?,
+                };
+                out.push(doc.map(|d| filter.apply(&d).unwrap_or_else(|| Value::Object(Default::default()))));
             }
             Ok(Answer::Fetch(out))
         }
