@@ -291,6 +291,50 @@ proptest! {
         prop_assert_eq!(c.advance(), TERMINATED);
         prop_assert!(c.take_error().is_none());
     }
+
+    /// Runs a block at a time (`for_each_run_upto`, after a seek, in steps
+    /// of `steps`) and unions into a bit set (dense blocks ORed in whole,
+    /// sparse ones bit by bit, over words that already hold other bits)
+    /// give the postings' documents and frequencies exactly.
+    #[test]
+    fn runs_and_unions_give_every_posting(t in long_postings(), start in 0u32..3000, steps in proptest::collection::vec(1u32..5000, 1..30), kind in 0usize..4) {
+        let max_doc = t.docs.last().copied().unwrap() + 1;
+        let norms: Vec<u8> = (0..max_doc).map(|d| (d * 7 % 251) as u8).collect();
+        let (layout, codec) = KINDS[kind];
+        let tier = [Tier::Ram, Tier::Mmap, Tier::Buffered, Tier::Direct][kind];
+        let (_dir, files, infos) = write_terms(std::slice::from_ref(&t), &norms, layout, codec, tier);
+        let want: Vec<(u32, u32)> = t.docs.iter().copied().zip(t.freqs.iter().copied()).filter(|&(d, _)| d >= start).collect();
+        let mut c = files.cursor(&infos[0]).unwrap();
+        c.seek(start);
+        let mut got = Vec::new();
+        let mut upto = start;
+        for s in steps.iter().cycle().take(400) {
+            upto = upto.saturating_add(*s);
+            c.for_each_run_upto(upto, |docs, freqs| {
+                assert!(!docs.is_empty() && docs.len() == freqs.len());
+                got.extend(docs.iter().copied().zip(freqs.iter().copied()));
+            });
+            prop_assert!(c.doc() > upto);
+            if c.doc() == TERMINATED {
+                break;
+            }
+        }
+        prop_assert_eq!(&got, &want);
+        prop_assert!(c.take_error().is_none());
+
+        let words_len = (max_doc as usize).div_ceil(64);
+        let before: Vec<u64> = (0..words_len as u64).map(|w| (w * 0x9E37_79B9_7F4A_7C15) & 0x0101_0101_0101_0101).collect();
+        let mut words = before.clone();
+        let mut c = files.cursor(&infos[0]).unwrap();
+        c.seek(start);
+        c.union_into(&mut words);
+        prop_assert!(c.take_error().is_none());
+        let mut expect = before;
+        for &(d, _) in &want {
+            expect[(d / 64) as usize] |= 1 << (d % 64);
+        }
+        prop_assert_eq!(words, expect);
+    }
 }
 
 #[test]

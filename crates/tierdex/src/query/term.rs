@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
+use crate::codec::BLOCK;
 use crate::common::BitSet;
 use crate::error::{Error, Result};
 use crate::index::{Index, SegmentReader};
@@ -151,9 +152,23 @@ impl<'a> TermScorer<'a> {
     /// Calls `f` with every document `<= upto` from the current one on and
     /// its score, a block at a time; leaves the scorer on the first
     /// document past `upto` (or exhausted).
+    ///
+    /// A block's scores are computed before any is handed on: its norm
+    /// lookups (a cache miss each over sparse postings) do not wait on one
+    /// another or on `f`'s branches.
     #[inline]
-    pub fn for_each_scored_upto(&mut self, upto: DocId, f: impl FnMut(DocId, f32)) {
-        self.for_each_scored_upto_if(upto, |_| true, f)
+    pub fn for_each_scored_upto(&mut self, upto: DocId, mut f: impl FnMut(DocId, f32)) {
+        let (bm25, norms) = (&self.bm25, self.norms);
+        let mut scores = [0f32; BLOCK];
+        self.cursor.for_each_run_upto(upto, |docs, freqs| {
+            let scores = &mut scores[..docs.len()];
+            for ((s, &doc), &freq) in scores.iter_mut().zip(docs).zip(freqs) {
+                *s = bm25.score(freq, norms.get(doc as usize).copied().unwrap_or(0));
+            }
+            for (&doc, &s) in docs.iter().zip(scores.iter()) {
+                f(doc, s);
+            }
+        });
     }
 
     /// As [`Self::for_each_scored_upto`], scoring only the documents `keep`

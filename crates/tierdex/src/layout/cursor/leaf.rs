@@ -480,11 +480,7 @@ impl<'a> LeafCursor<'a> {
                 }
             } else {
                 // Sparse: each bit set in place (no branch to mispredict).
-                for &d in docs {
-                    if let Some(slot) = words.get_mut((d >> 6) as usize) {
-                        *slot |= 1 << (d & 63);
-                    }
-                }
+                set_bits(words, docs);
             }
             let mut next = self.block + 1;
             // Dense blocks are ORed in as the bit sets they are, undecoded.
@@ -533,18 +529,7 @@ impl<'a> LeafCursor<'a> {
                 let first = d.first as u64 + base as u64;
                 let last = first + (d.bits.len() as u64 * 8 - d.bits.last().map_or(8, |b| b.leading_zeros()) as u64) - 1;
                 if last == e.last_doc as u64 {
-                    for (k, &byte) in d.bits.iter().enumerate() {
-                        let at = first + 8 * k as u64;
-                        let (w, shift) = ((at >> 6) as usize, at & 63);
-                        if let Some(slot) = words.get_mut(w) {
-                            *slot |= (byte as u64) << shift;
-                        }
-                        if shift > 56 {
-                            if let Some(slot) = words.get_mut(w + 1) {
-                                *slot |= (byte as u64) >> (64 - shift);
-                            }
-                        }
-                    }
+                    or_bits_at(words, first, d.bits);
                     true
                 } else {
                     false
@@ -584,6 +569,39 @@ impl<'a> LeafCursor<'a> {
             if i < n {
                 self.i = i;
                 self.doc = docs[i];
+                return;
+            }
+            self.i = n - 1;
+            self.advance();
+        }
+    }
+
+    /// Calls `f` with the runs of documents `<= upto` (below
+    /// [`TERMINATED`]) from the current one on and their frequencies, each
+    /// run the rest of a decoded block (at most [`BLOCK`] documents); leaves
+    /// the cursor on the first document past `upto` (or exhausted).
+    #[inline]
+    pub(super) fn for_each_run_upto(&mut self, upto: DocId, mut f: impl FnMut(&[DocId], &[u32])) {
+        while self.doc <= upto {
+            if !self.freqs_ready {
+                self.decode_freqs();
+                if self.doc == TERMINATED {
+                    return;
+                }
+            }
+            self.fill_docs();
+            let n = self.n;
+            let docs = &self.docs[self.i..n];
+            // Runs end at `upto`: the block's documents ascend.
+            let len = match docs.last() {
+                Some(&last) if last <= upto => docs.len(),
+                _ => docs.partition_point(|&d| d <= upto),
+            };
+            f(&docs[..len], &self.freqs[self.i..self.i + len]);
+            let i = self.i + len;
+            if i < n {
+                self.i = i;
+                self.doc = self.docs[i];
                 return;
             }
             self.i = n - 1;
@@ -812,6 +830,53 @@ fn last_set(bits: &[u64; 4]) -> u32 {
         .map_or(0, |w| 64 * w as u32 + 63 - bits[w].leading_zeros())
 }
 
+/// Sets the bits of `docs` (ascending) in `words`; those past the end are
+/// left out. Neighbouring documents often share a word, and each
+/// read-modify-write of a word waits for the one before it: four
+/// interleaved runs of the documents keep four such chains in flight.
+#[inline]
+fn set_bits(words: &mut [u64], docs: &[DocId]) {
+    let mut set = |d: DocId| {
+        if let Some(slot) = words.get_mut((d >> 6) as usize) {
+            *slot |= 1 << (d & 63);
+        }
+    };
+    let quarter = docs.len() / 4;
+    let (a, rest) = docs.split_at(quarter);
+    let (b, rest) = rest.split_at(quarter);
+    let (c, rest) = rest.split_at(quarter);
+    let (d, tail) = rest.split_at(quarter);
+    for i in 0..quarter {
+        set(a[i]);
+        set(b[i]);
+        set(c[i]);
+        set(d[i]);
+    }
+    tail.iter().for_each(|&x| set(x));
+}
+
+/// ORs the bit set `bits` (bit `i` of byte `k`: document `first + 8k + i`)
+/// into `words`, 64 bits at a time; bits past the end are left out.
+#[inline]
+fn or_bits_at(words: &mut [u64], first: u64, bits: &[u8]) {
+    let mut or = |w: u64, v: u64| {
+        if let Some(slot) = usize::try_from(w).ok().and_then(|w| words.get_mut(w)) {
+            *slot |= v;
+        }
+    };
+    for (k, chunk) in bits.chunks(8).enumerate() {
+        let mut le = [0u8; 8];
+        le[..chunk.len()].copy_from_slice(chunk);
+        let v = u64::from_le_bytes(le);
+        let at = first + 64 * k as u64;
+        let (w, shift) = (at >> 6, at & 63);
+        or(w, v << shift);
+        if shift > 0 {
+            or(w + 1, v >> (64 - shift));
+        }
+    }
+}
+
 /// The first index `>= from` of sorted `docs` holding a value `>= target`
 /// (which must exist): exponential probes from `from`, then a binary search
 /// in the last interval, so short hops cost a comparison or two.
@@ -851,7 +916,8 @@ fn decode_tail(data: &[u8], prev_last: Option<DocId>, docs: &mut [DocId], freqs:
 #[cfg(test)]
 #[cfg(test)]
 mod gallop_tests {
-    use super::{gallop, last_set, next_set, rank};
+    use super::{gallop, last_set, next_set, or_bits_at, rank, set_bits};
+    use rand::{RngExt, SeedableRng};
 
     #[test]
     fn bit_steps_find_the_next_set_bit_and_its_rank() {
@@ -878,6 +944,50 @@ mod gallop_tests {
                 let want = (from..128).find(|&i| docs[i] >= target).unwrap();
                 assert_eq!(gallop(&docs, from, target), want, "from {from} target {target}");
             }
+        }
+    }
+
+    #[test]
+    fn bits_are_set_as_one_at_a_time_would() {
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(11);
+        for case in 0..400 {
+            let universe = rng.random_range(1..2000u32);
+            let words_len = (universe as usize).div_ceil(64);
+            let n = rng.random_range(0..140usize);
+            let gap = rng.random_range(1..40u32);
+            let mut docs = Vec::new();
+            let mut at = rng.random_range(0..100u32);
+            for _ in 0..n {
+                docs.push(at);
+                at += rng.random_range(1..=gap);
+            }
+            let before: Vec<u64> = (0..words_len).map(|_| rng.random::<u64>() & rng.random::<u64>()).collect();
+            let mut want = before.clone();
+            for &d in &docs {
+                if let Some(w) = want.get_mut((d / 64) as usize) {
+                    *w |= 1 << (d % 64);
+                }
+            }
+            let mut got = before.clone();
+            set_bits(&mut got, &docs);
+            assert_eq!(got, want, "set_bits case {case}");
+
+            let first = rng.random_range(0..universe as u64 + 70);
+            let bytes: Vec<u8> = (0..rng.random_range(0..33)).map(|_| rng.random()).collect();
+            let mut want = before.clone();
+            for (k, &b) in bytes.iter().enumerate() {
+                for i in 0..8 {
+                    let d = first + 8 * k as u64 + i;
+                    if b >> i & 1 == 1 {
+                        if let Some(w) = want.get_mut((d / 64) as usize) {
+                            *w |= 1 << (d % 64);
+                        }
+                    }
+                }
+            }
+            let mut got = before;
+            or_bits_at(&mut got, first, &bytes);
+            assert_eq!(got, want, "or_bits_at case {case}");
         }
     }
 }

@@ -278,6 +278,23 @@ impl<'a> TermCursor<'a> {
         }
     }
 
+    /// Calls `f` with the runs of documents `<= upto` (below
+    /// [`TERMINATED`]) from the current one on and their frequencies, each
+    /// run part of one decoded block (work a block at a time: gathering
+    /// norms, scoring in bulk); leaves the cursor on the first document past
+    /// `upto` (or exhausted).
+    #[inline]
+    pub fn for_each_run_upto(&mut self, upto: DocId, mut f: impl FnMut(&[DocId], &[u32])) {
+        if self.chain.is_none() {
+            return self.leaf.for_each_run_upto(upto, f);
+        }
+        while self.doc() <= upto {
+            let freq = self.freq();
+            f(&[self.doc()], &[freq]);
+            self.advance();
+        }
+    }
+
     /// Frequency of the term in the current document.
     #[inline]
     pub fn freq(&mut self) -> u32 {
