@@ -323,7 +323,7 @@ proptest! {
         prop_assert!(c.take_error().is_none());
 
         let words_len = (max_doc as usize).div_ceil(64);
-        let before: Vec<u64> = (0..words_len as u64).map(|w| (w * 0x9E37_79B9_7F4A_7C15) & 0x0101_0101_0101_0101).collect();
+        let before: Vec<u64> = (0..words_len as u64).map(|w| w.wrapping_mul(0x9E37_79B9_7F4A_7C15) & 0x0101_0101_0101_0101).collect();
         let mut words = before.clone();
         let mut c = files.cursor(&infos[0]).unwrap();
         c.seek(start);
