@@ -609,6 +609,9 @@ impl Weight for ConstantWeight {
     fn iteration_cost(&self) -> f64 {
         self.inner.iteration_cost()
     }
+    fn count_iteration_cost(&self) -> f64 {
+        self.inner.count_iteration_cost()
+    }
     fn estimated_matches(&self, num_docs: f64) -> f64 {
         self.inner.estimated_matches(num_docs)
     }

@@ -12,12 +12,40 @@ use crate::query::weight::Weight;
 /// (no phrase anywhere) and expected to be cheaper than iterating its
 /// scorers.
 pub fn prefer_bitsets(plan: &dyn Weight) -> bool {
-    plan.bitset_cost().is_some_and(|c| c <= plan.iteration_cost())
+    plan.bitset_cost().is_some_and(|c| c <= plan.count_iteration_cost())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::boolean::BooleanWeight;
+    use crate::query::column::ConstantWeight;
+    use crate::query::term::TermWeight;
+    use crate::query::weight::Plan;
+    use crate::schema::Field;
+
+    fn term(name: &str, doc_freq: u64) -> Plan {
+        Box::new(TermWeight::new(Field::BODY, name.into(), name.as_bytes().into(), 1.0, doc_freq))
+    }
+
+    /// A word of 80k documents beside one of 996k (`+ung +the` on 1M
+    /// generated documents: 5.9 ms seeking, 1.0 ms with bit sets) counts
+    /// with bit sets; a rare word beside it still seeks; inside a filtered
+    /// query, the filter's choice is left as it was.
+    #[test]
+    fn conjunctions_of_words_count_with_bit_sets_sooner() {
+        let and = |a: u64, b: u64| BooleanWeight::build(vec![term("a", a), term("b", b)], vec![], vec![]);
+        assert!(prefer_bitsets(&*and(80_000, 996_000)));
+        assert!(!prefer_bitsets(&*and(300, 996_000)));
+        // Filtered: the 1% filter leads by seeking, whatever the words.
+        let filtered = BooleanWeight::build(
+            vec![and(80_000, 996_000), Box::new(ConstantWeight::new(term("f", 10_000), 0.0))],
+            vec![],
+            vec![],
+        );
+        assert_eq!(prefer_bitsets(&*filtered), filtered.bitset_cost().unwrap() <= filtered.iteration_cost());
+        assert!(!prefer_bitsets(&*filtered));
+    }
 
     #[test]
     fn set_operations() {

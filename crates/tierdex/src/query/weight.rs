@@ -84,6 +84,13 @@ pub trait Weight: fmt::Debug + Send + Sync + 'static {
     /// Rough work of counting by iterating the node's scorer.
     fn iteration_cost(&self) -> f64;
 
+    /// [`Self::iteration_cost`] as the whole query's count weighs it
+    /// against [`Self::bitset_cost`] (a node may know better than the
+    /// estimate its parents combine).
+    fn count_iteration_cost(&self) -> f64 {
+        self.iteration_cost()
+    }
+
     /// Codes of `field` (a number, date or boolean field) that every match
     /// has a value within, when the node restricts them (a range or terms
     /// on the field, or a conjunction with one): a sort by that field then
