@@ -546,36 +546,6 @@ impl<'a> LeafCursor<'a> {
         true
     }
 
-    /// Calls `f` with every document `<= upto` (below [`TERMINATED`]) from
-    /// the current one on, and its frequency, a decoded block at a time;
-    /// leaves the cursor on the first document past `upto` (or exhausted).
-    #[inline]
-    pub(super) fn for_each_upto(&mut self, upto: DocId, mut f: impl FnMut(DocId, u32)) {
-        while self.doc <= upto {
-            if !self.freqs_ready {
-                self.decode_freqs();
-                if self.doc == TERMINATED {
-                    return;
-                }
-            }
-            self.fill_docs();
-            let n = self.n;
-            let (docs, freqs) = (&self.docs[..n], &self.freqs[..n]);
-            let mut i = self.i;
-            while i < n && docs[i] <= upto {
-                f(docs[i], freqs[i]);
-                i += 1;
-            }
-            if i < n {
-                self.i = i;
-                self.doc = docs[i];
-                return;
-            }
-            self.i = n - 1;
-            self.advance();
-        }
-    }
-
     /// Calls `f` with the runs of documents `<= upto` (below
     /// [`TERMINATED`]) from the current one on and their frequencies, each
     /// run the rest of a decoded block (at most [`BLOCK`] documents); leaves

@@ -268,14 +268,9 @@ impl<'a> TermCursor<'a> {
     /// past `upto` (or exhausted).
     #[inline]
     pub fn for_each_upto(&mut self, upto: DocId, mut f: impl FnMut(DocId, u32)) {
-        if self.chain.is_none() {
-            return self.leaf.for_each_upto(upto, f);
-        }
-        while self.doc() <= upto {
-            let freq = self.freq();
-            f(self.doc(), freq);
-            self.advance();
-        }
+        self.for_each_run_upto(upto, |docs, freqs| {
+            docs.iter().zip(freqs).for_each(|(&d, &q)| f(d, q));
+        })
     }
 
     /// Calls `f` with the runs of documents `<= upto` (below
