@@ -79,6 +79,10 @@ pub struct EngineSpec {
     /// tierdex index with its documents in input order (`tierdex index --reorder off`).
     #[serde(default)]
     pub no_reorder: bool,
+    /// tierdex index with its documents reordered whether a sample shows
+    /// it pays or not (`tierdex index --reorder on`; the default is `auto`).
+    #[serde(default)]
+    pub force_reorder: bool,
     /// The baseline build of tierdex (`TIERDEX_BASELINE_BIN`), not this one.
     #[serde(default)]
     pub baseline: bool,
@@ -130,6 +134,7 @@ impl EngineSpec {
             codec: None,
             no_bloom: false,
             no_reorder: false,
+            force_reorder: false,
             baseline,
             bp,
         };
@@ -147,13 +152,17 @@ impl EngineSpec {
                     out.no_reorder = true;
                     continue;
                 }
+                if o == "reorder" {
+                    out.force_reorder = true;
+                    continue;
+                }
                 let slot = if LAYOUTS.contains(&o) {
                     &mut layout
                 } else if CODECS.contains(&o) {
                     &mut codec
                 } else {
                     bail!(
-                        "unknown index option `{o}` in `{spec}` (layouts: {}; codecs: {}; nobloom; noreorder)",
+                        "unknown index option `{o}` in `{spec}` (layouts: {}; codecs: {}; nobloom; noreorder; reorder)",
                         LAYOUTS.join(", "),
                         CODECS.join(", ")
                     );
@@ -161,6 +170,9 @@ impl EngineSpec {
                 if slot.replace(o).is_some() {
                     bail!("`{spec}`: two layouts or two codecs");
                 }
+            }
+            if out.no_reorder && out.force_reorder {
+                bail!("`{spec}`: noreorder and reorder exclude each other");
             }
             out.layout = layout.filter(|l| *l != LAYOUTS[0]).map(str::to_string);
             out.codec = codec.filter(|c| *c != CODECS[0]).map(str::to_string);
@@ -226,6 +238,7 @@ impl EngineSpec {
             self.codec.as_deref(),
             self.no_bloom.then_some("nobloom"),
             self.no_reorder.then_some("noreorder"),
+            self.force_reorder.then_some("reorder"),
         ]
         .into_iter()
         .flatten()
@@ -263,6 +276,9 @@ impl EngineSpec {
         if self.no_reorder {
             args.extend(["--reorder".to_string(), "off".to_string()]);
         }
+        if self.force_reorder {
+            args.extend(["--reorder".to_string(), "on".to_string()]);
+        }
         args
     }
 
@@ -296,6 +312,8 @@ impl EngineSpec {
                 if self.no_bloom { ", no phrase filters" } else { "" },
                 if self.no_reorder {
                     ", documents in input order"
+                } else if self.force_reorder {
+                    ", documents always reordered"
                 } else {
                     ""
                 }
@@ -883,6 +901,11 @@ mod tests {
         assert_eq!(s.index_key(), "tierdex@noreorder");
         assert_eq!(s.index_args(), vec!["--reorder", "off"]);
         assert!(s.access().ends_with("documents in input order"));
+        let s = EngineSpec::parse("tierdex@reorder").unwrap();
+        assert_eq!(s.index_key(), "tierdex@reorder");
+        assert_eq!(s.index_args(), vec!["--reorder", "on"]);
+        assert!(s.access().ends_with("documents always reordered"));
+        assert!(EngineSpec::parse("tierdex@reorder+noreorder").is_err());
         let s = EngineSpec::parse("lucene:random").unwrap();
         assert_eq!(s.read_advice.as_deref(), Some("random"));
         assert!(EngineSpec::parse("lucene").unwrap().access().contains("NORMAL"));

@@ -128,19 +128,21 @@ fn errors_are_clear() {
 
     // Reordering is the final merge's: asked for without one, refused.
     let i4 = tmp.path().join("i4");
-    let out = tierdex(&[
-        "index",
-        bad.to_str().unwrap(),
-        "--skip-bad",
-        "--no-merge",
-        "--reorder",
-        "on",
-        "--out",
-        i4.to_str().unwrap(),
-    ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot go with --no-merge"));
-    assert!(!i4.exists(), "nothing written");
+    for reorder in ["on", "auto"] {
+        let out = tierdex(&[
+            "index",
+            bad.to_str().unwrap(),
+            "--skip-bad",
+            "--no-merge",
+            "--reorder",
+            reorder,
+            "--out",
+            i4.to_str().unwrap(),
+        ]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cannot go with --no-merge"));
+        assert!(!i4.exists(), "nothing written");
+    }
     let out = tierdex(&[
         "index",
         bad.to_str().unwrap(),

@@ -348,3 +348,76 @@ fn merges_in_levels_answer_like_one_merge() {
     }
     assert!(levelled >= 6, "too few cases merged in levels ({levelled})");
 }
+
+/// `--reorder auto` (issue #24): the final merge bisects a sample of the
+/// documents first and reorders them only when that saves at least
+/// [`AUTO_MIN_GAIN`] of the sample's log-gap cost. Documents drawn from
+/// topics (each with its own words) are reordered; documents whose words
+/// are drawn independently from one vocabulary keep the input's order.
+/// Either way the index answers as one built in input order.
+#[test]
+fn auto_reordering_reorders_topics_and_keeps_independent_words() {
+    use tierdex::indexing::reorder::{BpParams, AUTO_MIN_GAIN};
+    for topical in [true, false] {
+        let mut rng = Rng::new(gen::mix(SEED ^ 0xa070, u64::from(topical)));
+        let docs: Vec<Document> = (0..6000)
+            .map(|i| {
+                let topic = rng.range(0, 12);
+                let words: Vec<String> = (0..40)
+                    .map(|_| match topical {
+                        true => format!("t{topic}w{}", rng.range(0, 150)),
+                        false => format!("w{}", rng.range(0, 1800)),
+                    })
+                    .collect();
+                Document::title_body(i.to_string(), "", words.join(" "))
+            })
+            .collect();
+        let root = tempfile::tempdir().unwrap();
+        let opts = |min_gain: Option<f32>| IndexOptions {
+            merge: true,
+            segment_docs: 1500,
+            threads: 2,
+            reorder: min_gain.map(|min_gain| BpParams {
+                min_doc_freq: 16,
+                min_gain,
+                ..BpParams::default()
+            }),
+            ..IndexOptions::default()
+        };
+        let (auto, plain) = (root.path().join("auto"), root.path().join("plain"));
+        build_index(docs.iter().cloned().map(Ok), &auto, &opts(Some(AUTO_MIN_GAIN))).unwrap();
+        build_index(docs.iter().cloned().map(Ok), &plain, &opts(None)).unwrap();
+        let (a, p) = (Searcher::open(&auto).unwrap(), Searcher::open(&plain).unwrap());
+        assert_eq!(a.num_docs(), docs.len() as u64);
+        let in_order = (0..docs.len() as u32).all(|d| a.doc_id(d).unwrap() == d.to_string());
+        assert_eq!(in_order, !topical, "topical: {topical}");
+        let lexicon = [
+            "t0w1",
+            "t3w7 t3w9",
+            "+t5w2 +t5w3",
+            "w5",
+            "w17 w99",
+            "+w1 +w2",
+            "\"t1w1 t1w2\"",
+        ];
+        for q in lexicon {
+            let (ra, rp) = (
+                a.search(q, Mode::Count, 0).unwrap(),
+                p.search(q, Mode::Count, 0).unwrap(),
+            );
+            assert_eq!(ra.count, rp.count, "{q}");
+            let top = |s: &Searcher| -> Vec<(String, u32)> {
+                let mut hits: Vec<_> = s
+                    .search(q, Mode::TopK, 2000)
+                    .unwrap()
+                    .hits
+                    .iter()
+                    .map(|h| (s.doc_id(h.doc).unwrap(), h.score.to_bits()))
+                    .collect();
+                hits.sort();
+                hits
+            };
+            assert_eq!(top(&a), top(&p), "{q}");
+        }
+    }
+}

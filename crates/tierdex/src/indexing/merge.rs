@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::index::Deletes;
-use crate::indexing::reorder::{bisect, BpParams, ForwardIndex};
+use crate::indexing::reorder::{bisect, log_gap_cost, BpParams, ForwardIndex, SAMPLE_DOCS};
+use crate::indexing::segment_writer::prefetch;
 use crate::layout::{Format, PostingsFiles, PostingsPart, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};
@@ -118,6 +119,12 @@ pub fn merge_live(
     }
     let path = |e: &str| dir.join(format!("{name}.{e}"));
     let n_fields = metas.iter().map(|m| m.fields.len()).max().unwrap_or(0);
+    // Ranges of the term space of similar postings volume, for the
+    // reordering's walk over the dictionaries and the postings' merge.
+    let term_ranges = match threads > 1 {
+        true => partition(&files, format.layout, threads)?,
+        false => vec![TermRange::default()],
+    };
     let ordered = match reorder {
         Some(params) if max_doc > 1 => {
             let order = reorder_documents(
@@ -129,6 +136,7 @@ pub fn merge_live(
                 max_doc as u32,
                 &params,
                 threads,
+                &term_ranges,
             )?;
             let mut new_of = vec![0 as DocId; max_doc as usize];
             for (new, &old) in order.iter().enumerate() {
@@ -180,7 +188,7 @@ pub fn merge_live(
     tracing::debug!("merge {name}: {} sources open, rss {} MiB", sources.len(), rss_mib());
     let bytes = postings_bytes(&files);
     let ranges = match threads > 1 && bytes >= parallel_min_bytes && room_for_parts(dir, bytes) {
-        true => partition(&files, format.layout, threads)?,
+        true => term_ranges,
         false => vec![TermRange::default()],
     };
     let done = AtomicU64::new(0);
@@ -198,6 +206,16 @@ pub fn merge_live(
         drops_docs: maps.iter().any(|m| m.contains(&TERMINATED)),
         ordered,
         max_doc: max_doc as u32,
+        affine: maps
+            .iter()
+            .map(|m| {
+                let base = *m.first()?;
+                m.iter()
+                    .enumerate()
+                    .all(|(i, &to)| to != TERMINATED && to == base + i as DocId)
+                    .then_some(base)
+            })
+            .collect(),
         hold_bytes,
         dir,
         done: &done,
@@ -339,6 +357,9 @@ struct PostingsJob<'a> {
     ordered: bool,
     /// Documents of the merged segment.
     max_doc: u32,
+    /// Per source, the new number of its document 0 when its map is
+    /// that plus each document's own (no deletes, the sources' order).
+    affine: Vec<Option<DocId>>,
     /// See [`MergeOptions::hold_bytes`].
     hold_bytes: u64,
     dir: &'a Path,
@@ -433,8 +454,26 @@ impl PostingsJob<'_> {
                     let r = &self.readers[h.index];
                     let mut c = r.cursor(info)?;
                     let map = &self.maps[h.index];
+                    let affine = self.affine[h.index];
                     while c.doc() != TERMINATED {
-                        let to = map[c.doc() as usize];
+                        // A posting's new number and norm are cache misses
+                        // over sparse postings: fetched ahead, so that they
+                        // overlap (the new number first, then its norm).
+                        if let Some(d) = c.upcoming(2 * FETCH_AHEAD) {
+                            match affine {
+                                Some(base) => prefetch(field_norms.as_ptr().wrapping_add((base + d) as usize)),
+                                None => prefetch(map.as_ptr().wrapping_add(d as usize)),
+                            }
+                        }
+                        if affine.is_none() {
+                            if let Some(&to) = c.upcoming(FETCH_AHEAD).and_then(|d| map.get(d as usize)) {
+                                prefetch(field_norms.as_ptr().wrapping_add(to as usize));
+                            }
+                        }
+                        let to = match affine {
+                            Some(base) => base + c.doc(),
+                            None => map[c.doc() as usize],
+                        };
                         if to == TERMINATED || to < lo || to >= hi {
                             c.advance();
                             continue;
@@ -486,6 +525,10 @@ impl PostingsJob<'_> {
         Ok(())
     }
 }
+
+/// How many postings ahead a merge fetches a posting's norm into the
+/// cache (its new number twice as far ahead).
+const FETCH_AHEAD: usize = 8;
 
 /// A term's postings gathered from its sources for a merge into a new
 /// document order, written sorted by their new numbers; the buffers are
@@ -641,6 +684,7 @@ fn reorder_documents(
     max_doc: u32,
     params: &BpParams,
     threads: usize,
+    ranges: &[TermRange],
 ) -> Result<Vec<DocId>> {
     let started = std::time::Instant::now();
     // A term's documents (deleted ones included) in all sources: from the
@@ -657,12 +701,13 @@ fn reorder_documents(
         }
         Ok(df)
     };
-    // One walk over every term of the sources (the dictionaries' pages
-    // released as it goes, every source's at its end) keeps the terms the
-    // parameters select, with where each source holds them.
-    let mut candidates: Vec<(u64, Vec<fst::map::IndexedValue>)> = Vec::new();
-    {
-        let mut terms = TermsInOrder::new(files, layout, n_fields, &TermRange::default());
+    // One walk over every term of the sources, a thread per range of the
+    // term space (the dictionaries' pages released as it goes, every
+    // source's at its end), keeps the terms the parameters select, with
+    // where each source holds them.
+    let walk = |range: &TermRange| -> Result<Vec<(u64, Vec<fst::map::IndexedValue>)>> {
+        let mut selected = Vec::new();
+        let mut terms = TermsInOrder::new(files, layout, n_fields, range);
         let (mut key, mut hits) = (Vec::new(), Vec::new());
         let mut walked = 0u64;
         while terms.next(&mut key, &mut hits) {
@@ -672,11 +717,28 @@ fn reorder_documents(
             }
             let df = doc_freq(&hits)?;
             if params.selects(df, u64::from(max_doc)) {
-                candidates.push((df, hits.clone()));
+                selected.push((df, hits.clone()));
             }
         }
-        readers.iter().for_each(|r| r.release());
+        Ok(selected)
+    };
+    let mut candidates: Vec<(u64, Vec<fst::map::IndexedValue>)> = Vec::new();
+    if ranges.len() > 1 {
+        let walked: Vec<Result<_>> = std::thread::scope(|s| {
+            let handles: Vec<_> = ranges.iter().map(|r| s.spawn(|| walk(r))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        for part in walked {
+            candidates.extend(part?);
+        }
+    } else {
+        candidates = walk(&TermRange::default())?;
     }
+    readers.iter().for_each(|r| r.release());
+    let walk_secs = started.elapsed().as_secs_f64();
     let cap = params.doc_freq_cap(candidates.iter().map(|c| c.0).collect());
     candidates.retain(|c| c.0 <= cap);
     // Each source's live documents are a contiguous range of the numbers
@@ -697,6 +759,28 @@ fn reorder_documents(
     }
     let num_terms = candidates.len() as u32;
     drop(candidates);
+    if params.min_gain > 0.0 {
+        if let Some(sample) = sampled_gain(readers, files, maps, &parts, &by_source, params, threads)? {
+            tracing::info!(
+                docs = sample.docs,
+                postings = sample.postings,
+                gain = sample.gain,
+                min_gain = params.min_gain,
+                walk_secs,
+                secs = started.elapsed().as_secs_f64(),
+                "reordering sampled"
+            );
+            if sample.gain < f64::from(params.min_gain) {
+                tracing::info!(
+                    "documents keep their order: a sample of {} saves {:.1}% of the log-gap cost, under {:.1}%",
+                    sample.docs,
+                    100.0 * sample.gain,
+                    100.0 * params.min_gain
+                );
+                return Ok((0..max_doc).collect());
+            }
+        }
+    }
     let fwd = ForwardIndex::build_parts(&parts, num_terms, threads, |s, f| {
         // The postings read leave the process's memory as the pass goes.
         let (file, reader, map) = (files[s], readers[s], &maps[s]);
@@ -737,6 +821,77 @@ fn reorder_documents(
         "documents reordered by recursive graph bisection"
     );
     Ok(order)
+}
+
+/// What bisecting a sample of a merge's documents saved.
+struct Sampled {
+    /// Documents and forward-index postings of the sample.
+    docs: u32,
+    postings: usize,
+    /// The share of the sample's log-gap cost its bisection saved.
+    gain: f64,
+}
+
+/// Bisects the first [`SAMPLE_DOCS`] live documents of the largest source
+/// (numbered by concatenation in `parts`, selected terms by source in
+/// `by_source`) and measures the share of their log-gap cost it saves;
+/// `None` when the sample would be every document (the reordering itself
+/// costs no more).
+fn sampled_gain(
+    readers: &[&SegmentReader],
+    files: &[&PostingsFiles],
+    maps: &[Vec<DocId>],
+    parts: &[std::ops::Range<u32>],
+    by_source: &[Vec<(u32, u64)>],
+    params: &BpParams,
+    threads: usize,
+) -> Result<Option<Sampled>> {
+    let Some((s, part)) = parts
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, p)| (p.len(), std::cmp::Reverse(*i)))
+    else {
+        return Ok(None);
+    };
+    let total = parts.last().map_or(0, |p| p.end);
+    let docs = (part.len() as u32).min(SAMPLE_DOCS);
+    if docs == total {
+        return Ok(None);
+    }
+    let (file, reader, map) = (files[s], readers[s], &maps[s]);
+    let end = part.start + docs;
+    let fwd = ForwardIndex::build(docs, |f| {
+        for &(number, value) in &by_source[s] {
+            let info = file.resolve(file.terms().term_ref(value))?;
+            let mut c = reader.cursor(&info)?;
+            while c.doc() != TERMINATED {
+                let to = map[c.doc() as usize];
+                if to != TERMINATED {
+                    // Numbers by concatenation follow the source's order.
+                    if to >= end {
+                        break;
+                    }
+                    f(number, to - part.start);
+                }
+                c.advance();
+            }
+            if let Some(e) = c.take_error() {
+                return Err(e);
+            }
+        }
+        Ok(())
+    })?;
+    file.terms().release();
+    reader.release();
+    let order = bisect(&fwd, params, threads);
+    let identity: Vec<DocId> = (0..docs).collect();
+    let before = log_gap_cost(&fwd, &identity, 128);
+    let after = log_gap_cost(&fwd, &order, 128);
+    Ok(Some(Sampled {
+        docs,
+        postings: fwd.len(),
+        gain: if before > 0.0 { 1.0 - after / before } else { 0.0 },
+    }))
 }
 
 /// Where a merge worker is in one source's postings files: their data is

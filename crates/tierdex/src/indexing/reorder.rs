@@ -34,7 +34,23 @@ pub struct BpParams {
     /// beyond it, the most frequent terms are left out first (they carry
     /// the least about which documents belong together).
     pub max_postings: u64,
+    /// The least share of the log-gap cost ([`log_gap_cost`]) the
+    /// reordering must be expected to save for it to be done: the
+    /// expectation comes from bisecting a sample of the documents first
+    /// (at most [`SAMPLE_DOCS`] of one source). 0: always reordered,
+    /// without a sample. Documents whose terms are drawn independently of
+    /// each other (no topics to group) save little and keep their order.
+    pub min_gain: f32,
 }
+
+/// Documents the sample of [`BpParams::min_gain`] bisects, at most.
+pub const SAMPLE_DOCS: u32 = 32_768;
+
+/// [`BpParams::min_gain`] of `tierdex index --reorder auto`, the default:
+/// on Wikipedia a sample saves about a third of the cost (and queries on
+/// the reordered index run 1.16x faster), on generated documents whose
+/// words are drawn independently about a tenth (queries gain nothing).
+pub const AUTO_MIN_GAIN: f32 = 0.15;
 
 impl Default for BpParams {
     fn default() -> Self {
@@ -44,6 +60,7 @@ impl Default for BpParams {
             min_partition: 32,
             max_iters: 8,
             max_postings: 0,
+            min_gain: 0.0,
         }
     }
 }

@@ -148,7 +148,8 @@ proptest! {
             let mut c = files.cursor(info).unwrap();
             prop_assert_eq!(c.doc_freq() as usize, t.docs.len());
             prop_assert_eq!(c.has_filters(), !t.after.is_empty());
-            for (i, (d, f, p, o)) in per_doc(t).into_iter().enumerate() {
+            let all = per_doc(t);
+            for (i, (d, f, p, o)) in all.iter().cloned().enumerate() {
                 // Filters: tested before positions are read, as a phrase does.
                 for (dir, want) in [(Direction::After, &t.after), (Direction::Before, &t.before)] {
                     for probe in &probes {
@@ -162,6 +163,12 @@ proptest! {
                     }
                 }
                 prop_assert_eq!(c.doc(), d);
+                // A document ahead, when the cursor tells it, is that one.
+                for k in [1usize, 7, 16] {
+                    if let Some(u) = c.upcoming(k) {
+                        prop_assert_eq!(Some(u), all.get(i + k).map(|x| x.0));
+                    }
+                }
                 prop_assert_eq!(c.freq(), f);
                 c.positions(&mut pos);
                 prop_assert_eq!(&pos, &p);

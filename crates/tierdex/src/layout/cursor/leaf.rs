@@ -579,6 +579,14 @@ impl<'a> LeafCursor<'a> {
         }
     }
 
+    /// The document `ahead` postings past the current one, when the
+    /// decoded block holds it as an id (not in a dense block).
+    #[inline]
+    pub(super) fn upcoming(&self, ahead: usize) -> Option<DocId> {
+        let j = self.i + ahead;
+        (!self.dense && j < self.n).then(|| self.docs[j])
+    }
+
     /// Frequency of the term in the current document.
     #[inline]
     pub(super) fn freq(&mut self) -> u32 {

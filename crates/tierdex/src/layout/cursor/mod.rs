@@ -290,6 +290,18 @@ impl<'a> TermCursor<'a> {
         }
     }
 
+    /// The document `ahead` postings past the current one, when it is
+    /// already decoded as an id (in the current block, not a dense one;
+    /// `None` otherwise, and for chained terms): for fetching what a later
+    /// posting needs into the cache before it is reached.
+    #[inline]
+    pub fn upcoming(&self, ahead: usize) -> Option<DocId> {
+        match self.chain {
+            Some(_) => None,
+            None => self.leaf.upcoming(ahead),
+        }
+    }
+
     /// Frequency of the term in the current document.
     #[inline]
     pub fn freq(&mut self) -> u32 {
