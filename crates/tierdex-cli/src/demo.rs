@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use tierdex::corpus::gen::{typed, GenOptions, Generator};
-use tierdex::indexing::{build_index_with_progress, IndexOptions, Progress};
+use tierdex::indexing::{build_index_with, IndexOptions, Progress};
 use tierdex::query::{dsl, QueryLimits};
 use tierdex::schema::mapping;
 use tierdex::search::{Mode, SearchRequest, Searcher};
@@ -133,15 +133,24 @@ fn demo(a: &Args, dir: &std::path::Path) -> Result<()> {
     let pb = bar(Some(n_docs), false, "indexing");
     let t = Instant::now();
     let kept = if a.cluster { docs.clone() } else { Vec::new() };
-    let stats = build_index_with_progress(docs.into_iter().map(Ok), dir, &opts, &|p| match p {
+    // The documents handed over so far, for the last segments' cut.
+    let handed = std::cell::Cell::new(0u64);
+    let total = docs.len().max(1) as f64;
+    let input = docs.into_iter().map(|d| {
+        handed.set(handed.get() + 1);
+        Ok(d)
+    });
+    let progress = |p| match p {
         Progress::Indexed { docs, .. } => pb.set_position(docs),
         Progress::MergeStarted { segments } => {
             pb.set_prefix("merging");
             pb.set_message(format!("{segments} segments"));
         }
         Progress::Merging { terms } => pb.set_message(format!("{terms} terms")),
-    })
-    .with_context(|| format!("indexing into {}", dir.display()))?;
+    };
+    let share = || handed.get() as f64 / total;
+    let stats = build_index_with(input, dir, &opts, &progress, Some(&share))
+        .with_context(|| format!("indexing into {}", dir.display()))?;
     pb.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
     println!(

@@ -10,7 +10,7 @@ use tierdex::analysis::AnalyzerConfig;
 use tierdex::bloom::BloomParams;
 use tierdex::corpus::{Corpus, ReadOptions};
 use tierdex::indexing::reorder::{self, BpParams};
-use tierdex::indexing::{build_index_with_progress, BuildStats, IndexOptions, Progress};
+use tierdex::indexing::{build_index_with, BuildStats, IndexOptions, Progress};
 use tierdex::layout::{Codec, Layout};
 use tierdex::schema::{Dynamic, Schema};
 use tierdex::update::Strategy;
@@ -289,7 +289,9 @@ pub fn run(a: Args) -> Result<()> {
     let pb = bar(Some(corpus.total_bytes()), true, "indexing");
     let started = Instant::now();
     let mut corpus = corpus;
-    let stats = build_index_with_progress(corpus.by_ref(), &a.out, &opts, &|p| match p {
+    let total = corpus.total_bytes().max(1) as f64;
+    let share = || read.load(Ordering::Relaxed) as f64 / total;
+    let progress = |p| match p {
         Progress::Indexed { docs, .. } => {
             pb.set_position(read.load(Ordering::Relaxed));
             let rate = docs as f64 / started.elapsed().as_secs_f64().max(1e-3);
@@ -300,7 +302,8 @@ pub fn run(a: Args) -> Result<()> {
             pb.set_message(format!("{segments} segments into one"));
         }
         Progress::Merging { terms } => pb.set_message(format!("{terms} terms merged")),
-    });
+    };
+    let stats = build_index_with(corpus.by_ref(), &a.out, &opts, &progress, Some(&share));
     pb.finish_and_clear();
     let stats = stats.with_context(|| format!("building the index in {}", a.out.display()))?;
     report(&stats, corpus.skipped(), &a.out, a.json)

@@ -187,6 +187,25 @@ where
 /// fields for the chunk's documents) travels with it too.
 type Chunk = (u64, Vec<Document>, Option<Arc<[u8]>>, Arc<Analysis>);
 
+/// Whether a chunk of `chunk_bytes` of text is cut now, near the input's
+/// end, when `read` bytes of text came from the `share` of the input read
+/// so far: once what remains would not fill every thread with a whole
+/// segment, each chunk takes a thread's share of the rest (guided
+/// scheduling), down to a quarter of `segment_bytes` (the last chunk takes
+/// a smaller rest), so that the threads finish together.
+fn tail_cut(chunk_bytes: usize, read: u64, share: f64, segment_bytes: usize, threads: usize) -> bool {
+    if !(share > 0.0 && share < 1.0) || threads < 2 {
+        return false;
+    }
+    let rest = read as f64 * (1.0 - share) / share;
+    let remaining = rest + chunk_bytes as f64;
+    let least = (segment_bytes / 4) as f64;
+    remaining < (threads * segment_bytes) as f64
+        && chunk_bytes as f64 >= least
+        && rest >= least
+        && chunk_bytes as f64 * (threads - 1) as f64 >= rest
+}
+
 /// Name of segment number `n`.
 pub fn segment_name(n: u64) -> String {
     format!("seg{n:06}")
@@ -198,6 +217,24 @@ pub fn build_index_with_progress<I>(
     dir: &Path,
     opts: &IndexOptions,
     progress: &(dyn Fn(Progress) + Sync),
+) -> Result<BuildStats>
+where
+    I: IntoIterator<Item = std::result::Result<Document, CorpusError>>,
+{
+    build_index_with(docs, dir, opts, progress, None)
+}
+
+/// [`build_index_with_progress`], told by `read_share` what share of the
+/// input (0 to 1) has been read so far, so that the last segments are cut
+/// smaller, the remaining text spread over the threads, and every thread
+/// finishes at about the same time (instead of one building the last
+/// whole segment alone).
+pub fn build_index_with<I>(
+    docs: I,
+    dir: &Path,
+    opts: &IndexOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+    read_share: Option<&dyn Fn() -> f64>,
 ) -> Result<BuildStats>
 where
     I: IntoIterator<Item = std::result::Result<Document, CorpusError>>,
@@ -242,7 +279,7 @@ where
         )));
     }
     let target = Target::prepare(dir, opts.overwrite)?;
-    match build_into(docs, target.work(), opts, progress) {
+    match build_into(docs, target.work(), opts, progress, read_share) {
         Ok(stats) => {
             target.commit()?;
             Ok(stats)
@@ -362,7 +399,13 @@ impl Target {
 }
 
 /// Builds the index in `dir` (empty, locked by the caller).
-fn build_into<I>(docs: I, dir: &Path, opts: &IndexOptions, progress: &(dyn Fn(Progress) + Sync)) -> Result<BuildStats>
+fn build_into<I>(
+    docs: I,
+    dir: &Path,
+    opts: &IndexOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+    read_share: Option<&dyn Fn() -> f64>,
+) -> Result<BuildStats>
 where
     I: IntoIterator<Item = std::result::Result<Document, CorpusError>>,
 {
@@ -434,7 +477,11 @@ where
                     bytes: total_bytes,
                 });
             }
-            if chunk.len() >= opts.segment_docs || chunk_bytes >= opts.segment_bytes {
+            let tail = read_share.is_some_and(|share| {
+                chunk.len().is_multiple_of(16)
+                    && tail_cut(chunk_bytes, total_bytes, share(), opts.segment_bytes, threads)
+            });
+            if chunk.len() >= opts.segment_docs || chunk_bytes >= opts.segment_bytes || tail {
                 ids.seal(segments, &mut chunk);
                 let dict = shared_dictionary(&mut dictionary, &chunk);
                 // A send fails only when every worker is gone (after an error).
@@ -846,5 +893,61 @@ pub fn threads_for(budget: usize, cores: usize, filter_bytes: u32) -> usize {
 fn remove_segment_files(dir: &Path, name: &str) {
     for e in ext::ALL {
         let _ = std::fs::remove_file(dir.join(format!("{name}.{e}")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail_cut;
+
+    /// The chunks a stream of `docs` documents of `doc_bytes` each is cut
+    /// into with `segment_bytes` per segment, the share read known exactly.
+    fn chunks(docs: u64, doc_bytes: usize, segment_bytes: usize, threads: usize, share_known: bool) -> Vec<usize> {
+        let (mut out, mut chunk, mut read) = (Vec::new(), 0usize, 0u64);
+        for i in 1..=docs {
+            chunk += doc_bytes;
+            read += doc_bytes as u64;
+            let share = if share_known { i as f64 / docs as f64 } else { 0.0 };
+            if chunk >= segment_bytes || tail_cut(chunk, read, share, segment_bytes, threads) {
+                out.push(chunk);
+                chunk = 0;
+            }
+        }
+        if chunk > 0 {
+            out.push(chunk);
+        }
+        out
+    }
+
+    #[test]
+    fn the_last_segments_share_the_rest_between_the_threads() {
+        // Wikipedia's shape: 597 units of text, segments of 66.6, 2 threads.
+        let cut = chunks(5970, 100, 66_600, 2, true);
+        assert_eq!(cut.iter().sum::<usize>(), 597_000);
+        let full = cut.iter().take_while(|&&c| c >= 66_600).count();
+        assert_eq!(full, 7, "{cut:?}");
+        // Then each takes about half of what is left, none below a quarter
+        // of a segment: [65,400, 32,700, 16,700, 16,200] or so.
+        let tail = &cut[full..];
+        assert!(tail.len() >= 3, "{cut:?}");
+        assert!(tail.windows(2).all(|w| w[0] >= w[1]), "{cut:?}");
+        assert!(tail.iter().all(|&c| c >= 66_600 / 4 - 1000), "{cut:?}");
+        let after: usize = tail[1..].iter().sum();
+        assert!(tail[0].abs_diff(after) <= 200, "{cut:?}");
+        // 16 threads: the last ones in sixteenths of what is left.
+        let cut = chunks(1_000_000, 100, 1_000_000, 16, true);
+        let full = cut.iter().take_while(|&&c| c >= 1_000_000).count();
+        assert!((80..=85).contains(&full), "{cut:?}");
+        assert!((16..=40).contains(&(cut.len() - full)), "{cut:?}");
+        assert!(cut[..cut.len() - 1].iter().all(|&c| c >= 250_000), "{cut:?}");
+        // Less text than 16 segments: every thread gets some.
+        let cut = chunks(100_000, 100, 1_000_000, 16, true);
+        assert!(cut.len() >= 16 && cut.iter().all(|&c| c < 1_000_000), "{cut:?}");
+        // Without a share read, or on one thread, whole segments only.
+        for (threads, known) in [(2, false), (1, true)] {
+            let cut = chunks(5970, 100, 66_600, threads, known);
+            assert_eq!(cut.len(), 9, "{cut:?}");
+            assert!(cut[..8].iter().all(|&c| c == 66_600));
+        }
     }
 }
