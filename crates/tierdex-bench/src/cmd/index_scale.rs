@@ -59,6 +59,8 @@ struct Row {
     docs_per_sec: f64,
     mb_per_sec: f64,
     merge_share: f64,
+    /// Every run's wall-clock seconds, in order (the best is `report`).
+    run_secs: Vec<f64>,
 }
 
 /// Runs `tierdex-bench index-scale`.
@@ -87,9 +89,13 @@ pub fn run(a: Args) -> Result<()> {
     let (engines, left_out) = build_engines(&specs, &repo)?;
     let mut rows = Vec::new();
     for &t in &threads {
-        for e in &engines {
-            let mut best: Option<IndexReport> = None;
-            for run in 0..a.runs {
+        // Runs go round the engines (each engine's first run, then each
+        // one's second, ...), so that a host slowing down or speeding up
+        // during the measurement weighs on every engine alike.
+        let mut best: Vec<Option<IndexReport>> = vec![None; engines.len()];
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); engines.len()];
+        for run in 0..a.runs {
+            for ((e, best), times) in engines.iter().zip(best.iter_mut()).zip(times.iter_mut()) {
                 eprintln!("{} with {t} thread(s), run {} ...", e.name, run + 1);
                 let dir = a.work.join(format!("idx-{}", e.name.replace([':', '/'], "-")));
                 let mut extra = e.spec.index_args();
@@ -99,10 +105,14 @@ pub fn run(a: Args) -> Result<()> {
                 let r = e
                     .index_with(&copy, &dir, t, a.memory_mb, &extra)
                     .with_context(|| format!("{} with {t} threads", e.name))?;
+                eprintln!("  {:.1} s", r.wall_secs);
+                times.push(r.wall_secs);
                 if best.as_ref().is_none_or(|b| r.wall_secs < b.wall_secs) {
-                    best = Some(r);
+                    *best = Some(r);
                 }
             }
+        }
+        for ((e, best), run_secs) in engines.iter().zip(best).zip(times) {
             let report = best.expect("at least one run");
             let secs = report.wall_secs.max(1e-9);
             rows.push(Row {
@@ -112,9 +122,11 @@ pub fn run(a: Args) -> Result<()> {
                 mb_per_sec: text_bytes as f64 / 1e6 / secs,
                 merge_share: report.merge_secs / (report.index_secs + report.merge_secs).max(1e-9),
                 report,
+                run_secs,
             });
             eprintln!(
-                "  {:.1} s, {:.0} docs/s, peak RSS {} MiB",
+                "{} with {t} thread(s), best run: {:.1} s, {:.0} docs/s, peak RSS {} MiB",
+                e.name,
                 rows.last().unwrap().report.wall_secs,
                 rows.last().unwrap().docs_per_sec,
                 rows.last().unwrap().report.peak_rss_kb / 1024
@@ -171,8 +183,9 @@ fn markdown(rows: &[Row], docs: u64, text: u64, memory_mb: usize, cores: usize, 
     let mut s = format!(
         "# Indexing against threads\n\n{docs} documents, {:.0} MB of text; every engine with a {memory_mb} MiB budget; \
          {cores} cores; wall-clock time of the whole indexing process, merged into one segment where the engine \
-         merges.\n\n| engine | threads | time | docs/s | MB/s | speed-up | merge share | peak RSS |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+         merges; the best of the runs, which went round the engines (every run's time in the last \
+         column).\n\n| engine | threads | time | docs/s | MB/s | speed-up | merge share | peak RSS | runs |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|\n",
         text as f64 / 1e6
     );
     for r in rows {
@@ -181,7 +194,7 @@ fn markdown(rows: &[Row], docs: u64, text: u64, memory_mb: usize, cores: usize, 
             .find(|x| x.engine == r.engine && x.threads == 1)
             .map(|x| r.docs_per_sec / x.docs_per_sec);
         s += &format!(
-            "| {} | {} | {:.1} s | {:.0} | {:.1} | {} | {:.0}% | {} MiB |\n",
+            "| {} | {} | {:.1} s | {:.0} | {:.1} | {} | {:.0}% | {} MiB | {} |\n",
             r.engine,
             r.threads,
             r.report.wall_secs,
@@ -189,7 +202,12 @@ fn markdown(rows: &[Row], docs: u64, text: u64, memory_mb: usize, cores: usize, 
             r.mb_per_sec,
             one.map_or("-".into(), |x| format!("{x:.2}x")),
             100.0 * r.merge_share,
-            r.report.peak_rss_kb / 1024
+            r.report.peak_rss_kb / 1024,
+            r.run_secs
+                .iter()
+                .map(|x| format!("{x:.1} s"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     // tierdex's variants over each peer, thread count by thread count.

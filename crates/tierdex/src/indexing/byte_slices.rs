@@ -107,6 +107,20 @@ impl ByteSlices {
         cursor.pos += 1;
     }
 
+    /// Appends `bytes` to the stream written at `cursor`.
+    #[inline]
+    pub fn push_bytes(&mut self, cursor: &mut SliceCursor, bytes: &[u8]) {
+        if (cursor.end - cursor.pos) as usize >= bytes.len() {
+            let (block, at) = split(cursor.pos);
+            self.blocks[block][at..at + bytes.len()].copy_from_slice(bytes);
+            cursor.pos += bytes.len() as u32;
+            return;
+        }
+        for &b in bytes {
+            self.push(cursor, b);
+        }
+    }
+
     /// Appends `v` as VByte.
     #[inline(always)]
     pub fn push_u32(&mut self, cursor: &mut SliceCursor, mut v: u32) {
@@ -256,17 +270,26 @@ mod tests {
     proptest! {
         /// Streams written interleaved read back as written.
         #[test]
-        fn interleaved_streams_read_back(ops in proptest::collection::vec((0usize..8, any::<u32>(), any::<bool>()), 0..4000)) {
+        fn interleaved_streams_read_back(ops in proptest::collection::vec((0usize..8, any::<u32>(), 0u8..3), 0..4000)) {
             let mut arena = ByteSlices::new();
             let mut streams: Vec<(u32, SliceCursor)> = (0..8).map(|_| arena.start()).collect();
             let mut want: Vec<Vec<(u32, bool)>> = vec![Vec::new(); 8];
-            for &(s, v, as_byte) in &ops {
-                if as_byte {
-                    arena.push(&mut streams[s].1, v as u8);
-                    want[s].push((v as u8 as u32, true));
-                } else {
-                    arena.push_u32(&mut streams[s].1, v);
-                    want[s].push((v, false));
+            for &(s, v, kind) in &ops {
+                match kind {
+                    0 => {
+                        arena.push(&mut streams[s].1, v as u8);
+                        want[s].push((v as u8 as u32, true));
+                    }
+                    1 => {
+                        arena.push_u32(&mut streams[s].1, v);
+                        want[s].push((v, false));
+                    }
+                    _ => {
+                        // A run of 0 to 9 bytes, in one call.
+                        let run: Vec<u8> = (0..v % 10).map(|i| (v >> 8) as u8 ^ i as u8).collect();
+                        arena.push_bytes(&mut streams[s].1, &run);
+                        want[s].extend(run.iter().map(|&b| (b as u32, true)));
+                    }
                 }
             }
             for (s, values) in want.iter().enumerate() {

@@ -423,6 +423,11 @@ impl SegmentWriter {
                     }
                 } else {
                     prefetch(&bufs[term as usize]);
+                    // Its probe bits, read when it stands next to a
+                    // filtered term.
+                    if k > 0 {
+                        prefetch(probe_bits.as_ptr().wrapping_add(term as usize * k));
+                    }
                 }
             }
             if let Some(i) = (step + STREAM_AHEAD).checked_sub(SLOT_AHEAD).filter(|&i| i < len) {
@@ -487,9 +492,7 @@ impl SegmentWriter {
             match buf.own_filters() {
                 Some(own) => {
                     slices.push(&mut buf.cursor, END_DOC_FILTERS as u8);
-                    for &b in &pending[own * 2 * n..(own + 1) * 2 * n] {
-                        slices.push(&mut buf.cursor, b);
-                    }
+                    slices.push_bytes(&mut buf.cursor, &pending[own * 2 * n..(own + 1) * 2 * n]);
                 }
                 None => slices.push(&mut buf.cursor, END_DOC as u8),
             }
