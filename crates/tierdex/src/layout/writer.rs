@@ -2,7 +2,7 @@
 
 use crate::bloom::{self, FilterShape};
 use crate::codec::{self, BLOCK};
-use crate::layout::impacts::{Impacts, MAX_BLOCK_IMPACTS, MAX_TERM_IMPACTS};
+use crate::layout::impacts::{BestPerNorm, MAX_BLOCK_IMPACTS, MAX_TERM_IMPACTS};
 use crate::layout::Codec;
 use crate::schema::DocId;
 use crate::termdict::RegionInfo;
@@ -88,10 +88,9 @@ pub struct TermWriter {
     off_block_bytes: Vec<u32>,
     /// The term being streamed.
     term: Streaming,
-    /// The current document block: numbers, frequencies, norms and filters.
+    /// The current document block: numbers, frequencies and filters.
     docs: Vec<DocId>,
     freqs: Vec<u32>,
-    norms: Vec<u8>,
     block_after: Vec<u8>,
     block_before: Vec<u8>,
     /// The current block of position and offset values (deltas, starts
@@ -101,10 +100,14 @@ pub struct TermWriter {
     lens: Vec<u32>,
     /// [`Self::write`]'s offsets of one document.
     pairs: Vec<(u32, u32)>,
+    /// Best frequency per norm over the term (its impacts) and over the
+    /// current block (the block's), cleared as they are used.
+    term_best: BestPerNorm,
+    block_best: BestPerNorm,
 }
 
 /// Where the term being streamed stands.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct Streaming {
     /// The filters' shape when the term has filters.
     shape: Option<FilterShape>,
@@ -121,24 +124,6 @@ struct Streaming {
     /// The previous skip entry: last doc, position index, position,
     /// offset, `after` and `before` bytes.
     prev_entry: (u32, u64, u32, u32, u32, u32),
-    /// Best frequency per norm over the term (its impacts).
-    best: [u32; 256],
-}
-
-impl Default for Streaming {
-    fn default() -> Self {
-        Streaming {
-            shape: None,
-            df: 0,
-            ttf: 0,
-            last: None,
-            prev_last: None,
-            blocks: 0,
-            pos_index: 0,
-            prev_entry: (0, 0, 0, 0, 0, 0),
-            best: [0; 256],
-        }
-    }
 }
 
 impl TermWriter {
@@ -238,7 +223,6 @@ impl TermWriter {
             &mut self.off,
             &mut self.block_after,
             &mut self.block_before,
-            &mut self.norms,
         ] {
             b.clear();
         }
@@ -247,6 +231,8 @@ impl TermWriter {
         }
         self.pos_block_bytes.clear();
         self.off_block_bytes.clear();
+        self.term_best.clear();
+        self.block_best.clear();
     }
 
     /// Adds the term's next document `doc` (above the last one): its
@@ -301,11 +287,10 @@ impl TermWriter {
         }
         self.docs.push(doc);
         self.freqs.push(freq as u32);
-        self.norms.push(norm);
         self.block_after.extend_from_slice(after);
         self.block_before.extend_from_slice(before);
-        let best = &mut self.term.best[norm as usize];
-        *best = (*best).max(freq as u32);
+        self.term_best.add(freq as u32, norm);
+        self.block_best.add(freq as u32, norm);
         self.term.last = Some(doc);
         self.term.df += 1;
         self.term.ttf += freq as u64;
@@ -325,8 +310,7 @@ impl TermWriter {
         self.write_block(only)?;
         let t = &self.term;
         self.region.clear();
-        let pairs = t.best.iter().enumerate().filter(|(_, &f)| f > 0).map(|(n, &f)| (f, n as u8));
-        Impacts::frontier(pairs, MAX_TERM_IMPACTS).write(&mut self.region);
+        self.term_best.frontier(MAX_TERM_IMPACTS).write(&mut self.region);
         if !only {
             // The second level follows the entries; the length's top bit
             // says it is there.
@@ -427,11 +411,10 @@ impl TermWriter {
                 codec::write_u32(&mut self.skip, before_byte - prev_entry.5);
             }
             // Length-prefixed, so readers can step over impacts they do not need.
-            let mut imp = Vec::with_capacity(32);
-            let pairs = bfreqs.iter().copied().zip(self.norms.iter().copied());
-            Impacts::frontier(pairs, MAX_BLOCK_IMPACTS).write(&mut imp);
-            self.skip.push(imp.len() as u8);
-            self.skip.extend_from_slice(&imp);
+            let at = self.skip.len();
+            self.skip.push(0);
+            self.block_best.frontier(MAX_BLOCK_IMPACTS).write(&mut self.skip);
+            self.skip[at] = (self.skip.len() - at - 1) as u8;
             t.prev_entry = (last_doc, t.pos_index, pos_byte, off_byte, after_byte, before_byte);
         }
         t.pos_index += bfreqs.iter().map(|&f| f as u64).sum::<u64>();
@@ -439,9 +422,9 @@ impl TermWriter {
         t.blocks += 1;
         self.docs.clear();
         self.freqs.clear();
-        self.norms.clear();
         self.block_after.clear();
         self.block_before.clear();
+        self.block_best.clear();
         Ok(())
     }
 
