@@ -974,7 +974,7 @@ fn merge_in_parallel(
     normed: &[u8],
     max_doc: u64,
     store: StoreOptions,
-    path: &dyn Fn(&str) -> std::path::PathBuf,
+    path: &(dyn Fn(&str) -> std::path::PathBuf + Sync),
 ) -> Result<(PostingsOut, BTreeMap<String, FileInfo>)> {
     let dir = job.dir;
     let part_names: Vec<String> = (0..ranges.len()).map(|k| format!("{name}.m{k}")).collect();
@@ -989,13 +989,27 @@ fn merge_in_parallel(
         }
     };
     let started = std::time::Instant::now();
+    // With a range for every core, the documents' side waits for the first
+    // range to finish: it then fills the core that range leaves, and the
+    // one the dictionary's FST (built on this thread once every range is
+    // merged) leaves, instead of taking a share of every core meanwhile.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let defer_documents = ranges.len() >= cores;
+    let (range_done, first_range_done) = std::sync::mpsc::channel::<()>();
+    fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+        h.join()
+            .unwrap_or_else(|_| Err(Error::Internal("a merge worker panicked".into())))
+    }
     // The first range is written straight into the segment's files, the
     // others into parts appended to it.
-    let (first, parts, docs_side) = std::thread::scope(|s| {
+    let (result, docs_side) = std::thread::scope(|s| {
+        let done = range_done.clone();
         let first = s.spawn(move || -> Result<PostingsWriter> {
             let t = std::time::Instant::now();
             let mut w = PostingsWriter::create(dir, name, job.format)?;
-            job.run(&ranges[0], &mut w)?;
+            let ran = job.run(&ranges[0], &mut w);
+            let _ = done.send(());
+            ran?;
             tracing::debug!("merge {name}: first range, {} terms, in {:.2?}", w.len(), t.elapsed());
             Ok(w)
         });
@@ -1003,55 +1017,64 @@ fn merge_in_parallel(
             .iter()
             .zip(&part_names[1..])
             .map(|(range, part)| {
+                let done = range_done.clone();
                 s.spawn(move || -> Result<PostingsPart> {
                     let t = std::time::Instant::now();
                     let mut w = PostingsWriter::create(dir, part, job.format)?.temporary();
-                    job.run(range, &mut w)?;
+                    let ran = job.run(range, &mut w);
+                    let _ = done.send(());
+                    ran?;
                     tracing::debug!("merge {part}: {} terms in {:.2?}", w.len(), t.elapsed());
                     w.finish_part()
                 })
             })
             .collect();
-        let t = std::time::Instant::now();
-        let docs_side = write_documents(readers, maps, job.ordered, norms, normed, max_doc, store, path);
-        tracing::debug!("merge {name}: documents' side in {:.2?}", t.elapsed());
-        fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
-            h.join()
-                .unwrap_or_else(|_| Err(Error::Internal("a merge worker panicked".into())))
-        }
-        let parts: Vec<_> = workers.into_iter().map(join).collect();
-        (join(first), parts, docs_side)
-    });
-    tracing::debug!(
-        "merge {name}: {} ranges merged in {:.2?}",
-        ranges.len(),
-        started.elapsed()
-    );
-    let result = (|| {
-        let docs_side = docs_side?;
-        let mut postings = first?;
-        let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
-        let storage = Storage::new(TierOptions::on(Tier::Buffered))?;
-        for (part, written) in part_names[1..].iter().zip(parts) {
-            let open = |e: &str| {
-                let file = storage.open(dir.join(format!("{part}.{e}")))?;
-                let info = written.files.iter().find(|(x, _)| *x == e).map(|(_, i)| *i);
-                if info.is_none_or(|i| i.checksum != file.checksum()) {
-                    return Err(Error::corrupt(file.path(), "a merge part changed before it was joined"));
-                }
-                Ok(file)
-            };
-            match written.dict {
-                // Grouped: the part's entries join this dictionary as they are.
-                Some(dict) => postings.append_part(&open(crate::layout::postings::ext::POSTINGS)?, dict)?,
-                None => postings.append(&PostingsFiles::open(job.format, open)?)?,
+        // Every worker holds a sender: the wait ends when one finishes or
+        // when all are gone, whatever happened to them.
+        drop(range_done);
+        let docs_side = s.spawn(move || {
+            if defer_documents {
+                let _ = first_range_done.recv();
             }
-        }
-        let num_terms = postings.len();
-        let joined = postings.finish()?;
-        tracing::debug!("merge {name}: ranges joined after {:.2?}", started.elapsed());
-        Ok(((joined, num_terms), docs_side))
-    })();
+            let t = std::time::Instant::now();
+            let docs_side = write_documents(readers, maps, job.ordered, norms, normed, max_doc, store, path);
+            tracing::debug!("merge {name}: documents' side in {:.2?}", t.elapsed());
+            docs_side
+        });
+        let parts: Vec<_> = workers.into_iter().map(join).collect();
+        let first = join(first);
+        tracing::debug!(
+            "merge {name}: {} ranges merged in {:.2?}",
+            ranges.len(),
+            started.elapsed()
+        );
+        let result = (|| {
+            let mut postings = first?;
+            let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
+            let storage = Storage::new(TierOptions::on(Tier::Buffered))?;
+            for (part, written) in part_names[1..].iter().zip(parts) {
+                let open = |e: &str| {
+                    let file = storage.open(dir.join(format!("{part}.{e}")))?;
+                    let info = written.files.iter().find(|(x, _)| *x == e).map(|(_, i)| *i);
+                    if info.is_none_or(|i| i.checksum != file.checksum()) {
+                        return Err(Error::corrupt(file.path(), "a merge part changed before it was joined"));
+                    }
+                    Ok(file)
+                };
+                match written.dict {
+                    // Grouped: the part's entries join this dictionary as they are.
+                    Some(dict) => postings.append_part(&open(crate::layout::postings::ext::POSTINGS)?, dict)?,
+                    None => postings.append(&PostingsFiles::open(job.format, open)?)?,
+                }
+            }
+            let num_terms = postings.len();
+            let joined = postings.finish()?;
+            tracing::debug!("merge {name}: ranges joined after {:.2?}", started.elapsed());
+            Ok((joined, num_terms))
+        })();
+        (result, join(docs_side))
+    });
+    let result = result.and_then(|postings| Ok((postings, docs_side?)));
     remove_parts();
     result
 }
