@@ -136,7 +136,18 @@ impl BestPerNorm {
     /// from short to long, the pairs whose frequency beats every shorter
     /// one's, merged down to `cap`.
     pub fn frontier(&self, cap: usize) -> Impacts {
-        let mut frontier = [Impact::default(); 256];
+        // The frontier holds at most a pair per norm seen: most terms are
+        // in few documents, and a smaller table is cheaper to set up.
+        let seen: u32 = self.seen.iter().map(|b| b.count_ones()).sum();
+        match seen <= 32 {
+            true => self.frontier_in(&mut [Impact::default(); 32], cap),
+            false => self.frontier_in(&mut [Impact::default(); 256], cap),
+        }
+    }
+
+    /// [`Self::frontier`] gathered in `frontier`, which has room for a
+    /// pair per norm seen.
+    fn frontier_in(&self, frontier: &mut [Impact], cap: usize) -> Impacts {
         let mut len = 0;
         let mut top = 0;
         for (w, &bits) in self.seen.iter().enumerate() {
