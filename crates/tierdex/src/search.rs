@@ -423,7 +423,8 @@ impl Searcher {
             true => plan.known_count(&self.index)?,
             false => None,
         };
-        let bitset_count = want_count && known_count.is_none() && count::prefer_bitsets(&**plan);
+        let bitset_count =
+            want_count && known_count.is_none() && count::count_with_bitsets(&**plan, self.index.num_docs());
         let mut top = TopK::new(k);
         let mut total = 0u64;
         for (i, (seg, &base)) in self.index.segments().iter().zip(self.index.bases()).enumerate() {

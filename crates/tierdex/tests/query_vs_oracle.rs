@@ -423,10 +423,18 @@ fn bulk_corpus(rng: &mut gen::Rng) -> Vec<Document> {
                     .join(" ")
             };
             let title = pick(1 + i % 3);
-            let body = match i < 600 {
+            let mut body = match i < 600 {
                 true => pick(1 + i % 3),
                 false => pick(25 + (i * 7919) % 20),
             };
+            // Sparse words: a block of their postings spans many windows'
+            // worth of documents (windows with one essential clause
+            // reach the block's end).
+            for (word, every, tf) in [("rho", 37, 1 + i % 4), ("sigma", 53, 1 + i % 2), ("tau", 211, 1)] {
+                if i % every == every / 2 {
+                    body.push_str(&format!(" {word}").repeat(tf));
+                }
+            }
             Document::title_body(format!("d{i}"), title, body)
         })
         .collect()
@@ -471,6 +479,17 @@ fn large_disjunctions_match_oracle() {
         for w in &BULK_WORDS[4..] {
             texts.push(format!("alpha {w}"));
             texts.push(format!("{w} beta alpha"));
+        }
+        for t in [
+            "rho",
+            "sigma",
+            "tau",
+            "rho sigma",
+            "rho alpha",
+            "sigma mu",
+            "tau rho sigma kappa",
+        ] {
+            texts.push(t.to_string());
         }
         // Conjunctions of words over both fields (groups of per-field
         // terms, `query::bulk_and`), common and rarer words together.

@@ -65,7 +65,7 @@ impl BitSet {
 
     /// Number of documents in the set.
     pub fn len(&self) -> u64 {
-        self.words.iter().map(|w| w.count_ones() as u64).sum()
+        count_ones(&self.words)
     }
 
     /// True when the set is empty.
@@ -106,6 +106,43 @@ impl BitSet {
     }
 }
 
+/// The number of set bits in `words`: with the POPCNT instruction where the
+/// CPU has it (the portable baseline counts with shifts and masks, about
+/// 5x slower over a segment's set).
+pub fn count_ones(words: &[u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has POPCNT (checked just above), the one feature
+        // `count_ones_popcnt` is compiled for.
+        return unsafe { count_ones_popcnt(words) };
+    }
+    count_ones_portable(words)
+}
+
+/// [`count_ones`] in four independent sums.
+#[inline(always)]
+fn count_ones_portable(words: &[u64]) -> u64 {
+    let mut sums = [0u64; 4];
+    let mut quads = words.chunks_exact(4);
+    for q in &mut quads {
+        for (s, w) in sums.iter_mut().zip(q) {
+            *s += w.count_ones() as u64;
+        }
+    }
+    let rest: u64 = quads.remainder().iter().map(|w| w.count_ones() as u64).sum();
+    sums.iter().sum::<u64>() + rest
+}
+
+/// [`count_ones_portable`] compiled with POPCNT.
+///
+/// # Safety
+/// The CPU must have POPCNT.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn count_ones_popcnt(words: &[u64]) -> u64 {
+    count_ones_portable(words)
+}
+
 /// A set of field ids (0..=255): the fields that have some property, such
 /// as phrase filters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -143,10 +180,28 @@ impl FieldSet {
 
 #[cfg(test)]
 mod tests {
-    use super::BitSet;
+    use super::*;
 
     /// `word_at` at every offset, aligned or not, equals the members read
     /// one by one, and the set's end reads as absent.
+    #[test]
+    fn both_counts_agree_at_every_length() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(11);
+        let words: Vec<u64> = (0..300).map(|i| if i % 7 == 0 { u64::MAX } else { rng.random() }).collect();
+        for n in 0..words.len() {
+            let w = &words[..n];
+            let expected: u64 = w.iter().map(|x| x.count_ones() as u64).sum();
+            assert_eq!(count_ones_portable(w), expected, "{n} words");
+            assert_eq!(count_ones(w), expected, "{n} words");
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("popcnt") {
+                // SAFETY: POPCNT is present (checked).
+                assert_eq!(unsafe { count_ones_popcnt(w) }, expected, "{n} words");
+            }
+        }
+    }
+
     #[test]
     fn word_at_reads_64_members_from_any_offset() {
         let mut s = BitSet::new(300);

@@ -274,14 +274,19 @@ impl Bounds {
         }
     }
 
-    /// Bounds each clause over the window from `start` (at most [`WINDOW`]
-    /// documents, ending with the first block of a clause that does not
-    /// trail to end) and returns the window's end. With a threshold
-    /// (`pruning`), a clause counts with its block maximum, a trailing one
-    /// with its segment maximum; without, every one with its segment
-    /// maximum. A clause with no document in the window adds nothing.
-    pub(crate) fn window(&mut self, subs: &mut [TermScorer<'_>], start: DocId, pruning: bool) -> DocId {
-        let mut end = start.saturating_add(WINDOW - 1).min(TERMINATED - 1);
+    /// Bounds each clause over the window from `start` (ending with the
+    /// first block of a clause that does not trail to end; with `capped`
+    /// or without `pruning`, after [`WINDOW`] documents at most) and
+    /// returns the window's end. With a threshold (`pruning`), a clause
+    /// counts with its block maximum, a trailing one with its segment
+    /// maximum; without, every one with its segment maximum. A clause with
+    /// no document in the window adds nothing. Each bound also holds over
+    /// any shorter window from `start`.
+    pub(crate) fn window(&mut self, subs: &mut [TermScorer<'_>], start: DocId, pruning: bool, capped: bool) -> DocId {
+        let mut end = match capped || !pruning {
+            true => start.saturating_add(WINDOW - 1).min(TERMINATED - 1),
+            false => TERMINATED - 1,
+        };
         if pruning {
             for (i, s) in subs.iter_mut().enumerate() {
                 if self.trailing[i] {
@@ -345,7 +350,11 @@ fn windows(
         if start == TERMINATED {
             return true;
         }
-        let end = bounds.window(subs, start, min_comp.is_some());
+        // Uncapped: a window skipped whole or with one essential clause
+        // needs no buffers, and spans the clauses' blocks (a sparse word's
+        // block covers many times WINDOW documents, each window costing
+        // its bounds and their ordering).
+        let end = bounds.window(subs, start, min_comp.is_some(), false);
         let ne = bounds.partition(min_comp);
         let (order, prefix, trailing) = (&bounds.order, &bounds.prefix, &bounds.trailing);
         if ne == n {
@@ -367,6 +376,8 @@ fn windows(
             }
             continue;
         }
+        // Buffered: at most WINDOW documents (the bounds hold over them).
+        let end = end.min(start.saturating_add(WINDOW - 1));
         let slots = (end - start + 1) as usize;
         let words = slots.div_ceil(64);
         for &i in &order[ne..] {

@@ -178,7 +178,7 @@ impl<'t, 's> Conjunction<'t, 's> {
             if start == TERMINATED {
                 return true;
             }
-            let end = self.bounds.window(self.terms, start, min_comp.is_some());
+            let end = self.bounds.window(self.terms, start, min_comp.is_some(), true);
             let ne = self.bounds.partition(min_comp);
             if ne == n {
                 target = end.saturating_add(1);

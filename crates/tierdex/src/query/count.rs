@@ -15,6 +15,23 @@ pub fn prefer_bitsets(plan: &dyn Weight) -> bool {
     plan.bitset_cost().is_some_and(|c| c <= plan.count_iteration_cost())
 }
 
+/// [`prefer_bitsets`] for a count, over segments of `max_doc` documents in
+/// all: the sets' words are cleared and counted whatever the postings
+/// ([`WORD_UNITS`] each), which iterating a few postings does not pay.
+pub fn count_with_bitsets(plan: &dyn Weight, max_doc: u64) -> bool {
+    let words = max_doc.div_ceil(64) as f64;
+    plan.bitset_cost()
+        .is_some_and(|c| c + words * WORD_UNITS <= plan.count_iteration_cost())
+}
+
+/// Work of clearing and counting one 64-bit word of a bit set, in the
+/// units of [`Weight::bitset_cost`]. Measured on 1M generated documents
+/// (a word over `title` and `body`, 100 queries per popularity): at 1/32,
+/// COUNT and TOP_10_COUNT of words in about 100 documents took 1.13x and
+/// 1.29x less time than with bit sets always, those in 1k-100k documents
+/// the same; at 1/16 and above words in 1k documents counted slower.
+pub const WORD_UNITS: f64 = 1.0 / 32.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,6 +62,18 @@ mod tests {
         );
         assert_eq!(prefer_bitsets(&*filtered), filtered.bitset_cost().unwrap() <= filtered.iteration_cost());
         assert!(!prefer_bitsets(&*filtered));
+    }
+
+    /// A word in a few documents of a large index counts by iterating (a
+    /// bit set would clear and count every word of it); one in many, or a
+    /// small index, with bit sets.
+    #[test]
+    fn few_postings_in_many_documents_count_by_iterating() {
+        let or = |a: u64, b: u64| BooleanWeight::build(vec![], vec![term("a", a), term("b", b)], vec![]);
+        assert!(prefer_bitsets(&*or(3, 100)));
+        assert!(!count_with_bitsets(&*or(3, 100), 1_000_000));
+        assert!(count_with_bitsets(&*or(3, 100), 10_000));
+        assert!(count_with_bitsets(&*or(3, 2_000), 1_000_000));
     }
 
     #[test]
