@@ -84,20 +84,7 @@ const POSITION_BASE: u32 = 2;
 /// start of its stream.
 const FINISH_AHEAD: usize = 4;
 
-/// Asks the CPU to fetch the cache line of `p` (a hint: nothing happens on
-/// targets without the instruction).
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults, whatever the
-    // address; `sse` is part of the x86_64 baseline. Exercised by every
-    // indexing test (e.g. `segment_writer::tests`).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+pub(crate) use crate::common::prefetch;
 
 /// [`TermBuf::filters`] of a term that is not filtered.
 const UNFILTERED: u32 = u32::MAX;

@@ -191,6 +191,9 @@ impl<'a> TermScorer<'a> {
     }
 }
 
+/// How many postings ahead [`TermScorer::score`] fetches a norm.
+const NORM_AHEAD: usize = 8;
+
 impl Scorer for TermScorer<'_> {
     #[inline]
     fn doc(&self) -> DocId {
@@ -210,6 +213,12 @@ impl Scorer for TermScorer<'_> {
     #[inline]
     fn score(&mut self) -> f32 {
         let doc = self.cursor.doc();
+        // The norm a later posting of the block will want: sparse postings
+        // miss the cache at each norm, and one at a time those misses
+        // would wait on each other.
+        if let Some(next) = self.cursor.upcoming(NORM_AHEAD) {
+            crate::common::prefetch(self.norms.as_ptr().wrapping_add(next as usize));
+        }
         let f = self.cursor.freq();
         self.bm25.score(f, self.norm(doc))
     }
