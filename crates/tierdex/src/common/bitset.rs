@@ -182,8 +182,8 @@ impl FieldSet {
 mod tests {
     use super::*;
 
-    /// `word_at` at every offset, aligned or not, equals the members read
-    /// one by one, and the set's end reads as absent.
+    /// The portable, dispatched and POPCNT counts equal the bits' count
+    /// over every length (remainders of the four sums included).
     #[test]
     fn both_counts_agree_at_every_length() {
         use rand::{RngExt, SeedableRng};
@@ -202,6 +202,8 @@ mod tests {
         }
     }
 
+    /// `word_at` at every offset, aligned or not, equals the members read
+    /// one by one, and the set's end reads as absent.
     #[test]
     fn word_at_reads_64_members_from_any_offset() {
         let mut s = BitSet::new(300);

@@ -92,7 +92,7 @@ impl ByteSlices {
     pub fn prefetch_start(&self, start: u32) {
         let (block, at) = split(start);
         if let Some(b) = self.blocks.get(block) {
-            super::segment_writer::prefetch(b.as_ptr().wrapping_add(at));
+            crate::common::prefetch(b.as_ptr().wrapping_add(at));
         }
     }
 

@@ -12,12 +12,12 @@ use crate::layout::Layout;
 
 use crate::bloom::Direction;
 use crate::column::{ColumnKind, ColumnsWriter};
+use crate::common::prefetch;
 use crate::error::{Error, Result};
 use crate::index::manifest::{FieldStats, SegmentMeta};
 use crate::index::segment::{ext, SegmentReader};
 use crate::index::Deletes;
 use crate::indexing::reorder::{bisect, log_gap_cost, BpParams, ForwardIndex, SAMPLE_DOCS};
-use crate::indexing::segment_writer::prefetch;
 use crate::layout::{Format, PostingsFiles, PostingsPart, PostingsWriter};
 use crate::schema::{DocId, Field, TERMINATED};
 use crate::storage::{FileInfo, FileWriter, Storage, Tier, TierOptions};

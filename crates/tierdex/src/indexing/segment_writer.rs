@@ -84,7 +84,7 @@ const POSITION_BASE: u32 = 2;
 /// start of its stream.
 const FINISH_AHEAD: usize = 4;
 
-pub(crate) use crate::common::prefetch;
+use crate::common::prefetch;
 
 /// [`TermBuf::filters`] of a term that is not filtered.
 const UNFILTERED: u32 = u32::MAX;

@@ -82,7 +82,7 @@ impl TermTable {
     /// first.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        super::segment_writer::prefetch(&self.slots[hash as usize & self.mask]);
+        crate::common::prefetch(&self.slots[hash as usize & self.mask]);
     }
 
     /// [`TermTable::intern`] of `key`, whose [`TermTable::hash`] is `hash`.

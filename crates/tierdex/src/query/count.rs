@@ -12,7 +12,7 @@ use crate::query::weight::Weight;
 /// (no phrase anywhere) and expected to be cheaper than iterating its
 /// scorers.
 pub fn prefer_bitsets(plan: &dyn Weight) -> bool {
-    plan.bitset_cost().is_some_and(|c| c <= plan.count_iteration_cost())
+    count_with_bitsets(plan, 0)
 }
 
 /// [`prefer_bitsets`] for a count, over segments of `max_doc` documents in
