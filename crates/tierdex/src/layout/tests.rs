@@ -342,6 +342,55 @@ proptest! {
         }
         prop_assert_eq!(words, expect);
     }
+
+    /// Intersecting two cursors (blocks merged, dense ones written out,
+    /// seeks across blocks) reaches exactly the documents both hold, each
+    /// with the right frequencies and positions, also after seeks of
+    /// either cursor in between.
+    #[test]
+    fn intersections_reach_every_common_document(a in long_postings(), b in long_postings(), jumps in proptest::collection::vec((0u32..40, 1u32..3000), 1..20), kind in 0usize..4) {
+        let max_doc = a.docs.last().max(b.docs.last()).copied().unwrap() + 1;
+        let norms = vec![10u8; max_doc as usize];
+        let (layout, codec) = KINDS[kind];
+        let (_dir, files, infos) = write_terms(&[a.clone(), b.clone()], &norms, layout, codec, Tier::Mmap);
+        let (pa, pb) = (per_doc(&a), per_doc(&b));
+        let mut x = files.cursor(&infos[0]).unwrap();
+        let mut y = files.cursor(&infos[1]).unwrap();
+        let mut jumps = jumps.into_iter().cycle();
+        let mut target = 0u32;
+        let mut pos = Vec::new();
+        let mut seen = 0;
+        loop {
+            let (every, gap) = jumps.next().unwrap();
+            // Both seek to the target, now and then one of them further.
+            let ahead = |k: u32| if every % 3 == k { target.saturating_add(gap / 2) } else { target };
+            x.seek(ahead(0));
+            y.seek(ahead(1));
+            let from = x.doc().max(y.doc());
+            let got = x.intersect(&mut y);
+            let want = pa.iter().find(|p| p.0 >= from && pb.binary_search_by_key(&p.0, |q| q.0).is_ok());
+            let Some(w) = want else {
+                prop_assert_eq!(got, TERMINATED);
+                break;
+            };
+            prop_assert_eq!(got, w.0);
+            prop_assert_eq!(y.doc(), w.0);
+            let v = &pb[pb.binary_search_by_key(&w.0, |q| q.0).unwrap()];
+            if every % 2 == 0 {
+                prop_assert_eq!(x.freq(), w.1);
+                x.positions(&mut pos);
+                prop_assert_eq!(&pos, &w.2);
+                y.positions(&mut pos);
+                prop_assert_eq!(&pos, &v.2);
+            }
+            seen += 1;
+            target = got + if every < 30 { 1 } else { gap };
+            if seen > 3000 {
+                break;
+            }
+        }
+        prop_assert!(x.take_error().is_none() && y.take_error().is_none());
+    }
 }
 
 #[test]

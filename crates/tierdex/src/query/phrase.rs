@@ -163,6 +163,10 @@ pub struct PhraseScorer<'a> {
     rel: Vec<u32>,
     /// Terms by increasing document frequency (conjunction order).
     order: Vec<usize>,
+    /// The two rarest terms are intersected by merging their blocks (their
+    /// frequencies are close), not by the second seeking the first's
+    /// documents.
+    merge: bool,
     bm25: Bm25<'a>,
     norms: &'a [u8],
     doc: DocId,
@@ -211,6 +215,11 @@ impl PhraseFilter {
     }
 }
 
+/// Largest ratio of the second rarest term's document frequency to the
+/// rarest's at which merging their blocks beats seeking: a seek costs some
+/// ten merge steps, a merge step per posting of either.
+const MERGE_RATIO: u64 = 8;
+
 /// Tests after which a filter that rejected fewer than one candidate in
 /// [`USELESS_REJECT_RATIO`] is dropped: the pair co-occurs so often that
 /// reading the filters costs more than the positions they save.
@@ -233,6 +242,7 @@ impl<'a> PhraseScorer<'a> {
         );
         let mut order: Vec<usize> = (0..terms.len()).collect();
         order.sort_by_key(|&i| terms[i].doc_freq());
+        let merge = terms[order[1]].doc_freq() as u64 <= MERGE_RATIO * terms[order[0]].doc_freq() as u64;
         let max_score = terms
             .iter()
             .map(|t| bm25.bound(t.term_impacts()))
@@ -242,6 +252,7 @@ impl<'a> PhraseScorer<'a> {
             terms,
             rel,
             order,
+            merge,
             bm25,
             norms,
             doc: 0,
@@ -267,7 +278,15 @@ impl<'a> PhraseScorer<'a> {
     fn find(&mut self, mut target: DocId) -> DocId {
         'outer: loop {
             let lead = self.order[0];
-            let d = self.terms[lead].seek(target);
+            let d = match self.merge {
+                true => {
+                    let (a, b) = pair_mut(&mut self.terms, lead, self.order[1]);
+                    a.seek(target);
+                    b.seek(target);
+                    a.intersect(b)
+                }
+                false => self.terms[lead].seek(target),
+            };
             if d == TERMINATED {
                 break;
             }
@@ -407,6 +426,21 @@ impl PhraseScorer<'_> {
             true
         });
         count
+    }
+}
+
+/// Two distinct elements of `v`, mutably.
+fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b, "two distinct elements");
+    match a < b {
+        true => {
+            let (l, r) = v.split_at_mut(b);
+            (&mut l[a], &mut r[0])
+        }
+        false => {
+            let (l, r) = v.split_at_mut(a);
+            (&mut r[0], &mut l[b])
+        }
     }
 }
 

@@ -579,6 +579,25 @@ impl<'a> LeafCursor<'a> {
         }
     }
 
+    /// The ids of the current block from the current document on (a
+    /// dense block's written out first); empty once exhausted.
+    #[inline]
+    pub(super) fn block_rest(&mut self) -> &[DocId] {
+        if self.doc == TERMINATED {
+            return &[];
+        }
+        self.fill_docs();
+        &self.docs[self.i..self.n]
+    }
+
+    /// Moves `k` postings ahead inside the current block (`k` below the
+    /// length [`LeafCursor::block_rest`] returned).
+    #[inline]
+    pub(super) fn step_in_block(&mut self, k: usize) {
+        self.i += k;
+        self.doc = self.docs[self.i];
+    }
+
     /// The document `ahead` postings past the current one, when the
     /// decoded block holds it as an id (not in a dense block).
     #[inline]

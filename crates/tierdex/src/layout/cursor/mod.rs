@@ -200,6 +200,50 @@ impl<'a> TermCursor<'a> {
         self.leaf.seek(target)
     }
 
+    /// Moves this cursor and `other` to the first document both hold at or
+    /// after their current ones, and returns it ([`TERMINATED`] when none).
+    /// Inside two decoded blocks the ids are merged, without a search per
+    /// document (for terms of similar frequencies); across blocks the
+    /// cursor behind seeks. Chained terms seek each other.
+    pub fn intersect(&mut self, other: &mut TermCursor<'_>) -> DocId {
+        loop {
+            let (a, b) = (self.doc(), other.doc());
+            if a == TERMINATED || b == TERMINATED {
+                return TERMINATED;
+            }
+            if a == b {
+                return a;
+            }
+            if self.chain.is_some() || other.chain.is_some() {
+                match a < b {
+                    true => self.seek(b),
+                    false => other.seek(a),
+                };
+                continue;
+            }
+            let (x, y) = (self.leaf.block_rest(), other.leaf.block_rest());
+            let (i, j) = first_common(x, y);
+            match (i < x.len(), j < y.len()) {
+                (true, true) => {
+                    self.leaf.step_in_block(i);
+                    other.leaf.step_in_block(j);
+                    return self.doc();
+                }
+                // Every id left in this block is below `y[j]`.
+                (false, _) => {
+                    let t = y[j];
+                    other.leaf.step_in_block(j);
+                    self.seek(t);
+                }
+                (true, false) => {
+                    let t = x[i];
+                    self.leaf.step_in_block(i);
+                    other.seek(t);
+                }
+            }
+        }
+    }
+
     /// The first block whose skip entry is held: above 0 once a seek
     /// jumped through the skip table's second level.
     #[cfg(test)]
@@ -405,4 +449,22 @@ impl<'a> TermCursor<'a> {
             None => TERMINATED,
         }
     }
+}
+
+/// The positions `(i, j)` of the first id `x` and `y` (increasing) share,
+/// or, when they share none, where the merge stopped: `i == x.len()` with
+/// every id of `x` below `y[j]`, or `j == y.len()` with every id of `y`
+/// below `x[i]`. One comparison per step, without a branch on its outcome.
+#[inline]
+fn first_common(x: &[DocId], y: &[DocId]) -> (usize, usize) {
+    let (mut i, mut j) = (0, 0);
+    while i < x.len() && j < y.len() {
+        let (a, b) = (x[i], y[j]);
+        if a == b {
+            break;
+        }
+        i += (a < b) as usize;
+        j += (b < a) as usize;
+    }
+    (i, j)
 }
