@@ -9,6 +9,9 @@ use crate::storage::{io, IndexFile, PageWindow};
 
 use super::leaf::LeafCursor;
 
+/// Most cache lines fetched ahead of one walk over position blocks.
+const WALK_PREFETCH_LINES: usize = 64;
+
 /// Reads 128-value blocks of `W` parallel arrays (positions: 1, offsets: 2).
 pub(super) struct PackedStream<const W: usize> {
     codec: Codec,
@@ -70,6 +73,25 @@ impl<const W: usize> PackedStream<W> {
         Ok(len)
     }
 
+    /// Asks the CPU for the cache lines a walk over `blocks` full blocks
+    /// from `off` is expected to touch (each block's length is in its
+    /// header, so the walk would otherwise wait on one line after another);
+    /// on resident tiers only, at most [`WALK_PREFETCH_LINES`] lines.
+    fn prefetch_walk(&self, file: &IndexFile, off: usize, blocks: usize) {
+        let Some(all) = file.resident() else {
+            return;
+        };
+        let mean = self.section_len / (self.full_blocks() as usize).max(1);
+        let from = self.section + off;
+        let to = (from + (blocks + 1) * mean)
+            .min(self.section + self.section_len)
+            .min(from + WALK_PREFETCH_LINES * 64)
+            .min(all.len());
+        for at in (from..to).step_by(64) {
+            crate::common::prefetch(all[at..].as_ptr());
+        }
+    }
+
     /// Makes block `block` current, walking from the current block or from
     /// the hint `(hint_block, hint_off)` (a block at or before `block`).
     fn load(&mut self, file: &IndexFile, block: u64, hint_block: u64, hint_off: usize) -> Result<(), Error> {
@@ -81,6 +103,9 @@ impl<const W: usize> PackedStream<W> {
         } else {
             (hint_block, hint_off)
         };
+        if block - b >= 2 {
+            self.prefetch_walk(file, off, (block - b) as usize);
+        }
         while b < block {
             off += self.full_block_len(file, off)?;
             b += 1;
