@@ -672,3 +672,75 @@ fn index_or_skip(docs: &[Document], dir: &Path, opts: &tierdex::indexing::IndexO
         Err(e) => panic!("build_index failed with {opts:?}: {e}"),
     }
 }
+
+/// A word common in bodies and rare in titles (`title:w | body:w`) is
+/// counted from the two document frequencies less the documents holding
+/// both: over several segments with deletes, in every counting mode, the
+/// count is the live documents' (brute force) and a fresh index's.
+#[test]
+fn unions_of_a_rare_and_a_common_term_count_exactly() {
+    use tierdex::update::{IndexWriter, Strategy};
+    let mut rng = gen::Rng::new(0x0c0_4e75);
+    let docs: Vec<Document> = (0..6000)
+        .map(|i| {
+            let title = match rng.range(0, 40) == 0 {
+                true => "common title",
+                false => "plain title",
+            };
+            let body = match rng.range(0, 10) < 7 {
+                true => "words with common inside",
+                false => "words without it",
+            };
+            Document::title_body(format!("d{i}"), title.to_string(), body.to_string())
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let writer = match IndexWriter::create(
+        dir.path(),
+        Default::default(),
+        Default::default(),
+        Strategy::NoMerge,
+        Default::default(),
+    ) {
+        Ok(w) => w,
+        Err(e) if not_implemented(&e) => return,
+        Err(e) => panic!("writer: {e}"),
+    };
+    for batch in docs.chunks(1500) {
+        writer.add(batch.to_vec()).expect("add");
+        writer.flush().expect("flush");
+    }
+    let gone: Vec<String> = docs.iter().step_by(5).map(|d| d.id.clone()).collect();
+    writer.delete(gone).expect("delete");
+    let live: Vec<Document> = docs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 != 0)
+        .map(|(_, d)| d.clone())
+        .collect();
+    let has = |d: &Document, field: &str| d.text(field).split(' ').any(|w| w == "common");
+    let want = |title: bool, body: bool| {
+        live.iter()
+            .filter(|d| (title && has(d, "title")) || (body && has(d, "body")))
+            .count() as u64
+    };
+    let fresh_dir = tempfile::tempdir().expect("temporary directory");
+    if !index_or_skip(&live, fresh_dir.path(), &Default::default()) {
+        return;
+    }
+    let fresh = Searcher::open(fresh_dir.path()).expect("open");
+    let searcher = writer.refresh().expect("refresh");
+    for (text, title, body) in [
+        ("common", true, true),
+        ("title:common body:common", true, true),
+        ("title:common", true, false),
+    ] {
+        let query = tierdex::query::parse(text).expect("query");
+        for (mode, k) in [(Mode::Count, 0), (Mode::TopKAndCount, 10)] {
+            for s in [&searcher, &fresh] {
+                let got = s.search_parsed(&query, mode, k).expect("search").count;
+                assert_eq!(got, Some(want(title, body)), "{text} {mode:?}");
+            }
+        }
+    }
+}
