@@ -564,14 +564,21 @@ fn with_filter(q: Query, filter: &str) -> Query {
     Query::Boolean(clauses)
 }
 
-/// The same disjunctions (and conjunctions) after deleting every seventh document: ids,
-/// score bits and counts equal those of an index built from the live
-/// documents.
-#[test]
-fn large_disjunctions_skip_deleted_documents() {
+/// `docs` written in segments of 3,000 documents, then every `every`-th
+/// deleted, beside an index built from the live documents alone.
+struct WithDeletes {
+    /// The writer's index after the deletes.
+    searcher: std::sync::Arc<Searcher>,
+    /// The index of the live documents.
+    fresh: Searcher,
+    live: Vec<Document>,
+    _writer: tierdex::update::IndexWriter,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+/// [`WithDeletes`] of `docs`; `None` where this build cannot index.
+fn with_deletes(docs: &[Document], every: usize) -> Option<WithDeletes> {
     use tierdex::update::{IndexWriter, Strategy};
-    let mut rng = gen::Rng::new(0x0b01_de1e);
-    let docs = bulk_corpus(&mut rng);
     let dir = tempfile::tempdir().expect("temporary directory");
     let writer = match IndexWriter::create(
         dir.path(),
@@ -581,27 +588,47 @@ fn large_disjunctions_skip_deleted_documents() {
         Default::default(),
     ) {
         Ok(w) => w,
-        Err(e) if not_implemented(&e) => return,
+        Err(e) if not_implemented(&e) => return None,
         Err(e) => panic!("writer: {e}"),
     };
     for batch in docs.chunks(3000) {
         writer.add(batch.to_vec()).expect("add");
         writer.flush().expect("flush");
     }
-    let gone: Vec<String> = docs.iter().step_by(7).map(|d| d.id.clone()).collect();
+    let gone: Vec<String> = docs.iter().step_by(every).map(|d| d.id.clone()).collect();
     writer.delete(gone).expect("delete");
     let live: Vec<Document> = docs
         .iter()
         .enumerate()
-        .filter(|(i, _)| i % 7 != 0)
+        .filter(|(i, _)| i % every != 0)
         .map(|(_, d)| d.clone())
         .collect();
     let fresh_dir = tempfile::tempdir().expect("temporary directory");
     if !index_or_skip(&live, fresh_dir.path(), &Default::default()) {
-        return;
+        return None;
     }
     let fresh = Searcher::open(fresh_dir.path()).expect("open");
     let searcher = writer.refresh().expect("refresh");
+    Some(WithDeletes {
+        searcher,
+        fresh,
+        live,
+        _writer: writer,
+        _dirs: [dir, fresh_dir],
+    })
+}
+
+/// The same disjunctions (and conjunctions) after deleting every seventh document: ids,
+/// score bits and counts equal those of an index built from the live
+/// documents.
+#[test]
+fn large_disjunctions_skip_deleted_documents() {
+    let mut rng = gen::Rng::new(0x0b01_de1e);
+    let docs = bulk_corpus(&mut rng);
+    let Some(deleted) = with_deletes(&docs, 7) else {
+        return;
+    };
+    let (searcher, fresh): (&Searcher, &Searcher) = (&deleted.searcher, &deleted.fresh);
     let answer = |s: &Searcher, q: &Query, mode: Mode, k: usize| {
         let r = s.search_parsed(q, mode, k).expect("search");
         let hits: Vec<(String, u32)> = r
@@ -622,8 +649,8 @@ fn large_disjunctions_skip_deleted_documents() {
         let query = tierdex::query::parse(&text.join(" ")).expect("query");
         for (mode, k) in [(Mode::TopK, 10), (Mode::TopKAndCount, 10), (Mode::TopKAndCount, 1000)] {
             assert_eq!(
-                answer(&searcher, &query, mode, k),
-                answer(&fresh, &query, mode, k),
+                answer(searcher, &query, mode, k),
+                answer(fresh, &query, mode, k),
                 "{text:?} {mode:?} k={k}"
             );
         }
@@ -679,7 +706,6 @@ fn index_or_skip(docs: &[Document], dir: &Path, opts: &tierdex::indexing::IndexO
 /// count is the live documents' (brute force) and a fresh index's.
 #[test]
 fn unions_of_a_rare_and_a_common_term_count_exactly() {
-    use tierdex::update::{IndexWriter, Strategy};
     let mut rng = gen::Rng::new(0x0c0_4e75);
     // In about 1% of the titles and 20% of the bodies: rare enough beside
     // each other, and the body term not dense (see `known_count`).
@@ -696,42 +722,17 @@ fn unions_of_a_rare_and_a_common_term_count_exactly() {
             Document::title_body(format!("d{i}"), title.to_string(), body.to_string())
         })
         .collect();
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let writer = match IndexWriter::create(
-        dir.path(),
-        Default::default(),
-        Default::default(),
-        Strategy::NoMerge,
-        Default::default(),
-    ) {
-        Ok(w) => w,
-        Err(e) if not_implemented(&e) => return,
-        Err(e) => panic!("writer: {e}"),
+    let Some(deleted) = with_deletes(&docs, 5) else {
+        return;
     };
-    for batch in docs.chunks(3000) {
-        writer.add(batch.to_vec()).expect("add");
-        writer.flush().expect("flush");
-    }
-    let gone: Vec<String> = docs.iter().step_by(5).map(|d| d.id.clone()).collect();
-    writer.delete(gone).expect("delete");
-    let live: Vec<Document> = docs
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| i % 5 != 0)
-        .map(|(_, d)| d.clone())
-        .collect();
+    let live = &deleted.live;
     let has = |d: &Document, field: &str| d.text(field).split(' ').any(|w| w == "common");
     let want = |title: bool, body: bool| {
         live.iter()
             .filter(|d| (title && has(d, "title")) || (body && has(d, "body")))
             .count() as u64
     };
-    let fresh_dir = tempfile::tempdir().expect("temporary directory");
-    if !index_or_skip(&live, fresh_dir.path(), &Default::default()) {
-        return;
-    }
-    let fresh = Searcher::open(fresh_dir.path()).expect("open");
-    let searcher = writer.refresh().expect("refresh");
+    let (searcher, fresh): (&Searcher, &Searcher) = (&deleted.searcher, &deleted.fresh);
     for (text, title, body) in [
         ("common", true, true),
         ("title:common body:common", true, true),
@@ -739,7 +740,7 @@ fn unions_of_a_rare_and_a_common_term_count_exactly() {
     ] {
         let query = tierdex::query::parse(text).expect("query");
         for (mode, k) in [(Mode::Count, 0), (Mode::TopKAndCount, 10)] {
-            for s in [&searcher, &fresh] {
+            for s in [searcher, fresh] {
                 let got = s.search_parsed(&query, mode, k).expect("search").count;
                 assert_eq!(got, Some(want(title, body)), "{text} {mode:?}");
             }
