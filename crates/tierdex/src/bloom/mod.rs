@@ -253,6 +253,12 @@ const PAGE: f64 = 4096.0;
 /// filter that rejects nothing adds at most about this much I/O.
 pub const MAX_FILTER_SHARE: f64 = 0.1;
 
+/// [`MAX_FILTER_SHARE`] for an index that stays in memory: a filter may
+/// cost as much as the positions it saves, since there both are a few
+/// cache misses, not device reads (the runtime rule still drops a filter
+/// that stops rejecting).
+pub const RESIDENT_FILTER_SHARE: f64 = 1.0;
+
 /// Expected bytes read to visit `k` of the `n` documents of a section of
 /// `len` bytes, spread uniformly: each visit reads its share and touches at
 /// least a page, and no more than the whole section is read.
@@ -269,7 +275,9 @@ pub fn visit_cost(len: u64, n: u32, k: u64) -> f64 {
 #[serde(rename_all = "lowercase")]
 pub enum FilterUse {
     /// Where the cost model finds them cheaper than the positions they save
-    /// ([`choose`]), and only while they keep rejecting candidates.
+    /// ([`choose`]; more freely when the index stays in memory, see
+    /// [`RESIDENT_FILTER_SHARE`]), and only while they keep rejecting
+    /// candidates.
     #[default]
     Auto,
     /// For every adjacent pair of filtered terms, whatever the cost

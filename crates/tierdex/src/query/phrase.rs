@@ -66,7 +66,7 @@ impl PhraseWeight {
         }
         let filters = match (b.seg.bloom(), b.filters) {
             (Some(shape), FilterUse::Auto | FilterUse::Always) => {
-                self.filters(&costs, shape, b.filters, &b.ctx.filter_fields)
+                self.filters(&costs, shape, b.filters, &b.ctx.filter_fields, b.ctx.filter_share)
             }
             _ => Vec::new(),
         };
@@ -81,20 +81,23 @@ impl PhraseWeight {
 
     /// The filter tests of the phrase: for each pair of terms at adjacent
     /// positions that both take part in filters, the cheaper filter when
-    /// the cost model finds one worth reading (see [`bloom::choose`]), or
-    /// always the cheaper one with [`FilterUse::Always`].
+    /// the cost model finds one worth reading at most `share` of what it
+    /// saves (see [`bloom::choose_with`] and
+    /// [`crate::query::weight::filter_share`]), or always the cheaper one
+    /// with [`FilterUse::Always`].
     fn filters(
         &self,
         costs: &[TermCost],
         shape: FilterShape,
         using: FilterUse,
         fields: &FieldSet,
+        share: f64,
     ) -> Vec<PhraseFilter> {
         let candidates = costs.iter().map(|c| c.doc_freq as u64).min().unwrap_or(0);
         // The scorer's lead: the first of the rarest terms.
         let lead = costs.iter().position(|c| c.doc_freq as u64 == candidates);
         let always = using == FilterUse::Always;
-        let max_share = if always { f64::INFINITY } else { bloom::MAX_FILTER_SHARE };
+        let max_share = if always { f64::INFINITY } else { share };
         let mut filters = Vec::new();
         for (l, left) in self.terms.iter().enumerate() {
             for (r, right) in self.terms.iter().enumerate() {

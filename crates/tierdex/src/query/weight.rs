@@ -221,11 +221,45 @@ impl QueryKey {
     }
 }
 
-/// Per-index scoring context: one norm cache per field, and the fields
-/// whose terms have phrase filters.
+/// Per-index scoring context: one norm cache per field, the fields whose
+/// terms have phrase filters, and how much of the positions' cost a phrase
+/// filter may cost ([`filter_share`]).
 pub struct ScoringContext {
     caches: Vec<NormCache>,
     pub(crate) filter_fields: FieldSet,
+    pub(crate) filter_share: f64,
+}
+
+/// The share of the positions' read cost a phrase filter may cost in
+/// `index` ([`bloom::choose_with`]): [`bloom::RESIDENT_FILTER_SHARE`] when
+/// the index stays in memory (the `ram` tier, or the page cache tiers with
+/// the whole index within half the memory the process may use, see
+/// [`crate::storage::memory`]), where a filter costs a few cache misses
+/// rather than device reads; [`bloom::MAX_FILTER_SHARE`] otherwise.
+///
+/// [`bloom::choose_with`]: crate::bloom::choose_with
+/// [`bloom::RESIDENT_FILTER_SHARE`]: crate::bloom::RESIDENT_FILTER_SHARE
+/// [`bloom::MAX_FILTER_SHARE`]: crate::bloom::MAX_FILTER_SHARE
+pub fn filter_share(index: &Index) -> f64 {
+    use crate::storage::{memory, Tier};
+    let bytes: u64 = index.manifest().segments.iter().map(|s| s.bytes()).sum();
+    let available = memory::available();
+    let resident = match index.storage().options().tier {
+        Tier::Ram => true,
+        Tier::Mmap | Tier::Buffered => memory::fits(bytes, available),
+        Tier::Direct => false,
+    };
+    tracing::debug!(
+        index_bytes = bytes,
+        available,
+        resident,
+        "phrase filters chosen for an index {}",
+        if resident { "in memory" } else { "read from the device" }
+    );
+    match resident {
+        true => crate::bloom::RESIDENT_FILTER_SHARE,
+        false => crate::bloom::MAX_FILTER_SHARE,
+    }
 }
 
 impl ScoringContext {
@@ -238,6 +272,7 @@ impl ScoringContext {
                 .map(|f| NormCache::new(&index.field_stats(f)))
                 .collect(),
             filter_fields: index.manifest().postings_format().filter_fields,
+            filter_share: filter_share(index),
         }
     }
 
@@ -251,6 +286,7 @@ impl ScoringContext {
                 .map(|f| NormCache::new(&global.field(schema.name(f)).unwrap_or_else(|| index.field_stats(f))))
                 .collect(),
             filter_fields: index.manifest().postings_format().filter_fields,
+            filter_share: filter_share(index),
         }
     }
 

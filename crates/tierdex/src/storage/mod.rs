@@ -25,6 +25,7 @@ internal!(direct);
 internal!(faults);
 mod file;
 pub mod io;
+pub mod memory;
 pub mod mode;
 mod tier;
 internal!(uring);
