@@ -207,7 +207,7 @@ impl Searcher {
     pub fn with_global_stats(&self, global: Arc<GlobalStats>) -> Searcher {
         Searcher {
             index: self.index.clone(),
-            scoring: ScoringContext::with_global(&self.index, &global),
+            scoring: self.scoring.with_global(&self.index, &global),
             global: Some(global),
             snapshot: self.snapshot,
             phrase_filters: self.phrase_filters,

@@ -276,17 +276,19 @@ impl ScoringContext {
         }
     }
 
-    /// The context of `index` with field statistics taken from `global`
-    /// (statistics over several indices) where it has them.
-    pub fn with_global(index: &Index, global: &crate::query::global::GlobalStats) -> Self {
+    /// This context of `index` with field statistics taken from `global`
+    /// (statistics over several indices) where it has them; the filter
+    /// fields and share are this context's (made per query, it reads no
+    /// memory figures again).
+    pub fn with_global(&self, index: &Index, global: &crate::query::global::GlobalStats) -> Self {
         let schema = index.schema();
         ScoringContext {
             caches: schema
                 .fields()
                 .map(|f| NormCache::new(&global.field(schema.name(f)).unwrap_or_else(|| index.field_stats(f))))
                 .collect(),
-            filter_fields: index.manifest().postings_format().filter_fields,
-            filter_share: filter_share(index),
+            filter_fields: self.filter_fields,
+            filter_share: self.filter_share,
         }
     }
 
