@@ -389,19 +389,51 @@ pub fn encode_group(shape: FilterShape, filters: &[u8], out: &mut Vec<u8>) -> us
     let fb = shape.bytes as usize;
     debug_assert!(filters.len().is_multiple_of(fb) && filters.len() / fb <= GROUP_SLOTS);
     let start = out.len();
-    let mut bitmap = 0u128;
-    for (slot, f) in filters.chunks_exact(fb).enumerate() {
-        if f.iter().any(|&b| b != 0) {
-            bitmap |= 1 << slot;
+    // One pass: room for the bitmap and every filter, the non-empty ones
+    // packed, then cut to what they took.
+    out.resize(start + BITMAP_BYTES + filters.len(), 0);
+    let packed = &mut out[start + BITMAP_BYTES..];
+    let (bitmap, used) = match fb {
+        1 => pack_filters::<1>(filters, packed),
+        2 => pack_filters::<2>(filters, packed),
+        3 => pack_filters::<3>(filters, packed),
+        4 => pack_filters::<4>(filters, packed),
+        5 => pack_filters::<5>(filters, packed),
+        6 => pack_filters::<6>(filters, packed),
+        8 => pack_filters::<8>(filters, packed),
+        _ => {
+            let (mut bitmap, mut used) = (0u128, 0);
+            for (slot, f) in filters.chunks_exact(fb).enumerate() {
+                if f.iter().any(|&b| b != 0) {
+                    bitmap |= 1 << slot;
+                    packed[used..used + fb].copy_from_slice(f);
+                    used += fb;
+                }
+            }
+            (bitmap, used)
         }
-    }
-    out.extend_from_slice(&bitmap.to_le_bytes());
-    for f in filters.chunks_exact(fb) {
-        if f.iter().any(|&b| b != 0) {
-            out.extend_from_slice(f);
-        }
-    }
+    };
+    out[start..start + BITMAP_BYTES].copy_from_slice(&bitmap.to_le_bytes());
+    out.truncate(start + BITMAP_BYTES + used);
     out.len() - start
+}
+
+/// [`encode_group`]'s loop for `N`-byte filters: the non-empty filters of
+/// `filters` packed into `out` (as long as `filters`); their bitmap and
+/// the bytes they took.
+#[inline]
+fn pack_filters<const N: usize>(filters: &[u8], out: &mut [u8]) -> (u128, usize) {
+    let (mut bitmap, mut used) = (0u128, 0);
+    for (slot, f) in filters.chunks_exact(N).enumerate() {
+        let f: &[u8; N] = f.try_into().expect("chunks of N bytes");
+        // Written whatever it holds, kept only when not empty: no branch
+        // on the copy.
+        out[used..used + N].copy_from_slice(f);
+        let full = *f != [0; N];
+        bitmap |= (full as u128) << slot;
+        used += N * full as usize;
+    }
+    (bitmap, used)
 }
 
 /// Bytes of an encoded group, from its bitmap (the first 16 bytes).

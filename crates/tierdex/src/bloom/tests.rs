@@ -92,6 +92,60 @@ fn measured_false_positive_rate_matches_the_target() {
     assert!((0.002..0.006).contains(&rate), "false-positive rate {rate} over {probes} probes");
 }
 
+/// The group encoding as the format defines it, in two plain passes.
+fn encode_group_reference(fb: usize, filters: &[u8]) -> Vec<u8> {
+    let mut bitmap = 0u128;
+    let mut packed = Vec::new();
+    for (slot, f) in filters.chunks_exact(fb).enumerate() {
+        if f.iter().any(|&b| b != 0) {
+            bitmap |= 1 << slot;
+            packed.extend_from_slice(f);
+        }
+    }
+    let mut out = bitmap.to_le_bytes().to_vec();
+    out.extend_from_slice(&packed);
+    out
+}
+
+proptest! {
+    #[test]
+    fn groups_encode_byte_for_byte_as_the_format_defines(
+        fb in 1u16..=12,
+        slots in 0usize..=128,
+        seed in any::<u64>(),
+        empty_share in 0u32..=4,
+    ) {
+        // splitmix64: the filters' bytes from the seed.
+        let mut state = seed;
+        let mut next = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut filters = vec![0u8; slots * fb as usize];
+        for f in filters.chunks_exact_mut(fb as usize) {
+            if (next() % 4) as u32 >= empty_share {
+                // Not empty: one set byte anywhere, or random bytes.
+                let i = (next() % f.len() as u64) as usize;
+                f[i] = 1 + (next() % 255) as u8;
+                if next() % 2 == 0 {
+                    for b in f.iter_mut() {
+                        *b = next() as u8;
+                    }
+                }
+            }
+        }
+        let s = FilterShape { bytes: fb, hashes: 1 };
+        let mut out = vec![7, 7];
+        let n = encode_group(s, &filters, &mut out);
+        prop_assert_eq!(&out[..2], &[7, 7]);
+        prop_assert_eq!(n, out.len() - 2);
+        prop_assert_eq!(&out[2..], &encode_group_reference(fb as usize, &filters)[..]);
+    }
+}
+
 proptest! {
     #[test]
     fn members_always_test_positive_and_groups_round_trip(
