@@ -1132,7 +1132,7 @@ fn write_documents(
                     .map(|r| {
                         r.stores()
                             .iter()
-                            .map(|s| s.reopen_on(&storage))
+                            .map(|s| s.reopen_to_copy(&storage))
                             .collect::<Result<Vec<_>>>()
                     })
                     .collect::<Result<Vec<_>>>()?,

@@ -25,6 +25,9 @@ pub struct StoreReader {
     index: IndexFile,
     num_docs: u32,
     dict: Option<ReaderDictionary>,
+    /// The index's entries held in memory, for a reader that reads every
+    /// record once in no order ([`StoreReader::reopen_to_copy`]).
+    entries: Option<Vec<u8>>,
     pool: Mutex<Vec<Scratch>>,
 }
 
@@ -57,18 +60,26 @@ impl StoreReader {
         Self::open_on(data_path, index_path, &Storage::new(TierOptions::on(tier))?)
     }
 
-    /// The same store opened again on `storage`: a merge copying records
-    /// in a new order reads them with `pread` (the `buffered` tier) rather
-    /// than through a mapping it would have to drop every few hundred
-    /// records.
-    pub fn reopen_on(&self, storage: &Storage) -> Result<StoreReader> {
-        Self::open_on(self.data.path(), self.index.path(), storage)
+    /// The same store opened again on `storage`, for a merge that copies
+    /// every record in a new order: it reads them with `pread` (the
+    /// `buffered` tier) rather than through a mapping it would have to drop
+    /// every few hundred records, and holds the index's entries (12 bytes a
+    /// document) in memory as they are checked, so that a record costs one
+    /// read of its data, not one of its entry's page too.
+    pub fn reopen_to_copy(&self, storage: &Storage) -> Result<StoreReader> {
+        Self::open_with(self.data.path(), self.index.path(), storage, true)
     }
 
     /// Opens a store on `storage`, checking that the two files belong
     /// together and that every index entry lies inside the data file, in
     /// order (the index is streamed once; entries are read on demand later).
     pub fn open_on(data_path: &Path, index_path: &Path, storage: &Storage) -> Result<StoreReader> {
+        Self::open_with(data_path, index_path, storage, false)
+    }
+
+    /// [`StoreReader::open_on`], keeping the checked entries in memory when
+    /// `hold_entries`.
+    fn open_with(data_path: &Path, index_path: &Path, storage: &Storage, hold_entries: bool) -> Result<StoreReader> {
         let data = storage.open(data_path)?;
         let index = storage.open(index_path)?;
         let mut buf = Vec::new();
@@ -121,10 +132,14 @@ impl StoreReader {
         let mut end = records_start as u64;
         const CHUNK: usize = INDEX_ENTRY_LEN * (1 << 16);
         let mut entries = Vec::new();
+        let mut held = Vec::with_capacity(if hold_entries { entries_len } else { 0 });
         for chunk_start in (0..entries_len).step_by(CHUNK) {
             let chunk = index.read(chunk_start..(chunk_start + CHUNK).min(entries_len), &mut buf)?;
             entries.clear();
             entries.extend_from_slice(chunk);
+            if hold_entries {
+                held.extend_from_slice(chunk);
+            }
             let first_doc = chunk_start / INDEX_ENTRY_LEN;
             for (i, e) in entries.chunks_exact(INDEX_ENTRY_LEN).enumerate() {
                 let doc = first_doc + i;
@@ -159,6 +174,7 @@ impl StoreReader {
             index,
             num_docs: trailer.num_docs,
             dict,
+            entries: hold_entries.then_some(held),
             pool: Mutex::new(Vec::new()),
         })
     }
@@ -276,7 +292,10 @@ impl StoreReader {
         }
         let start = doc as usize * INDEX_ENTRY_LEN;
         let mut e = [0u8; INDEX_ENTRY_LEN];
-        self.index.read_small(start..start + INDEX_ENTRY_LEN, &mut e)?;
+        match self.entries.as_deref().and_then(|all| all.get(start..start + INDEX_ENTRY_LEN)) {
+            Some(held) => e.copy_from_slice(held),
+            None => self.index.read_small(start..start + INDEX_ENTRY_LEN, &mut e)?,
+        }
         io::record_needed(INDEX_ENTRY_LEN as u64);
         Ok(format::decode_entry(&e))
     }

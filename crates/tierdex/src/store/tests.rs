@@ -580,6 +580,34 @@ fn out_of_range_documents() {
 }
 
 #[test]
+fn a_store_reopened_to_copy_reads_a_record_in_one_read() {
+    let docs = corpus(600, 43);
+    let (p, _) = write(&docs, small_sample());
+    let mapped = open(&p).unwrap();
+    let storage = crate::storage::Storage::new(crate::storage::TierOptions::on(Tier::Buffered)).unwrap();
+    let plain = StoreReader::open_on(&p.data, &p.index, &storage).unwrap();
+    let copying = mapped.reopen_to_copy(&storage).unwrap();
+    assert_eq!(copying.num_docs(), mapped.num_docs());
+    // In a scrambled order, as a reordering merge reads them.
+    let n = mapped.num_docs();
+    let order: Vec<u32> = (0..n).map(|i| (i * 7919) % n).collect();
+    let want: Vec<Vec<u8>> = order.iter().map(|&d| mapped.raw(d).unwrap().to_vec()).collect();
+    let mut a = Vec::new();
+    for (reader, reads_per_record) in [(&plain, 2), (&copying, 1)] {
+        let before = crate::storage::io::snapshot();
+        for (&d, want) in order.iter().zip(&want) {
+            assert_eq!(reader.raw_into(d, &mut a).unwrap(), want.as_slice());
+        }
+        let ios = crate::storage::io::snapshot().since(&before).ios;
+        assert_eq!(ios, u64::from(n) * reads_per_record);
+        assert_eq!(reader.get(order[3]).unwrap(), docs[order[3] as usize]);
+    }
+    for doc in [n, u32::MAX] {
+        assert!(matches!(copying.raw_into(doc, &mut a), Err(Error::InvalidArgument(_))));
+    }
+}
+
+#[test]
 fn bad_options_and_oversized_documents() {
     let p = paths();
     for level in [100, i32::MIN] {
