@@ -687,6 +687,40 @@ fn reorder_documents(
     ranges: &[TermRange],
 ) -> Result<Vec<DocId>> {
     let started = std::time::Instant::now();
+    // Each source's live documents are a contiguous range of the numbers
+    // by concatenation: the sources are read on parallel threads, each
+    // filling its documents' rows.
+    let mut parts = Vec::with_capacity(files.len());
+    let mut start = 0u32;
+    for map in maps {
+        let live = map.iter().filter(|&&to| to != TERMINATED).count() as u32;
+        parts.push(start..start + live);
+        start += live;
+    }
+    // The sample comes first, from one source's dictionary: documents that
+    // keep their order cost no walk over every source's.
+    if params.min_gain > 0.0 {
+        if let Some(sample) = sampled_gain(readers, files, maps, &parts, layout, n_fields, params, threads)? {
+            tracing::info!(
+                docs = sample.docs,
+                postings = sample.postings,
+                gain = sample.gain,
+                min_gain = params.min_gain,
+                secs = started.elapsed().as_secs_f64(),
+                "reordering sampled"
+            );
+            if sample.gain < f64::from(params.min_gain) {
+                tracing::info!(
+                    "documents keep their order: a sample of {} saves {:.1}% of the log-gap cost, under {:.1}%",
+                    sample.docs,
+                    100.0 * sample.gain,
+                    100.0 * params.min_gain
+                );
+                return Ok((0..max_doc).collect());
+            }
+        }
+    }
+    let walking = std::time::Instant::now();
     // A term's documents (deleted ones included) in all sources: from the
     // dictionary where it holds them (reading the term's region would
     // bring every page of the postings into memory).
@@ -738,19 +772,9 @@ fn reorder_documents(
         candidates = walk(&TermRange::default())?;
     }
     readers.iter().for_each(|r| r.release());
-    let walk_secs = started.elapsed().as_secs_f64();
+    let walk_secs = walking.elapsed().as_secs_f64();
     let cap = params.doc_freq_cap(candidates.iter().map(|c| c.0).collect());
     candidates.retain(|c| c.0 <= cap);
-    // Each source's live documents are a contiguous range of the numbers
-    // by concatenation: the sources are read on parallel threads, each
-    // filling its documents' rows.
-    let mut parts = Vec::with_capacity(files.len());
-    let mut start = 0u32;
-    for map in maps {
-        let live = map.iter().filter(|&&to| to != TERMINATED).count() as u32;
-        parts.push(start..start + live);
-        start += live;
-    }
     let mut by_source: Vec<Vec<(u32, u64)>> = vec![Vec::new(); files.len()];
     for (number, (_, hits)) in candidates.iter().enumerate() {
         for h in hits {
@@ -759,28 +783,6 @@ fn reorder_documents(
     }
     let num_terms = candidates.len() as u32;
     drop(candidates);
-    if params.min_gain > 0.0 {
-        if let Some(sample) = sampled_gain(readers, files, maps, &parts, &by_source, params, threads)? {
-            tracing::info!(
-                docs = sample.docs,
-                postings = sample.postings,
-                gain = sample.gain,
-                min_gain = params.min_gain,
-                walk_secs,
-                secs = started.elapsed().as_secs_f64(),
-                "reordering sampled"
-            );
-            if sample.gain < f64::from(params.min_gain) {
-                tracing::info!(
-                    "documents keep their order: a sample of {} saves {:.1}% of the log-gap cost, under {:.1}%",
-                    sample.docs,
-                    100.0 * sample.gain,
-                    100.0 * params.min_gain
-                );
-                return Ok((0..max_doc).collect());
-            }
-        }
-    }
     let fwd = ForwardIndex::build_parts(&parts, num_terms, threads, |s, f| {
         // The postings read leave the process's memory as the pass goes.
         let (file, reader, map) = (files[s], readers[s], &maps[s]);
@@ -815,6 +817,7 @@ fn reorder_documents(
         doc_freq_cap = cap,
         cost_before = crate::indexing::reorder::log_gap_cost(&fwd, &identity, 128),
         cost_after = crate::indexing::reorder::log_gap_cost(&fwd, &order, 128),
+        walk_secs,
         read_secs = read,
         bisect_secs,
         secs = started.elapsed().as_secs_f64(),
@@ -833,16 +836,19 @@ struct Sampled {
 }
 
 /// Bisects the first [`SAMPLE_DOCS`] live documents of the largest source
-/// (numbered by concatenation in `parts`, selected terms by source in
-/// `by_source`) and measures the share of their log-gap cost it saves;
-/// `None` when the sample would be every document (the reordering itself
-/// costs no more).
+/// (numbered by concatenation in `parts`) over the terms its own dictionary
+/// holds that `params` would select in the merge (their document frequency
+/// there estimated from the source's, in proportion to its documents), and
+/// measures the share of their log-gap cost it saves; `None` when the
+/// sample would be every document (the reordering itself costs no more).
+#[allow(clippy::too_many_arguments)]
 fn sampled_gain(
     readers: &[&SegmentReader],
     files: &[&PostingsFiles],
     maps: &[Vec<DocId>],
     parts: &[std::ops::Range<u32>],
-    by_source: &[Vec<(u32, u64)>],
+    layout: Layout,
+    n_fields: usize,
     params: &BpParams,
     threads: usize,
 ) -> Result<Option<Sampled>> {
@@ -859,9 +865,29 @@ fn sampled_gain(
         return Ok(None);
     }
     let (file, reader, map) = (files[s], readers[s], &maps[s]);
+    // The source's documents, deleted ones included, as its dictionary
+    // counts them.
+    let scale = f64::from(total) / (map.len().max(1) as f64);
+    let mut selected: Vec<(u64, u64)> = Vec::new();
+    let mut terms = TermsInOrder::new(std::slice::from_ref(&files[s]), layout, n_fields, &TermRange::default());
+    let (mut key, mut hits) = (Vec::new(), Vec::new());
+    while terms.next(&mut key, &mut hits) {
+        for h in &hits {
+            let df = match file.terms().doc_freq_of(h.value) {
+                Some(d) => u64::from(d),
+                None => u64::from(file.resolve(file.terms().term_ref(h.value))?.region.doc_freq),
+            };
+            let estimate = (df as f64 * scale).round() as u64;
+            if params.selects(estimate, u64::from(total)) {
+                selected.push((estimate, h.value));
+            }
+        }
+    }
+    let cap = params.doc_freq_cap(selected.iter().map(|t| t.0).collect());
+    selected.retain(|t| t.0 <= cap);
     let end = part.start + docs;
     let fwd = ForwardIndex::build(docs, |f| {
-        for &(number, value) in &by_source[s] {
+        for (number, &(_, value)) in selected.iter().enumerate() {
             let info = file.resolve(file.terms().term_ref(value))?;
             let mut c = reader.cursor(&info)?;
             while c.doc() != TERMINATED {
@@ -871,7 +897,7 @@ fn sampled_gain(
                     if to >= end {
                         break;
                     }
-                    f(number, to - part.start);
+                    f(number as u32, to - part.start);
                 }
                 c.advance();
             }
