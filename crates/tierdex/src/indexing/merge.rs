@@ -871,7 +871,12 @@ fn sampled_gain(
     let mut selected: Vec<(u64, u64)> = Vec::new();
     let mut terms = TermsInOrder::new(std::slice::from_ref(&files[s]), layout, n_fields, &TermRange::default());
     let (mut key, mut hits) = (Vec::new(), Vec::new());
+    let mut walked = 0u64;
     while terms.next(&mut key, &mut hits) {
+        walked += 1;
+        if walked.is_multiple_of(DICT_RELEASE_TERMS) {
+            file.terms().release();
+        }
         for h in &hits {
             let df = match file.terms().doc_freq_of(h.value) {
                 Some(d) => u64::from(d),
