@@ -721,19 +721,10 @@ fn reorder_documents(
         }
     }
     let walking = std::time::Instant::now();
-    // A term's documents (deleted ones included) in all sources: from the
-    // dictionary where it holds them (reading the term's region would
-    // bring every page of the postings into memory).
+    // A term's documents (deleted ones included) in all sources.
     let doc_freq = |hits: &[fst::map::IndexedValue]| -> Result<u64> {
-        let mut df = 0;
-        for h in hits {
-            let f = files[h.index];
-            df += match f.terms().doc_freq_of(h.value) {
-                Some(d) => u64::from(d),
-                None => u64::from(f.resolve(f.terms().term_ref(h.value))?.region.doc_freq),
-            };
-        }
-        Ok(df)
+        hits.iter()
+            .try_fold(0, |df, h| Ok(df + source_doc_freq(files[h.index], h.value)?))
     };
     // One walk over every term of the sources, a thread per range of the
     // term space (the dictionaries' pages released as it goes, every
@@ -826,6 +817,16 @@ fn reorder_documents(
     Ok(order)
 }
 
+/// The documents (deleted ones included) of the term at `value` in a
+/// source's dictionary: from the dictionary where it holds them (reading
+/// the term's region would bring every page of the postings into memory).
+fn source_doc_freq(files: &PostingsFiles, value: u64) -> Result<u64> {
+    Ok(match files.terms().doc_freq_of(value) {
+        Some(d) => u64::from(d),
+        None => u64::from(files.resolve(files.terms().term_ref(value))?.region.doc_freq),
+    })
+}
+
 /// What bisecting a sample of a merge's documents saved.
 struct Sampled {
     /// Documents and forward-index postings of the sample.
@@ -878,11 +879,7 @@ fn sampled_gain(
             file.terms().release();
         }
         for h in &hits {
-            let df = match file.terms().doc_freq_of(h.value) {
-                Some(d) => u64::from(d),
-                None => u64::from(file.resolve(file.terms().term_ref(h.value))?.region.doc_freq),
-            };
-            let estimate = (df as f64 * scale).round() as u64;
+            let estimate = (source_doc_freq(file, h.value)? as f64 * scale).round() as u64;
             if params.selects(estimate, u64::from(total)) {
                 selected.push((estimate, h.value));
             }
