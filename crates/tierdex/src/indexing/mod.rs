@@ -518,6 +518,7 @@ where
     let mut metas = results.into_inner().unwrap();
     metas.sort_by_key(|(s, _)| *s);
     let mut metas: Vec<SegmentMeta> = metas.into_iter().map(|(_, m)| m).collect();
+    let built: Vec<String> = metas.iter().map(|m| m.name.clone()).collect();
     let mut next_segment = segments;
 
     let merge_started = Instant::now();
@@ -656,6 +657,11 @@ where
         m.deletes = d;
     }
     let merge_secs = merge_started.elapsed().as_secs_f64();
+    if opts.merge {
+        // Build segments kept as they are (nothing to merge): written unsynced.
+        let unmerged = metas.iter().filter(|m| built.contains(&m.name));
+        crate::storage::sync_files(unmerged.flat_map(|m| m.files.keys().map(|e| dir.join(m.file_name(e)))))?;
+    }
 
     let mut manifest = Manifest::with_schema(schema, opts.analyzer, opts.format());
     manifest.strategy = opts.strategy;
@@ -756,21 +762,31 @@ fn build_segment(
     dictionary: Option<&[u8]>,
     opts: &IndexOptions,
 ) -> Result<SegmentMeta> {
-    let mut w = SegmentWriter::new(dir, &segment_name(seg), Arc::clone(analysis), dictionary, opts.format())?;
-    if opts.merge {
-        w.to_be_merged(MERGE_FILTER_SLACK);
+    let build = || {
+        let mut w = SegmentWriter::new(dir, &segment_name(seg), Arc::clone(analysis), dictionary, opts.format())?;
+        if opts.merge {
+            w.to_be_merged(MERGE_FILTER_SLACK);
+        }
+        w.expect_docs(docs.len() as u64);
+        for d in docs {
+            w.add(d)?;
+        }
+        tracing::debug!(
+            "segment {seg}: {} documents, {} bytes of text, {} bytes in memory",
+            docs.len(),
+            docs.iter().map(Document::text_bytes).sum::<usize>(),
+            w.memory_bytes()
+        );
+        w.finish()
+    };
+    // A segment the final merge replaces is never synced: nothing is
+    // committed before that merge, and its files are removed once merged
+    // (most of their pages never reach the disk). One kept unmerged is
+    // synced before the manifest is written.
+    match opts.merge {
+        true => crate::storage::unsynced(build),
+        false => build(),
     }
-    w.expect_docs(docs.len() as u64);
-    for d in docs {
-        w.add(d)?;
-    }
-    tracing::debug!(
-        "segment {seg}: {} documents, {} bytes of text, {} bytes in memory",
-        docs.len(),
-        docs.iter().map(Document::text_bytes).sum::<usize>(),
-        w.memory_bytes()
-    );
-    w.finish()
 }
 
 /// Returns the allocator's free memory to the system (glibc keeps freed

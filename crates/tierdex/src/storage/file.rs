@@ -1,5 +1,6 @@
 //! One checksummed file: its writer and its reader.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::ops::Range;
@@ -34,6 +35,37 @@ pub struct FileInfo {
     pub checksum: u64,
 }
 
+thread_local! {
+    /// Whether files created on this thread are left unsynced ([`unsynced`]).
+    static UNSYNCED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with the files it creates on this thread not synced when
+/// finished: for files that are removed before any index holding them is
+/// committed (a build's segments, which its final merge replaces). Whoever
+/// keeps such a file syncs it before committing ([`sync_files`]).
+pub fn unsynced<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            UNSYNCED.with(|u| u.set(self.0));
+        }
+    }
+    let _restore = Restore(UNSYNCED.with(|u| u.replace(true)));
+    f()
+}
+
+/// Syncs finished files written under [`unsynced`] that are kept after all.
+pub fn sync_files<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> Result<()> {
+    for path in paths {
+        let path = path.as_ref();
+        faults::check(path, FaultOp::Sync)
+            .and_then(|_| File::open(path)?.sync_all())
+            .map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
 /// Streams content into a new file, checksumming each page as it goes.
 pub struct FileWriter {
     path: PathBuf,
@@ -66,7 +98,7 @@ impl FileWriter {
             page: Xxh3::new(),
             page_fill: 0,
             page_sums: Vec::new(),
-            sync: true,
+            sync: !UNSYNCED.with(Cell::get),
         })
     }
 

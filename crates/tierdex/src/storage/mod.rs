@@ -31,7 +31,9 @@ mod tier;
 internal!(uring);
 mod window;
 
-pub use file::{FileInfo, FileWriter, IndexFile, Madvise, Storage, Tier, TierOptions, FOOTER_LEN, PAGE_SIZE};
+pub use file::{
+    sync_files, unsynced, FileInfo, FileWriter, IndexFile, Madvise, Storage, Tier, TierOptions, FOOTER_LEN, PAGE_SIZE,
+};
 pub use io::IoStats;
 pub use mode::{create_dir_all, file_mode, set_file_mode};
 pub use window::PageWindow;
