@@ -1606,10 +1606,6 @@ mod tests {
     use crate::indexing::{build_index, IndexOptions};
     use crate::schema::Document;
 
-    /// The postings bytes a merge judges its parallelism and disk room by
-    /// count each file once: a grouped segment's one file was counted three
-    /// times (as positions and offsets too), so a merge of 3.6 GB of
-    /// postings asked for 21 GB free and ran on one thread.
     /// The ranges' shares cover the postings once; with the documents'
     /// side after the first range, the last range is the smallest.
     #[test]
@@ -1634,6 +1630,10 @@ mod tests {
         assert!((two[0] - 0.54).abs() < 1e-9 && (two[1] - 0.46).abs() < 1e-9, "{two:?}");
     }
 
+    /// The postings bytes a merge judges its parallelism and disk room by
+    /// count each file once: a grouped segment's one file was counted three
+    /// times (as positions and offsets too), so a merge of 3.6 GB of
+    /// postings asked for 21 GB free and ran on one thread.
     #[test]
     fn postings_bytes_count_each_file_once() {
         for layout in [Layout::Grouped, Layout::Split] {
