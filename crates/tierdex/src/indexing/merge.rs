@@ -1160,7 +1160,7 @@ fn range_shares(threads: usize, cores: usize) -> Vec<f64> {
     }
     let even = (1.0 + DOCUMENTS_OVER_JOIN) / n as f64;
     // With many threads the documents' side outweighs a range: the last
-    // keeps a quarter of the others' share.
+    // keeps at least a quarter of `even`.
     let last = (even - DOCUMENTS_OVER_JOIN).max(even / 4.0);
     let others = (1.0 - last) / (n - 1) as f64;
     let mut shares = vec![others; n - 1];
